@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+
+#include "common/errc.hpp"
+
+namespace rdmactor {
+
+/// The CAF error category of every rdmactor error.
+constexpr caf::atom_value error_category = caf::atom("rdmactor");
+
+/// Builds a `caf::error` in category `rdmactor` whose context is `what`
+/// (a sentence naming the cause and, where it helps, the remedy).
+caf::error make_error(errc code, std::string what);
+
+/// Builds an error whose context is `describe(code)`.
+caf::error make_error(errc code);
+
+/// Returns the rdmactor code of `err`, or `errc::none` for other categories.
+errc code_of(const caf::error& err) noexcept;
+
+/// Returns the context string of an rdmactor error (empty otherwise).
+std::string what_of(const caf::error& err);
+
+/// Registers the `rdmactor` error category with `cfg` so that
+/// `sys.render(err)` prints "rdmactor: peer_gone (...)".
+void register_error_category(caf::actor_system_config& cfg);
+
+/// Renders any error without needing an actor system.
+std::string render(const caf::error& err);
+
+} // namespace rdmactor

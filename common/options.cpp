@@ -1,0 +1,62 @@
+#include "common/options.hpp"
+
+#include <caf/config_option_adder.hpp>
+#include <caf/config_option_set.hpp>
+
+namespace rdmactor {
+
+void add_options(caf::config_option_set& set, options& o) {
+  caf::config_option_adder{set, "rdmactor"}
+      .add(o.fabric, "fabric", "soft, verbs or auto")
+      .add(o.device, "device", "verbs device name (empty: first)")
+      .add(o.port, "port", "verbs port (0: first active)")
+      .add(o.gid_index, "gid-index", "verbs GID index (-1: automatic)")
+      .add(o.max_message_len_bytes, "max-message-len-bytes",
+           "largest message on the wire in bytes")
+      .add(o.recv_depth, "recv-depth", "receive buffers per connection")
+      .add(o.request_timeout_ms, "request-timeout-ms",
+           "upper bound of every request in ms")
+      .add(o.connect_timeout_ms, "connect-timeout-ms",
+           "upper bound of connection setup in ms")
+      .add(o.rnr_timeout_ms, "rnr-timeout-ms",
+           "soft fabric: wait for a posted receive in ms")
+      .add(o.arena_size_bytes, "arena-size-bytes",
+           "size of one registered arena in bytes")
+      .add(o.max_alloc_bytes, "max-alloc-bytes",
+           "largest single allocation in bytes")
+      .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
+      .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
+      .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")
+      .add(o.verbs_rnr_retry, "verbs-rnr-retry", "RNR retries (7: infinite)")
+      .add(o.verbs_min_rnr_timer, "verbs-min-rnr-timer", "min RNR NAK timer")
+      .add(o.log_level, "log-level", "trace, debug, info, warn, error, off");
+}
+
+std::string validate(const options& o) {
+  if (o.fabric != "soft" && o.fabric != "verbs" && o.fabric != "auto")
+    return "rdmactor.fabric must be soft, verbs or auto (got '" + o.fabric
+           + "')";
+  if (o.max_message_len_bytes < 256 || o.max_message_len_bytes > (1u << 30))
+    return "rdmactor.max-message-len-bytes must be in [256, 2^30]";
+  if (o.recv_depth < 2 || o.recv_depth > 16384)
+    return "rdmactor.recv-depth must be in [2, 16384]";
+  if (o.request_timeout_ms == 0)
+    return "rdmactor.request-timeout-ms must be > 0";
+  if (o.connect_timeout_ms == 0)
+    return "rdmactor.connect-timeout-ms must be > 0";
+  if (o.arena_size_bytes < 4096)
+    return "rdmactor.arena-size-bytes must be >= 4096";
+  if (o.max_alloc_bytes == 0)
+    return "rdmactor.max-alloc-bytes must be > 0";
+  if (o.verbs_mtu_bytes != 0 && o.verbs_mtu_bytes != 256
+      && o.verbs_mtu_bytes != 512 && o.verbs_mtu_bytes != 1024
+      && o.verbs_mtu_bytes != 2048 && o.verbs_mtu_bytes != 4096)
+    return "rdmactor.verbs-mtu-bytes must be 0, 256, 512, 1024, 2048 or 4096";
+  if (o.verbs_timeout_exp > 31 || o.verbs_retry_count > 7
+      || o.verbs_rnr_retry > 7 || o.verbs_min_rnr_timer > 31)
+    return "rdmactor.verbs-* values out of range (timeout-exp, min-rnr-timer "
+           "<= 31; retry-count, rnr-retry <= 7)";
+  return {};
+}
+
+} // namespace rdmactor

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace caf {
+class config_option_set;
+} // namespace caf
+
+namespace rdmactor {
+
+/// Every tunable of rdmactor, with its unit in its name.
+///
+/// Defaults are documented in `config/rdmactor.ini`, which mirrors this
+/// struct one to one.  `add_options` binds the fields to a CAF option set so
+/// that the ini file (section `[rdmactor]`) and the command line
+/// (`--rdmactor.max-message-len-bytes=...`) set them.
+struct options {
+  // -- fabric selection -----------------------------------------------------
+  /// "soft" (TCP model), "verbs" (rdma-core) or "auto" (verbs when an RDMA
+  /// device exists, soft otherwise).
+  std::string fabric = "auto";
+  /// verbs: device name as `ibv_devices` prints it; empty = first device.
+  std::string device;
+  /// verbs: port number; 0 = first active port.
+  uint32_t port = 0;
+  /// verbs: GID index; -1 = automatic (RoCE v2 IPv4-mapped GID when on
+  /// Ethernet, index 0 on InfiniBand).
+  int32_t gid_index = -1;
+
+  // -- connection parameters (negotiated: each side takes the minimum) ------
+  /// Largest message (frame header + Message + payload) on the wire.
+  uint32_t max_message_len_bytes = 64 * 1024;
+  /// Receive buffers posted per connection (= credits of the peer).
+  uint32_t recv_depth = 64;
+
+  // -- timeouts -------------------------------------------------------------
+  /// Upper bound for every request to the peer or the fabric.
+  uint32_t request_timeout_ms = 10000;
+  /// Upper bound for establishing a connection (resolve + handshake).
+  uint32_t connect_timeout_ms = 5000;
+  /// How long a SEND waits for a posted receive before RNR retry exceeded.
+  uint32_t rnr_timeout_ms = 2000;
+
+  // -- allocator ------------------------------------------------------------
+  /// Size of one registered arena; larger allocations get their own.
+  uint64_t arena_size_bytes = 16 * 1024 * 1024;
+  /// Largest single allocation (local or on behalf of a peer).
+  uint64_t max_alloc_bytes = 1024ull * 1024 * 1024;
+
+  // -- verbs QP attributes --------------------------------------------------
+  /// Path MTU in bytes (256..4096); 0 = the port's active MTU.
+  uint32_t verbs_mtu_bytes = 0;
+  /// Local ACK timeout exponent: 4.096 us * 2^x (ibv_qp_attr.timeout).
+  uint32_t verbs_timeout_exp = 14;
+  /// Transport retry count (0..7).
+  uint32_t verbs_retry_count = 7;
+  /// RNR retry count (0..7; 7 = infinite on hardware).
+  uint32_t verbs_rnr_retry = 7;
+  /// Minimum RNR NAK timer code (ibv_qp_attr.min_rnr_timer, 0..31).
+  uint32_t verbs_min_rnr_timer = 12;
+
+  // -- logging --------------------------------------------------------------
+  /// spdlog level: trace, debug, info, warn, error, off.
+  std::string log_level = "info";
+};
+
+/// Binds every field of `opts` to the option set `set` under the category
+/// "rdmactor".  `opts` must outlive the parsing of the configuration.  Use
+/// `rdmactor::config` (actors/config.hpp), which does this for you.
+void add_options(caf::config_option_set& set, options& opts);
+
+/// Checks the ranges of `opts`; returns an empty string when valid, else a
+/// message that names the offending option and its valid range.
+std::string validate(const options& opts);
+
+} // namespace rdmactor

@@ -1,0 +1,275 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "common/errc.hpp"
+#include "common/options.hpp"
+
+/// The fabric interface: a narrow, verbs-shaped view of an RDMA NIC.
+///
+/// Two implementations sit behind it with the same semantics: `soft` (a
+/// user-space model of a reliable-connected QP over TCP, transport/soft/)
+/// and `verbs` (rdma-core, transport/verbs/).  Everything above the transport
+/// actor is written against this interface only.
+///
+/// Threading: unless a function says otherwise, an object may be used from
+/// any thread, but the `post_*`, `poll_cq` and `arm_cq` functions of one
+/// queue pair are called by one thread at a time (the transport actor), and
+/// `ack_cq_event` by one other thread (the transport actor's poller).
+namespace rdmactor::transport {
+
+/// Access rights of a memory registration; values equal IBV_ACCESS_*.
+namespace access {
+constexpr uint32_t local_write = 1;
+constexpr uint32_t remote_write = 2;
+constexpr uint32_t remote_read = 4;
+constexpr uint32_t remote_atomic = 8;
+constexpr uint32_t all
+    = local_write | remote_write | remote_read | remote_atomic;
+} // namespace access
+
+/// Status of a work completion; mirrors `ibv_wc_status`.
+enum class wc_status : uint8_t {
+  success,
+  local_length_error,       ///< IBV_WC_LOC_LEN_ERR
+  local_protection_error,   ///< IBV_WC_LOC_PROT_ERR
+  remote_access_error,      ///< IBV_WC_REM_ACCESS_ERR
+  remote_operation_error,   ///< IBV_WC_REM_OP_ERR
+  rnr_retry_exceeded,       ///< IBV_WC_RNR_RETRY_EXC_ERR
+  transport_retry_exceeded, ///< IBV_WC_RETRY_EXC_ERR
+  work_request_flushed,     ///< IBV_WC_WR_FLUSH_ERR
+  general_error,            ///< any other status
+};
+
+/// Returns the enumerator's name.
+const char* to_string(wc_status x) noexcept;
+
+/// Maps a completion status to the project error code.
+errc to_errc(wc_status x) noexcept;
+
+/// Opcode of a work completion; mirrors `ibv_wc_opcode`.
+enum class wc_opcode : uint8_t {
+  send,
+  rdma_write,
+  rdma_read,
+  recv,              ///< a SEND arrived in a posted receive
+  recv_rdma_with_imm ///< an RDMA WRITE with immediate consumed a receive
+};
+
+/// One work completion, as `ibv_poll_cq` returns it.
+struct work_completion {
+  uint64_t wr_id = 0;
+  wc_status status = wc_status::success;
+  wc_opcode opcode = wc_opcode::send;
+  /// Bytes received (recv opcodes) or transferred.
+  uint32_t byte_len = 0;
+  bool has_imm = false;
+  uint32_t imm_data = 0;
+};
+
+/// One scatter/gather element: a range of registered local memory.
+struct sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+/// Maximum number of scatter/gather elements per work request on every
+/// fabric (the verbs fabric checks the device supports it).
+constexpr size_t max_sge = 4;
+
+/// Connection parameters.  Each side offers its own; the connection uses
+/// the minimum of both for each field (the negotiated values).
+struct conn_params {
+  /// Largest SEND payload (sum of the gather list) the peer may send.
+  uint32_t max_message_len_bytes = 64 * 1024;
+  /// Receives the local side keeps posted (the peer's send credits).
+  uint32_t recv_depth = 64;
+};
+
+/// A registration of local memory; deregisters on destruction.
+///
+/// Destroy it only when no posted work request refers to it.  Outlives
+/// nothing: it keeps its device alive by itself.
+class memory_region {
+public:
+  virtual ~memory_region() = default;
+
+  void* addr() const noexcept {
+    return addr_;
+  }
+  size_t length() const noexcept {
+    return length_;
+  }
+  uint32_t lkey() const noexcept {
+    return lkey_;
+  }
+  uint32_t rkey() const noexcept {
+    return rkey_;
+  }
+  uint32_t access_flags() const noexcept {
+    return access_;
+  }
+
+protected:
+  memory_region(void* addr, size_t length, uint32_t lkey, uint32_t rkey,
+                uint32_t access)
+      : addr_(addr), length_(length), lkey_(lkey), rkey_(rkey),
+        access_(access) {}
+
+private:
+  void* addr_;
+  size_t length_;
+  uint32_t lkey_;
+  uint32_t rkey_;
+  uint32_t access_;
+};
+
+/// A connected reliable queue pair with its own completion queue.
+///
+/// Lifecycle: created connected by `device::connect` or `listener::accept`.
+/// It enters the error state when the peer disconnects or dies, on a
+/// transport error (RNR retry exceeded, ...) or on `close()`.  In the error
+/// state every outstanding work request (sends, writes, reads and posted
+/// receives) completes with `work_request_flushed` (or the error that moved
+/// it there), and later `post_*` calls fail with `errc::qp_error`.  The
+/// destructor closes and releases every resource; completions not polled
+/// by then are discarded.  Nothing blocks forever: the fabric bounds every
+/// wait by the options it was opened with.
+class queue_pair {
+public:
+  virtual ~queue_pair() = default;
+
+  /// Returns the negotiated parameters.  Any thread.
+  virtual const conn_params& params() const noexcept = 0;
+
+  /// Returns a printable name of the peer ("10.0.0.2:7471").  Any thread.
+  virtual std::string peer_name() const = 0;
+
+  /// Posts a receive with scatter list `sg[0..n)`.  The oldest posted
+  /// receive takes the next inbound SEND.  Caller: the owner (transport
+  /// actor).  Fails with `qp_error` in the error state, `invalid_argument`
+  /// for n > max_sge.
+  virtual caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) = 0;
+
+  /// Posts a SEND of the gather list `sg[0..n)` (zero copy: the memory must
+  /// stay valid until completion).  With `signaled == false` a successful
+  /// send produces no completion (errors always do).  Caller: the owner.
+  virtual caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
+                               std::optional<uint32_t> imm = std::nullopt,
+                               bool signaled = true)
+      = 0;
+
+  /// Posts an RDMA WRITE of `sg[0..n)` to `remote_addr` in the peer's
+  /// registration `rkey`.  With `imm`, the write also consumes a receive on
+  /// the peer (opcode recv_rdma_with_imm).  Caller: the owner.
+  virtual caf::error post_write(uint64_t wr_id, const sge* sg, size_t n,
+                                uint64_t remote_addr, uint32_t rkey,
+                                std::optional<uint32_t> imm = std::nullopt,
+                                bool signaled = true)
+      = 0;
+
+  /// Posts an RDMA READ from `remote_addr`/`rkey` into `sg[0..n)`.
+  /// Caller: the owner.
+  virtual caf::error post_read(uint64_t wr_id, const sge* sg, size_t n,
+                               uint64_t remote_addr, uint32_t rkey)
+      = 0;
+
+  /// Moves up to `max` completions into `out`; returns how many.  Never
+  /// blocks.  Caller: the owner.
+  virtual size_t poll_cq(work_completion* out, size_t max) = 0;
+
+  /// Returns a file descriptor that becomes readable when the CQ is armed
+  /// and a completion arrives (completion channel / eventfd).  Any thread.
+  virtual int cq_fd() const noexcept = 0;
+
+  /// Requests one notification for the next completion (like
+  /// `ibv_req_notify_cq`).  After arming, poll once more: a completion that
+  /// arrived before arming may not notify.  Caller: the owner.
+  virtual caf::error arm_cq() = 0;
+
+  /// Consumes the notification that made `cq_fd()` readable (like
+  /// `ibv_get_cq_event` + `ibv_ack_cq_events`).  Returns false when no
+  /// notification was pending.  Caller: the poller thread.
+  virtual bool ack_cq_event() = 0;
+
+  /// Moves the QP to the error state and disconnects; outstanding work
+  /// completes with `work_request_flushed`.  Idempotent.  Any thread.
+  virtual void close() = 0;
+
+  /// Returns true once the QP is in the error state.  Any thread.
+  virtual bool in_error() const noexcept = 0;
+};
+
+using queue_pair_ptr = std::unique_ptr<queue_pair>;
+
+/// A passive endpoint accepting connections on host:port.
+class listener {
+public:
+  virtual ~listener() = default;
+
+  /// Returns the bound port (useful after listening on port 0).
+  virtual uint16_t port() const noexcept = 0;
+
+  /// Waits up to `timeout` for the next peer that completes the handshake
+  /// and returns its connected QP.  Peers that fail the handshake (garbage,
+  /// wrong version) are logged and dropped; the wait continues.  Returns
+  /// `connect_timeout` when the time runs out and `closed` after `close()`.
+  /// Caller: one thread at a time (the node's acceptor).
+  virtual caf::expected<queue_pair_ptr>
+  accept(std::chrono::milliseconds timeout) = 0;
+
+  /// Stops listening and wakes a blocked `accept`.  Idempotent, any thread.
+  virtual void close() = 0;
+};
+
+/// An opened RDMA device with its protection domain.
+///
+/// Memory regions, listeners and queue pairs keep the device alive; it
+/// is released when the last of them and the last `shared_ptr` go.
+class device : public std::enable_shared_from_this<device> {
+public:
+  virtual ~device() = default;
+
+  /// Returns "soft" or "verbs".
+  virtual const char* kind() const noexcept = 0;
+
+  /// Returns the device name ("soft0", "rxe0", "mlx5_0").
+  virtual std::string name() const = 0;
+
+  /// Registers `[addr, addr + length)` with `access` flags (see
+  /// `rdmactor::transport::access`).  Any thread.
+  virtual caf::expected<std::unique_ptr<memory_region>>
+  register_memory(void* addr, size_t length, uint32_t access) = 0;
+
+  /// Listens on `host:port` (port 0: any free port).  `offer` is what this
+  /// side offers to every peer.
+  virtual caf::expected<std::unique_ptr<listener>>
+  listen(const std::string& host, uint16_t port, const conn_params& offer) = 0;
+
+  /// Connects to `host:port` within `timeout`; blocks the calling thread.
+  virtual caf::expected<queue_pair_ptr>
+  connect(const std::string& host, uint16_t port, const conn_params& offer,
+          std::chrono::milliseconds timeout)
+      = 0;
+};
+
+using device_ptr = std::shared_ptr<device>;
+
+/// Opens the fabric that `opts.fabric` names ("soft", "verbs", or "auto":
+/// verbs when an RDMA device is present, else soft).
+caf::expected<device_ptr> open_device(const options& opts);
+
+/// Splits "HOST:PORT" (IPv6 as "[::1]:7471"); `invalid_address` otherwise.
+caf::expected<std::pair<std::string, uint16_t>>
+parse_address(const std::string& host_port);
+
+} // namespace rdmactor::transport

@@ -1,0 +1,1 @@
+#include "transport/local_mr.hpp"

@@ -1,0 +1,1 @@
+#include "transport/transport_actor.hpp"
