@@ -1,1 +1,122 @@
+#include "actors/node.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
 #include "common/error.hpp"
+#include "common/logging.hpp"
+
+namespace rdmactor {
+
+caf::expected<std::unique_ptr<node>> node::open(caf::actor_system& sys,
+                                                options opts) {
+  if (auto problem = validate(opts); !problem.empty())
+    return make_error(errc::invalid_argument, problem);
+  set_log_level(opts.log_level);
+  auto dev = transport::open_device(opts);
+  if (!dev)
+    return std::move(dev.error());
+  log().info("opened fabric {} ({})", (*dev)->kind(), (*dev)->name());
+  return std::unique_ptr<node>{new node(sys, std::move(opts), std::move(*dev))};
+}
+
+node::node(caf::actor_system& sys, options opts, transport::device_ptr dev)
+    : sys_(sys), opts_(std::move(opts)), dev_(std::move(dev)) {
+  pool_ = std::make_shared<memory_pool>(dev_, opts_.arena_size_bytes,
+                                        opts_.max_alloc_bytes);
+  allocator_ = spawn_allocator(sys_, pool_);
+}
+
+node::~node() {
+  close();
+}
+
+connection_actor node::adopt(transport::queue_pair_ptr qp) {
+  auto conn
+      = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_, opts_);
+  std::lock_guard<std::mutex> guard{mtx_};
+  // Forget connections that are gone already.
+  connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
+                                    [](const caf::actor_addr& a) {
+                                      return !caf::actor_cast<caf::actor>(a);
+                                    }),
+                     connections_.end());
+  connections_.push_back(conn.address());
+  return conn;
+}
+
+caf::expected<connection_actor> node::connect(const std::string& host_port) {
+  if (closing_)
+    return make_error(errc::closed, "node closed");
+  auto addr = transport::parse_address(host_port);
+  if (!addr)
+    return std::move(addr.error());
+  transport::conn_params offer{opts_.max_message_len_bytes, opts_.recv_depth};
+  auto qp = dev_->connect(addr->first, addr->second, offer,
+                          std::chrono::milliseconds{opts_.connect_timeout_ms});
+  if (!qp)
+    return std::move(qp.error());
+  return adopt(std::move(*qp));
+}
+
+caf::expected<uint16_t> node::listen(const std::string& host_port,
+                                     caf::actor handler) {
+  if (closing_)
+    return make_error(errc::closed, "node closed");
+  auto addr = transport::parse_address(host_port);
+  if (!addr)
+    return std::move(addr.error());
+  transport::conn_params offer{opts_.max_message_len_bytes, opts_.recv_depth};
+  auto lst = dev_->listen(addr->first, addr->second, offer);
+  if (!lst)
+    return std::move(lst.error());
+  auto acc = std::make_unique<acceptor>();
+  acc->listener = std::move(*lst);
+  auto port = acc->listener->port();
+  auto* l = acc->listener.get();
+  acc->thread = std::thread([this, l, handler] {
+    for (;;) {
+      auto qp = l->accept(std::chrono::milliseconds{500});
+      if (closing_)
+        return;
+      if (!qp) {
+        auto code = code_of(qp.error());
+        if (code == errc::closed)
+          return;
+        if (code != errc::connect_timeout)
+          log().warn("accept failed: {}", render(qp.error()));
+        continue;
+      }
+      auto conn = adopt(std::move(*qp));
+      caf::anon_send(handler, accepted_atom::value, conn);
+    }
+  });
+  log().info("listening on {}:{}", addr->first, port);
+  std::lock_guard<std::mutex> guard{mtx_};
+  acceptors_.push_back(std::move(acc));
+  return port;
+}
+
+void node::close() {
+  if (closing_.exchange(true))
+    return;
+  std::vector<std::unique_ptr<acceptor>> accs;
+  std::vector<caf::actor_addr> conns;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    accs.swap(acceptors_);
+    conns.swap(connections_);
+  }
+  for (auto& a : accs)
+    a->listener->close();
+  for (auto& a : accs)
+    if (a->thread.joinable())
+      a->thread.join();
+  for (auto& c : conns)
+    if (auto hdl = caf::actor_cast<caf::actor>(c))
+      caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(allocator_, caf::exit_reason::user_shutdown);
+}
+
+} // namespace rdmactor

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 
 namespace rdmactor {
 
@@ -60,5 +61,10 @@ const char* to_string(errc x) noexcept;
 
 /// Returns a sentence naming the cause and what to do about it.
 const char* describe(errc x) noexcept;
+
+/// Prints the enumerator's name (for test frameworks and logs).
+inline std::ostream& operator<<(std::ostream& out, errc x) {
+  return out << to_string(x);
+}
 
 } // namespace rdmactor

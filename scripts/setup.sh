@@ -15,6 +15,7 @@ build_pkgs=(
   rdmacm-utils perftest
   libspdlog-dev
   iproute2 procps
+  clang libclang-rt-14-dev
 )
 # The verbs suite runs inside a qemu VM with Soft-RoCE (see scripts/rxe-vm.sh).
 vm_pkgs=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio)

@@ -1,1 +1,465 @@
 #include "transport/transport_actor.hpp"
+
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "transport/poller.hpp"
+
+namespace rdmactor::transport {
+
+namespace {
+
+/// Receive work requests carry this bit in their wr_id.
+constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
+
+/// Immediate data of every SEND: returned credits, plus this bit when the
+/// message only returns credits (it is not delivered to the subscriber).
+constexpr uint32_t credit_only_bit = uint32_t{1} << 31;
+constexpr uint32_t credit_mask = credit_only_bit - 1;
+
+/// Completions drained per poll_cq call.
+constexpr size_t cq_batch = 32;
+
+static_assert(max_send_header_bytes % 64 == 0,
+              "header slots stay cache-line aligned");
+
+/// The registered receive buffers of one connection.  Shared by every
+/// `local_mr` that views a received message, so the memory outlives the
+/// transport actor when users keep such handles.
+struct recv_pool {
+  std::unique_ptr<uint8_t[]> mem;
+  std::unique_ptr<memory_region> reg;
+  uint32_t slot_bytes = 0;
+  uint32_t depth = 0;
+
+  uint8_t* slot(uint32_t i) const {
+    return mem.get() + size_t{i} * slot_bytes;
+  }
+};
+
+enum class op_kind : uint8_t { send, write, read };
+
+/// An operation waiting for a send credit or a free send-queue entry.
+struct queued_op {
+  op_kind kind;
+  std::vector<uint8_t> header;
+  local_mr local;
+  mr_token remote;
+  caf::typed_response_promise<uint64_t> rp;
+};
+
+/// An operation posted to the QP, waiting for its completion.
+struct inflight_op {
+  op_kind kind;
+  uint64_t bytes;
+  local_mr keep_alive; // payload must stay registered until completion
+  int32_t header_slot; // -1: none
+  caf::typed_response_promise<uint64_t> rp;
+};
+
+const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::send:
+      return "send";
+    case op_kind::write:
+      return "RDMA write";
+    case op_kind::read:
+      return "RDMA read";
+  }
+  return "operation";
+}
+
+struct transport_state {
+  device_ptr dev;
+  std::shared_ptr<queue_pair> qp;
+  std::shared_ptr<recv_pool> pool;
+  std::vector<uint8_t> header_mem;
+  std::unique_ptr<memory_region> header_reg;
+  std::vector<int32_t> free_header_slots;
+  std::unique_ptr<cq_poller> poller;
+
+  link_params params;
+  uint32_t send_queue_depth = 0; // max posted sends/writes/reads
+  uint32_t credits = 0;          // receives the peer has posted for us
+  uint32_t owed_total = 0;       // reposted receives not yet reported
+  uint32_t owed_data = 0;        // ... of which consumed by data messages
+  uint64_t next_wr_id = 1;
+  std::unordered_map<uint64_t, inflight_op> inflight;
+  std::deque<queued_op> queue;
+
+  transport_subscriber subscriber;
+  std::deque<local_mr> early; // arrived before anyone subscribed
+  caf::error failure;
+  bool down = false;
+
+  static inline const char* name = "rdmactor.transport";
+
+  ~transport_state() {
+    // Stop the poller before the QP it polls goes away.
+    poller.reset();
+    if (qp)
+      qp->close();
+  }
+};
+
+using self_ptr = transport_actor::stateful_pointer<transport_state>;
+
+void post_recv_slot(self_ptr self, uint32_t slot);
+void try_post(self_ptr self);
+void fail(self_ptr self, caf::error cause);
+
+/// Sends a credit-only message when enough receives were reposted since
+/// the last report and nothing else is going to carry them.
+void maybe_return_credits(self_ptr self) {
+  auto& st = self->state;
+  auto threshold = std::max<uint32_t>(1, st.params.recv_depth / 2);
+  if (st.down || st.owed_data == 0 || st.owed_total < threshold
+      || st.credits == 0 || st.free_header_slots.empty()
+      || st.inflight.size() >= st.send_queue_depth)
+    return;
+  // A queued send will carry the credits as soon as it can go.
+  if (!st.queue.empty() && st.queue.front().kind == op_kind::send
+      && st.credits >= 2)
+    return;
+  auto imm = (st.owed_total & credit_mask) | credit_only_bit;
+  auto wr_id = st.next_wr_id++;
+  if (auto err = st.qp->post_send(wr_id, nullptr, 0, imm)) {
+    fail(self, std::move(err));
+    return;
+  }
+  --st.credits;
+  st.owed_total = 0;
+  st.owed_data = 0;
+  st.inflight.emplace(wr_id,
+                      inflight_op{op_kind::send, 0, local_mr{}, -1,
+                                  caf::typed_response_promise<uint64_t>{}});
+}
+
+void post_recv_slot(self_ptr self, uint32_t slot) {
+  auto& st = self->state;
+  if (st.down)
+    return;
+  sge sg{reinterpret_cast<uint64_t>(st.pool->slot(slot)), st.pool->slot_bytes,
+         st.pool->reg->lkey()};
+  if (auto err = st.qp->post_recv(recv_wr_bit | slot, &sg, 1))
+    fail(self, std::move(err));
+}
+
+/// Posts the head of the queue while credits and send-queue entries last.
+void try_post(self_ptr self) {
+  auto& st = self->state;
+  while (!st.down && !st.queue.empty()
+         && st.inflight.size() < st.send_queue_depth) {
+    auto& op = st.queue.front();
+    auto wr_id = st.next_wr_id++;
+    sge sg[2];
+    size_t n = 0;
+    int32_t slot = -1;
+    caf::error err;
+    if (op.kind == op_kind::send) {
+      // Keep one credit in reserve for credit-only messages.
+      if (st.credits < 2 || st.free_header_slots.empty())
+        break;
+      if (!op.header.empty()) {
+        slot = st.free_header_slots.back();
+        st.free_header_slots.pop_back();
+        auto* dst = st.header_mem.data() + size_t(slot) * max_send_header_bytes;
+        std::memcpy(dst, op.header.data(), op.header.size());
+        sg[n++] = sge{reinterpret_cast<uint64_t>(dst),
+                      static_cast<uint32_t>(op.header.size()),
+                      st.header_reg->lkey()};
+      }
+      if (op.local.size() > 0)
+        sg[n++] = op.local.to_sge();
+      err = st.qp->post_send(wr_id, sg, n, st.owed_total & credit_mask);
+      if (!err) {
+        --st.credits;
+        st.owed_total = 0;
+        st.owed_data = 0;
+      }
+    } else {
+      sg[n++] = op.local.to_sge();
+      if (op.kind == op_kind::write)
+        err = st.qp->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey);
+      else
+        err = st.qp->post_read(wr_id, sg, n, op.remote.addr, op.remote.rkey);
+    }
+    if (err) {
+      if (slot >= 0)
+        st.free_header_slots.push_back(slot);
+      op.rp.deliver(err);
+      st.queue.pop_front();
+      fail(self, std::move(err));
+      return;
+    }
+    uint64_t bytes = op.local.size() + op.header.size();
+    st.inflight.emplace(wr_id, inflight_op{op.kind, bytes, std::move(op.local),
+                                           slot, std::move(op.rp)});
+    st.queue.pop_front();
+  }
+}
+
+/// Answers every pending request with an error, tells the subscriber once
+/// and quits.
+void fail(self_ptr self, caf::error cause) {
+  auto& st = self->state;
+  if (st.down)
+    return;
+  st.down = true;
+  st.failure = cause;
+  log().warn("transport to {}: connection down: {}", st.params.peer,
+             render(cause));
+  auto flushed = make_error(errc::work_request_flushed,
+                            "operation aborted: the connection to "
+                                + st.params.peer + " failed: " + render(cause));
+  for (auto& kv : st.inflight)
+    if (kv.second.rp.pending())
+      kv.second.rp.deliver(flushed);
+  st.inflight.clear();
+  for (auto& op : st.queue)
+    op.rp.deliver(flushed);
+  st.queue.clear();
+  if (st.subscriber)
+    self->send(st.subscriber, qp_down_atom::value, cause);
+  self->quit(cause);
+}
+
+void on_recv(self_ptr self, const work_completion& wc) {
+  auto& st = self->state;
+  auto slot = static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit);
+  if (slot >= st.pool->depth) {
+    fail(self, make_error(errc::internal_error, "receive wr_id out of range"));
+    return;
+  }
+  if (wc.has_imm)
+    st.credits += wc.imm_data & credit_mask;
+  if (wc.has_imm && (wc.imm_data & credit_only_bit)) {
+    ++st.owed_total;
+    post_recv_slot(self, slot);
+    try_post(self);
+    return;
+  }
+  // View the receive buffer; repost it when the last handle goes.
+  auto pool = st.pool;
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto block = std::make_shared<mr_block>(
+      pool->slot(slot), wc.byte_len, pool->reg->lkey(), pool->reg->rkey(),
+      [pool, weak, slot] {
+        if (auto strong = weak.lock())
+          caf::anon_send(caf::actor_cast<transport_actor>(strong),
+                         repost_atom::value, slot);
+      });
+  local_mr msg{std::move(block)};
+  if (st.subscriber)
+    self->send(st.subscriber, recv_atom::value, std::move(msg));
+  else
+    st.early.emplace_back(std::move(msg));
+  try_post(self);
+}
+
+void on_completion(self_ptr self, const work_completion& wc) {
+  auto& st = self->state;
+  if (wc.wr_id & recv_wr_bit) {
+    if (wc.status != wc_status::success) {
+      fail(self, make_error(to_errc(wc.status),
+                            std::string{"receive completed with "}
+                                + to_string(wc.status)
+                                + " on the connection to " + st.params.peer));
+      return;
+    }
+    on_recv(self, wc);
+    return;
+  }
+  auto i = st.inflight.find(wc.wr_id);
+  if (i == st.inflight.end())
+    return; // answered already (failure path)
+  auto op = std::move(i->second);
+  st.inflight.erase(i);
+  if (op.header_slot >= 0)
+    st.free_header_slots.push_back(op.header_slot);
+  if (wc.status != wc_status::success) {
+    auto err
+        = make_error(to_errc(wc.status),
+                     std::string{to_string(op.kind)} + " to " + st.params.peer
+                         + " completed with " + to_string(wc.status));
+    if (op.rp.pending())
+      op.rp.deliver(err);
+    fail(self, std::move(err));
+    return;
+  }
+  if (op.rp.pending())
+    op.rp.deliver(op.bytes);
+  try_post(self);
+  maybe_return_credits(self);
+}
+
+void drain_cq(self_ptr self) {
+  auto& st = self->state;
+  work_completion wcs[cq_batch];
+  for (int round = 0; round < 2 && !st.down; ++round) {
+    for (;;) {
+      auto n = st.qp->poll_cq(wcs, cq_batch);
+      for (size_t i = 0; i < n && !st.down; ++i)
+        on_completion(self, wcs[i]);
+      if (n < cq_batch || st.down)
+        break;
+    }
+    // Re-arm, then poll once more: a completion that arrived between the
+    // last poll and arming would not notify.
+    if (round == 0 && !st.down)
+      if (auto err = st.qp->arm_cq()) {
+        fail(self, std::move(err));
+        return;
+      }
+  }
+}
+
+caf::typed_response_promise<uint64_t> enqueue(self_ptr self, op_kind kind,
+                                              std::vector<uint8_t> header,
+                                              local_mr local, mr_token remote) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<uint64_t>();
+  if (st.down) {
+    rp.deliver(st.failure);
+    return rp;
+  }
+  auto limit = size_t{st.params.max_message_len_bytes};
+  if (kind == op_kind::send) {
+    if (header.size() > max_send_header_bytes) {
+      rp.deliver(make_error(errc::invalid_argument,
+                            "send header of " + std::to_string(header.size())
+                                + " bytes exceeds max_send_header_bytes"));
+      return rp;
+    }
+    if (header.size() + local.size() > limit) {
+      rp.deliver(make_error(
+          errc::invalid_argument,
+          "message of " + std::to_string(header.size() + local.size())
+              + " bytes exceeds the negotiated max message length of "
+              + std::to_string(limit) + " bytes; split it or raise "
+              + "max-message-len-bytes on both sides"));
+      return rp;
+    }
+  } else {
+    if (!local.valid() || local.size() != remote.len) {
+      rp.deliver(make_error(errc::length_mismatch,
+                            std::string{to_string(kind)} + " of "
+                                + std::to_string(local.size())
+                                + " local bytes to a remote range of "
+                                + std::to_string(remote.len) + " bytes"));
+      return rp;
+    }
+    if (local.size() > (uint64_t{1} << 31)) {
+      rp.deliver(make_error(errc::invalid_argument,
+                            "one RDMA operation moves at most 2 GiB"));
+      return rp;
+    }
+  }
+  st.queue.push_back(
+      queued_op{kind, std::move(header), std::move(local), remote, rp});
+  try_post(self);
+  return rp;
+}
+
+transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
+                                              std::shared_ptr<queue_pair> qp) {
+  auto& st = self->state;
+  st.dev = std::move(dev);
+  st.qp = std::move(qp);
+  const auto& cp = st.qp->params();
+  st.params = link_params{cp.max_message_len_bytes, cp.recv_depth,
+                          st.qp->peer_name()};
+  st.credits = cp.recv_depth;
+  st.send_queue_depth = 2 * cp.recv_depth + 2;
+  // Receive pool: recv_depth slots of max_message_len bytes, one
+  // registration, reposted as consumers release them.
+  auto pool = std::make_shared<recv_pool>();
+  pool->slot_bytes = cp.max_message_len_bytes;
+  pool->depth = cp.recv_depth;
+  pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
+  auto reg = st.dev->register_memory(pool->mem.get(),
+                                     size_t{pool->slot_bytes} * pool->depth,
+                                     access::local_write);
+  // Header slots: one per send-queue entry.
+  st.header_mem.resize(size_t{st.send_queue_depth} * max_send_header_bytes);
+  auto hreg
+      = st.dev->register_memory(st.header_mem.data(), st.header_mem.size(), 0);
+  if (!reg || !hreg) {
+    auto err = !reg ? reg.error() : hreg.error();
+    log().error("transport to {}: cannot register buffers: {}", st.params.peer,
+                render(err));
+    st.down = true;
+    self->quit(err);
+    return transport_actor::behavior_type::make_empty_behavior();
+  }
+  pool->reg = std::move(*reg);
+  st.header_reg = std::move(*hreg);
+  st.pool = std::move(pool);
+  for (auto i = static_cast<int32_t>(st.send_queue_depth); i > 0; --i)
+    st.free_header_slots.push_back(i - 1);
+  for (uint32_t i = 0; i < st.pool->depth; ++i)
+    post_recv_slot(self, i);
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  st.poller = std::make_unique<cq_poller>(*st.qp, [weak] {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<transport_actor>(strong),
+                     cq_event_atom::value);
+  });
+  if (auto err = st.qp->arm_cq())
+    fail(self, std::move(err));
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    fail(self, msg.reason ? msg.reason
+                          : make_error(errc::closed, "transport closed"));
+  });
+  return {
+      [self](send_atom, std::vector<uint8_t>& header, local_mr& payload) {
+        return enqueue(self, op_kind::send, std::move(header),
+                       std::move(payload), mr_token{});
+      },
+      [self](write_atom, local_mr& src, mr_token dst) {
+        return enqueue(self, op_kind::write, {}, std::move(src), dst);
+      },
+      [self](read_atom, local_mr& dst, mr_token src) {
+        return enqueue(self, op_kind::read, {}, std::move(dst), src);
+      },
+      [self](subscribe_atom, transport_subscriber& sub) -> link_params {
+        auto& st = self->state;
+        st.subscriber = std::move(sub);
+        for (auto& msg : st.early)
+          self->send(st.subscriber, recv_atom::value, std::move(msg));
+        st.early.clear();
+        if (st.down)
+          self->send(st.subscriber, qp_down_atom::value, st.failure);
+        return st.params;
+      },
+      [self](cq_event_atom) { drain_cq(self); },
+      [self](repost_atom, uint32_t slot) {
+        auto& st = self->state;
+        if (st.down || slot >= st.pool->depth)
+          return;
+        ++st.owed_total;
+        ++st.owed_data;
+        post_recv_slot(self, slot);
+        maybe_return_credits(self);
+      },
+  };
+}
+
+} // namespace
+
+transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
+                                queue_pair_ptr qp) {
+  std::shared_ptr<queue_pair> shared{std::move(qp)};
+  return sys.spawn(transport_impl, std::move(dev), std::move(shared));
+}
+
+} // namespace rdmactor::transport

@@ -1,1 +1,74 @@
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "transport/atoms.hpp"
+#include "transport/fabric.hpp"
+#include "transport/local_mr.hpp"
+#include "transport/mr_token.hpp"
+
+namespace rdmactor::transport {
+
+/// Largest header (bytes before the payload) of one `send`.
+constexpr size_t max_send_header_bytes = 256;
+
+/// Negotiated parameters of a connection as the transport reports them.
+struct link_params {
+  uint32_t max_message_len_bytes = 0;
+  uint32_t recv_depth = 0;
+  std::string peer;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, link_params& x) {
+  return f(x.max_message_len_bytes, x.recv_depth, x.peer);
+}
+
+/// What a transport delivers to its one subscriber (the agent).
+///
+/// - `(recv_atom, local_mr)`: one inbound message; the handle views the
+///   receive buffer, which is reposted when the last handle goes.
+/// - `(qp_down_atom, error)`: the connection failed or closed; sent once,
+///   after every pending request was answered with an error.
+using transport_subscriber
+    = caf::typed_actor<caf::reacts_to<recv_atom, local_mr>,
+                       caf::reacts_to<qp_down_atom, caf::error>>;
+
+/// The transport actor: owns one connection's queue pair and CQ.
+///
+/// Requests (each answered when the work completion arrives, or with a
+/// `caf::error` carrying the completion status as `errc`):
+/// - `(send_atom, header, payload) -> bytes`: one SEND of `header` (copied
+///   into a registered slot, at most `max_send_header_bytes`) followed by
+///   `payload` (zero copy; may be an empty handle).  Sends wait for a send
+///   credit (a posted receive on the peer), so the peer never sees RNR.
+/// - `(write_atom, src, dst) -> bytes`: RDMA WRITE of `src` to `dst`.
+/// - `(read_atom, dst, src) -> bytes`: RDMA READ of `src` into `dst`.
+/// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
+///   flushes messages that arrived before.
+/// Operations execute in the order they were requested.
+///
+/// Internal: `cq_event_atom` (from the poller thread), `repost_atom`
+/// (receive buffer released).  On failure or exit every pending request is
+/// answered with an error; the actor then quits with the cause.
+using transport_actor = caf::typed_actor<
+    caf::replies_to<send_atom, std::vector<uint8_t>, local_mr>::with<uint64_t>,
+    caf::replies_to<write_atom, local_mr, mr_token>::with<uint64_t>,
+    caf::replies_to<read_atom, local_mr, mr_token>::with<uint64_t>,
+    caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
+    caf::reacts_to<cq_event_atom>, caf::reacts_to<repost_atom, uint32_t>>;
+
+/// Spawns a transport actor owning `qp`.  The actor takes ownership of the
+/// QP; it posts `qp->params().recv_depth` receive buffers of
+/// `max_message_len_bytes` each before handling its first message.  Fails
+/// (the actor quits at once) when the receive pool cannot be registered.
+transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
+                                queue_pair_ptr qp);
+
+} // namespace rdmactor::transport

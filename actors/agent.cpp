@@ -1,0 +1,696 @@
+#include "actors/agent.hpp"
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <random>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+namespace pb = protocol;
+using transport::link_params;
+using transport::transport_actor;
+
+/// Waiter ids carry this bit; request ids never do.
+constexpr uint64_t waiter_bit = uint64_t{1} << 63;
+
+/// Access rights of memory allocated on behalf of the peer.
+constexpr uint32_t peer_access = transport::access::local_write
+                                 | transport::access::remote_write
+                                 | transport::access::remote_read;
+
+using completion_fn
+    = std::function<void(const pb::Response* res, const caf::error& err)>;
+
+template <class T>
+struct waiter {
+  uint64_t id;
+  caf::typed_response_promise<T> rp;
+};
+
+/// A queue of items the peer sent plus the users waiting for one.
+template <class T>
+struct mailbox {
+  std::deque<T> items;
+  std::deque<waiter<T>> waiters;
+};
+
+/// One SendData call split into chunks.
+struct send_data_job {
+  caf::typed_response_promise<uint64_t> rp;
+  size_t outstanding = 0;
+  uint64_t bytes = 0;
+  bool failed = false;
+};
+
+struct agent_state {
+  transport_actor transport;
+  memory_pool_ptr pool;
+  options opts;
+  link_params link;
+  std::mt19937_64 rng{std::random_device{}()};
+  uint64_t next_waiter = 1;
+  std::unordered_map<uint64_t, completion_fn> pending;
+  std::map<mr_token, local_mr> owned;
+  mailbox<local_mr> data;
+  mailbox<local_mr> local_mrs;
+  mailbox<remote_mr> remote_mrs;
+  /// Receive buffers held by users through zero-copy SendData handles.
+  std::shared_ptr<std::atomic<uint32_t>> held_buffers
+      = std::make_shared<std::atomic<uint32_t>>(0);
+  agent_stats counters;
+  bool down = false;
+
+  static inline const char* name = "rdmactor.agent";
+};
+
+using self_ptr = agent_actor::stateful_pointer<agent_state>;
+
+std::chrono::milliseconds request_timeout(self_ptr self) {
+  return std::chrono::milliseconds{self->state.opts.request_timeout_ms};
+}
+
+uint64_t new_request_id(self_ptr self) {
+  auto& st = self->state;
+  for (;;) {
+    auto id = st.rng() & ~waiter_bit;
+    if (id != 0 && st.pending.count(id) == 0)
+      return id;
+  }
+}
+
+/// Encodes `msg` into a header buffer for the transport.
+caf::expected<std::vector<uint8_t>> encode(self_ptr self,
+                                           const pb::Message& msg) {
+  std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+  auto res = pb::encode(msg, buf.data(), buf.size(),
+                        self->state.link.max_message_len_bytes);
+  if (res.code != errc::none)
+    return make_error(res.code, std::string{"cannot encode "}
+                                    + pb::kind_name(msg) + ": "
+                                    + describe(res.code));
+  buf.resize(res.header_len);
+  return buf;
+}
+
+/// Sends a response (or Hello); failures only matter to the log.
+void send_unsolicited(self_ptr self, const pb::Message& msg) {
+  auto buf = encode(self, msg);
+  if (!buf) {
+    log().error("agent {}: {}", self->state.link.peer, render(buf.error()));
+    return;
+  }
+  self->request(self->state.transport, request_timeout(self),
+                transport::send_atom::value, std::move(*buf), local_mr{})
+      .then([](uint64_t) {},
+            [self](caf::error& err) {
+              log().debug("agent {}: response not sent: {}",
+                          self->state.link.peer, render(err));
+            });
+}
+
+/// Finishes a pending request exactly once.
+void complete(self_ptr self, uint64_t id, const pb::Response* res,
+              const caf::error& err) {
+  auto& st = self->state;
+  auto i = st.pending.find(id);
+  if (i == st.pending.end())
+    return;
+  auto fn = std::move(i->second);
+  st.pending.erase(i);
+  fn(res, err);
+}
+
+/// Sends a request with `payload` behind it and calls `done` with the
+/// response, or with an error (send failure, timeout, peer gone).
+void send_request(self_ptr self, pb::Message msg, local_mr payload,
+                  completion_fn done) {
+  auto& st = self->state;
+  if (st.down) {
+    done(nullptr,
+         make_error(errc::peer_gone, "the peer " + st.link.peer + " is gone"));
+    return;
+  }
+  auto id = msg.request().request_id();
+  auto buf = encode(self, msg);
+  if (!buf) {
+    done(nullptr, buf.error());
+    return;
+  }
+  st.pending.emplace(id, std::move(done));
+  self->request(st.transport, request_timeout(self),
+                transport::send_atom::value, std::move(*buf),
+                std::move(payload))
+      .then([](uint64_t) {},
+            [self, id](caf::error& err) { complete(self, id, nullptr, err); });
+  self->delayed_send(self, request_timeout(self), timeout_atom::value, id);
+}
+
+/// Turns a non-OK response status into an error.
+caf::error status_error(const pb::Response& res, const char* what) {
+  auto status = pb::status_of(res);
+  auto detail = pb::detail_of(res);
+  return make_error(
+      pb::to_errc(status),
+      std::string{"the peer refused "} + what + ": " + pb::to_string(status)
+          + (detail.empty() ? std::string{} : " (" + detail + ")"));
+}
+
+template <class T>
+void put(self_ptr self, mailbox<T>& box, T item) {
+  if (!box.waiters.empty()) {
+    auto w = std::move(box.waiters.front());
+    box.waiters.pop_front();
+    w.rp.deliver(std::move(item));
+    return;
+  }
+  box.items.emplace_back(std::move(item));
+}
+
+template <class T>
+caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
+  auto rp = self->make_response_promise<T>();
+  if (!box.items.empty()) {
+    rp.deliver(std::move(box.items.front()));
+    box.items.pop_front();
+    return rp;
+  }
+  if (self->state.down) {
+    rp.deliver(make_error(errc::peer_gone,
+                          "the peer " + self->state.link.peer + " is gone"));
+    return rp;
+  }
+  auto id = waiter_bit | self->state.next_waiter++;
+  box.waiters.push_back(waiter<T>{id, rp});
+  self->delayed_send(self, request_timeout(self), timeout_atom::value, id);
+  return rp;
+}
+
+template <class T>
+bool expire(mailbox<T>& box, uint64_t id, const caf::error& err) {
+  for (auto i = box.waiters.begin(); i != box.waiters.end(); ++i) {
+    if (i->id == id) {
+      i->rp.deliver(err);
+      box.waiters.erase(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class T>
+void fail_all(mailbox<T>& box, const caf::error& err) {
+  for (auto& w : box.waiters)
+    w.rp.deliver(err);
+  box.waiters.clear();
+  box.items.clear();
+}
+
+mr_token to_token(const pb::MrToken& t) {
+  return mr_token{t.addr(), t.len(), t.rkey()};
+}
+
+pb::MrToken to_pb(const mr_token& t) {
+  return pb::make_token(t.addr, t.len, t.rkey);
+}
+
+// -- requests from the peer ---------------------------------------------------
+
+void reject(self_ptr self, pb::Message res, const char* what) {
+  ++self->state.counters.rejected_requests;
+  log().warn("agent {}: rejected {} from the peer", self->state.link.peer,
+             what);
+  send_unsolicited(self, res);
+}
+
+void on_alloc_mr(self_ptr self, uint64_t id, const pb::AllocMR& req) {
+  auto& st = self->state;
+  auto mr = st.pool->allocate(req.size(), req.align(), peer_access);
+  if (!mr) {
+    auto code = code_of(mr.error());
+    reject(self,
+           pb::make_alloc_mr_response(id, pb::to_status(code),
+                                      what_of(mr.error())),
+           "AllocMR");
+    return;
+  }
+  auto token = mr->token();
+  st.owned.emplace(token, std::move(*mr));
+  send_unsolicited(self,
+                   pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token)));
+}
+
+void on_release_mr(self_ptr self, uint64_t id, const pb::ReleaseMR& req) {
+  auto& st = self->state;
+  auto i = st.owned.find(to_token(req.token()));
+  if (i == st.owned.end()) {
+    reject(self,
+           pb::make_release_mr_response(id, pb::UNKNOWN_TOKEN,
+                                        "no memory region with this token is "
+                                        "held for you"),
+           "ReleaseMR of an unknown token");
+    return;
+  }
+  st.owned.erase(i);
+  send_unsolicited(self, pb::make_release_mr_response(id, pb::OK, {}));
+}
+
+void on_send_mr(self_ptr self, uint64_t id, const pb::SendMR& req) {
+  auto& st = self->state;
+  auto token = to_token(req.token());
+  if (req.kind() == pb::SendMR::LOCAL) {
+    // The peer lends us its memory.
+    auto state = std::make_shared<remote_mr_state>(
+        token, caf::actor_cast<caf::actor_addr>(self));
+    put(self, st.remote_mrs, remote_mr{std::move(state)});
+    send_unsolicited(self, pb::make_send_mr_response(id, pb::OK, {}));
+    return;
+  }
+  // The peer hands back memory we own.
+  auto i = st.owned.find(token);
+  if (i == st.owned.end()) {
+    reject(self,
+           pb::make_send_mr_response(id, pb::NOT_OWNED,
+                                     "this node does not own a memory region "
+                                     "with this token on your behalf"),
+           "SendMR REMOTE of a token we do not own");
+    return;
+  }
+  auto mr = std::move(i->second);
+  st.owned.erase(i);
+  put(self, st.local_mrs, std::move(mr));
+  send_unsolicited(self, pb::make_send_mr_response(id, pb::OK, {}));
+}
+
+void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
+                  const pb::decode_result& frame) {
+  auto& st = self->state;
+  auto offset = static_cast<size_t>(frame.payload - buf.data());
+  auto view = buf.slice(offset, frame.payload_len);
+  if (!view) {
+    reject(self,
+           pb::make_send_data_response(id, pb::LENGTH_MISMATCH,
+                                       "payload outside the message"),
+           "SendData");
+    return;
+  }
+  local_mr chunk;
+  // Zero copy while few receive buffers are held by users; beyond half of
+  // the pool, copy out so the peer keeps its send credits.
+  if (st.held_buffers->load() < st.link.recv_depth / 2) {
+    auto held = st.held_buffers;
+    ++*held;
+    auto inner = std::move(*view);
+    auto block
+        = std::make_shared<mr_block>(inner.data(), inner.size(), inner.lkey(),
+                                     inner.rkey(), [inner, held]() mutable {
+                                       --*held;
+                                       inner = local_mr{};
+                                     });
+    chunk = local_mr{std::move(block)};
+  } else {
+    auto copy
+        = st.pool->allocate(view->size(), 64, transport::access::local_write);
+    if (!copy) {
+      reject(self,
+             pb::make_send_data_response(id, pb::OUT_OF_MEMORY,
+                                         what_of(copy.error())),
+             "SendData (no memory for the copy)");
+      return;
+    }
+    if (view->size() > 0)
+      std::memcpy(copy->data(), view->data(), view->size());
+    chunk = std::move(*copy);
+  }
+  put(self, st.data, std::move(chunk));
+  send_unsolicited(self, pb::make_send_data_response(id, pb::OK, {}));
+}
+
+void on_request(self_ptr self, const pb::Request& req, const local_mr& buf,
+                const pb::decode_result& frame) {
+  auto id = req.request_id();
+  switch (req.body_case()) {
+    case pb::Request::kAllocMr:
+      on_alloc_mr(self, id, req.alloc_mr());
+      break;
+    case pb::Request::kReleaseMr:
+      on_release_mr(self, id, req.release_mr());
+      break;
+    case pb::Request::kSendMr:
+      on_send_mr(self, id, req.send_mr());
+      break;
+    case pb::Request::kSendData:
+      on_send_data(self, id, buf, frame);
+      break;
+    default:
+      ++self->state.counters.protocol_errors;
+      log().warn("agent {}: request without a body", self->state.link.peer);
+  }
+}
+
+void on_message(self_ptr self, local_mr& buf) {
+  auto& st = self->state;
+  pb::Message msg;
+  auto frame
+      = pb::decode(buf.data(), buf.size(), st.link.max_message_len_bytes, msg);
+  if (frame.code != errc::none) {
+    ++st.counters.protocol_errors;
+    log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({})",
+               st.link.peer, buf.size(), to_string(frame.code),
+               describe(frame.code));
+    // A SendData whose length disagrees with its payload still names its
+    // request: answer it so the peer does not wait for the timeout.
+    if (frame.code == errc::payload_mismatch && msg.has_request()
+        && msg.request().has_send_data())
+      reject(self,
+             pb::make_send_data_response(
+                 msg.request().request_id(), pb::LENGTH_MISMATCH,
+                 "SendData.len says "
+                     + std::to_string(msg.request().send_data().len())
+                     + " bytes but another amount arrived"),
+             "SendData with a wrong length");
+    return;
+  }
+  switch (msg.body_case()) {
+    case pb::Message::kRequest:
+      on_request(self, msg.request(), buf, frame);
+      break;
+    case pb::Message::kResponse: {
+      auto id = msg.response().request_id();
+      if (st.pending.count(id) == 0) {
+        log().warn("agent {}: dropped a response for unknown request {}",
+                   st.link.peer, id);
+        ++st.counters.protocol_errors;
+        return;
+      }
+      complete(self, id, &msg.response(), caf::error{});
+      break;
+    }
+    case pb::Message::kHello:
+      if (msg.hello().version() != pb::protocol_version) {
+        log().error("agent {}: the peer speaks protocol version {}, we speak "
+                    "{}; closing",
+                    st.link.peer, msg.hello().version(), pb::protocol_version);
+        self->send_exit(
+            st.transport,
+            make_error(errc::version_mismatch,
+                       "the peer speaks agent protocol version "
+                           + std::to_string(msg.hello().version())));
+      }
+      break;
+    default:
+      ++st.counters.protocol_errors;
+  }
+}
+
+// -- shutdown
+// -------------------------------------------------------------------
+
+void shut_down(self_ptr self, const caf::error& cause) {
+  auto& st = self->state;
+  if (st.down)
+    return;
+  st.down = true;
+  auto err
+      = code_of(cause) == errc::closed
+            ? cause
+            : make_error(errc::peer_gone, "the connection to " + st.link.peer
+                                              + " is gone: " + render(cause));
+  auto pending = std::move(st.pending);
+  st.pending.clear();
+  for (auto& kv : pending)
+    kv.second(nullptr, err);
+  fail_all(st.data, err);
+  fail_all(st.local_mrs, err);
+  for (auto& rmr : st.remote_mrs.items)
+    rmr.state()->take(); // the peer freed it already
+  fail_all(st.remote_mrs, err);
+  st.owned.clear(); // everything held for the peer returns to the pool
+  self->quit(err);
+}
+
+// -- user operations
+// -----------------------------------------------------------
+
+caf::typed_response_promise<remote_mr>
+request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
+  auto rp = self->make_response_promise<remote_mr>();
+  auto id = new_request_id(self);
+  send_request(
+      self, pb::make_alloc_mr(id, size, align), local_mr{},
+      [self, rp](const pb::Response* res, const caf::error& err) mutable {
+        if (err) {
+          rp.deliver(err);
+          return;
+        }
+        if (res->body_case() != pb::Response::kAllocMr) {
+          rp.deliver(make_error(errc::malformed_message,
+                                "the peer answered AllocMR with another kind"));
+          return;
+        }
+        if (pb::status_of(*res) != pb::OK) {
+          rp.deliver(status_error(*res, "AllocMR"));
+          return;
+        }
+        auto token = to_token(res->alloc_mr().token());
+        auto st = std::make_shared<remote_mr_state>(
+            token, caf::actor_cast<caf::actor_addr>(self));
+        rp.deliver(remote_mr{std::move(st)});
+      });
+  return rp;
+}
+
+caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
+                                                    local_mr mr) {
+  auto rp = self->make_response_promise<mr_token>();
+  auto& st = self->state;
+  if (!mr.valid()) {
+    rp.deliver(make_error(errc::invalid_argument, "empty local_mr"));
+    return rp;
+  }
+  auto token = mr.token();
+  if (st.owned.count(token) != 0) {
+    rp.deliver(make_error(errc::already_sent,
+                          "this memory region was already sent to the peer "
+                          "and not released yet"));
+    return rp;
+  }
+  st.owned.emplace(token, mr);
+  auto id = new_request_id(self);
+  send_request(self, pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)),
+               local_mr{},
+               [self, rp, token](const pb::Response* res,
+                                 const caf::error& err) mutable {
+                 auto ok = !err && res->body_case() == pb::Response::kSendMr
+                           && pb::status_of(*res) == pb::OK;
+                 if (!ok)
+                   self->state.owned.erase(token);
+                 if (err)
+                   rp.deliver(err);
+                 else if (!ok)
+                   rp.deliver(status_error(*res, "SendMR LOCAL"));
+                 else
+                   rp.deliver(token);
+               });
+  return rp;
+}
+
+caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
+                                                     remote_mr mr) {
+  auto rp = self->make_response_promise<mr_token>();
+  if (!mr.valid() || mr.state()->agent() != self->address()) {
+    rp.deliver(make_error(errc::invalid_argument,
+                          "this remote_mr belongs to another connection"));
+    return rp;
+  }
+  if (!mr.whole()) {
+    rp.deliver(make_error(errc::invalid_argument,
+                          "send the whole remote_mr back, not a slice"));
+    return rp;
+  }
+  if (!mr.state()->take()) {
+    rp.deliver(make_error(errc::already_sent,
+                          "this remote_mr was already released or sent"));
+    return rp;
+  }
+  auto token = mr.token();
+  auto id = new_request_id(self);
+  send_request(
+      self, pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
+      [rp, token](const pb::Response* res, const caf::error& err) mutable {
+        if (err)
+          rp.deliver(err);
+        else if (res->body_case() != pb::Response::kSendMr
+                 || pb::status_of(*res) != pb::OK)
+          rp.deliver(status_error(*res, "SendMR REMOTE"));
+        else
+          rp.deliver(token);
+      });
+  return rp;
+}
+
+caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
+                                              bool answer) {
+  auto rp = self->make_response_promise<uint64_t>();
+  auto id = new_request_id(self);
+  send_request(self, pb::make_release_mr(id, to_pb(token)), local_mr{},
+               [self, rp, token, answer](const pb::Response* res,
+                                         const caf::error& err) mutable {
+                 caf::error e = err;
+                 if (!e && pb::status_of(*res) != pb::OK)
+                   e = status_error(*res, "ReleaseMR");
+                 if (e && !answer && code_of(e) != errc::peer_gone)
+                   log().warn("agent {}: ReleaseMR failed: {}",
+                              self->state.link.peer, render(e));
+                 if (!answer)
+                   return;
+                 if (e)
+                   rp.deliver(e);
+                 else
+                   rp.deliver(token.len);
+               });
+  return rp;
+}
+
+caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
+  auto rp = self->make_response_promise<uint64_t>();
+  auto& st = self->state;
+  auto chunk_max
+      = size_t{st.link.max_message_len_bytes} - pb::max_frame_overhead;
+  auto job = std::make_shared<send_data_job>();
+  job->rp = rp;
+  auto total = mr.size();
+  size_t offset = 0;
+  do {
+    auto len = std::min(chunk_max, total - offset);
+    auto chunk = mr.slice(offset, len);
+    auto id = new_request_id(self);
+    ++job->outstanding;
+    send_request(self, pb::make_send_data(id, len), std::move(*chunk),
+                 [job, len](const pb::Response* res, const caf::error& err) {
+                   --job->outstanding;
+                   if (job->failed)
+                     return;
+                   caf::error e = err;
+                   if (!e
+                       && (res->body_case() != pb::Response::kSendData
+                           || pb::status_of(*res) != pb::OK))
+                     e = status_error(*res, "SendData");
+                   if (e) {
+                     job->failed = true;
+                     job->rp.deliver(e);
+                     return;
+                   }
+                   job->bytes += len;
+                   if (job->outstanding == 0)
+                     job->rp.deliver(job->bytes);
+                 });
+    offset += len;
+  } while (offset < total);
+  return rp;
+}
+
+agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
+                                      link_params link, memory_pool_ptr pool,
+                                      options opts) {
+  auto& st = self->state;
+  st.transport = std::move(transport);
+  st.link = std::move(link);
+  st.pool = std::move(pool);
+  st.opts = std::move(opts);
+  self->link_to(st.transport);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    shut_down(self, msg.reason ? msg.reason
+                               : make_error(errc::closed, "agent closed"));
+  });
+  transport::transport_subscriber sub = self;
+  self->request(st.transport, request_timeout(self),
+                transport::subscribe_atom::value, sub)
+      .then([](transport::link_params&) {},
+            [self](caf::error& err) { shut_down(self, err); });
+  send_unsolicited(self, pb::make_hello(pb::protocol_version,
+                                        st.link.max_message_len_bytes,
+                                        st.link.recv_depth));
+  return {
+      [self](request_remote_mr_atom, uint64_t size, uint64_t align) {
+        return request_remote_mr(self, size, align);
+      },
+      [self](send_mr_atom, local_mr& mr) { return send_local_mr(self, mr); },
+      [self](send_mr_atom, remote_mr& mr) { return send_remote_mr(self, mr); },
+      [self](receive_local_mr_atom) {
+        return take(self, self->state.local_mrs);
+      },
+      [self](receive_remote_mr_atom) {
+        return take(self, self->state.remote_mrs);
+      },
+      [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
+      [self](receive_data_atom) { return take(self, self->state.data); },
+      [self](release_atom, remote_mr& mr) -> caf::result<uint64_t> {
+        if (!mr.valid() || mr.state()->agent() != self->address())
+          return make_error(errc::invalid_argument,
+                            "this remote_mr belongs to another connection");
+        if (!mr.state()->take())
+          return make_error(errc::already_sent,
+                            "this remote_mr was already released or sent");
+        return release(self, mr.state()->token(), true);
+      },
+      [self](stats_atom) {
+        auto& st = self->state;
+        auto s = st.counters;
+        s.owned_mrs = st.owned.size();
+        s.pending_requests = st.pending.size();
+        s.queued_data = st.data.items.size();
+        s.queued_local_mrs = st.local_mrs.items.size();
+        s.queued_remote_mrs = st.remote_mrs.items.size();
+        return s;
+      },
+      [self](release_atom, mr_token token) {
+        if (!self->state.down)
+          release(self, token, false);
+      },
+      [self](timeout_atom, uint64_t id) {
+        auto& st = self->state;
+        if (id & waiter_bit) {
+          auto err = make_error(errc::request_timeout,
+                                "nothing arrived from " + st.link.peer
+                                    + " within request-timeout-ms");
+          expire(st.data, id, err) || expire(st.local_mrs, id, err)
+              || expire(st.remote_mrs, id, err);
+          return;
+        }
+        complete(self, id, nullptr,
+                 make_error(errc::request_timeout,
+                            "no answer from " + st.link.peer + " within "
+                                + std::to_string(st.opts.request_timeout_ms)
+                                + " ms (request-timeout-ms)"));
+      },
+      [self](transport::recv_atom, local_mr& buf) { on_message(self, buf); },
+      [self](transport::qp_down_atom, caf::error& err) {
+        shut_down(self, err);
+      },
+  };
+}
+
+} // namespace
+
+agent_actor spawn_agent(caf::actor_system& sys, transport_actor transport,
+                        link_params link, memory_pool_ptr pool,
+                        const options& opts) {
+  return sys.spawn(agent_impl, std::move(transport), std::move(link),
+                   std::move(pool), opts);
+}
+
+} // namespace rdmactor

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <cstdint>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/memory_pool.hpp"
+#include "actors/remote_mr.hpp"
+#include "common/options.hpp"
+#include "transport/transport_actor.hpp"
+
+namespace rdmactor {
+
+/// Counters of one agent (for tests, diagnostics and limits).
+struct agent_stats {
+  /// Memory regions kept alive for the peer (AllocMR'd or sent to it).
+  uint64_t owned_mrs = 0;
+  /// Requests to the peer waiting for their response.
+  uint64_t pending_requests = 0;
+  /// Received data chunks and MRs not yet taken by a receive call.
+  uint64_t queued_data = 0;
+  uint64_t queued_local_mrs = 0;
+  uint64_t queued_remote_mrs = 0;
+  /// Inbound frames rejected by the decoder or by validation.
+  uint64_t protocol_errors = 0;
+  /// Requests from the peer answered with an error status.
+  uint64_t rejected_requests = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
+  return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
+           x.queued_remote_mrs, x.protocol_errors, x.rejected_requests);
+}
+
+/// The agent actor: one per peer; speaks the async-rdma agent protocol.
+///
+/// User operations (the connection actor delegates them here; each is
+/// answered with a value or a `caf::error` within request_timeout_ms):
+/// - `(request_remote_mr_atom, size, align) -> remote_mr`: AllocMR.
+/// - `(send_mr_atom, local_mr) -> mr_token`: SendMR LOCAL; the region stays
+///   alive in our owned table until the peer releases it.
+/// - `(send_mr_atom, remote_mr) -> mr_token`: SendMR REMOTE: hands the
+///   peer's region back; the peer gets it through `receive_local_mr`.
+/// - `(receive_local_mr_atom) -> local_mr`, `(receive_remote_mr_atom) ->
+///   remote_mr`, `(receive_data_atom) -> local_mr`: the next one the peer
+///   sent (waits up to request_timeout_ms).
+/// - `(send_data_atom, local_mr) -> bytes`: SendData in chunks that fit the
+///   negotiated max message length; answered when the peer acknowledged
+///   every chunk.
+/// - `(release_atom, remote_mr) -> bytes`: ReleaseMR now.
+/// - `(stats_atom) -> agent_stats`.
+///
+/// From the transport: `recv_atom`, `qp_down_atom`.  Internal:
+/// `(release_atom, mr_token)` from a dropped `remote_mr`, `timeout_atom`.
+/// When the peer goes, every pending request fails with `peer_gone`,
+/// everything held for the peer is released and the agent quits.
+using agent_actor = caf::typed_actor<
+    caf::replies_to<request_remote_mr_atom, uint64_t,
+                    uint64_t>::with<remote_mr>,
+    caf::replies_to<send_mr_atom, local_mr>::with<mr_token>,
+    caf::replies_to<send_mr_atom, remote_mr>::with<mr_token>,
+    caf::replies_to<receive_local_mr_atom>::with<local_mr>,
+    caf::replies_to<receive_remote_mr_atom>::with<remote_mr>,
+    caf::replies_to<send_data_atom, local_mr>::with<uint64_t>,
+    caf::replies_to<receive_data_atom>::with<local_mr>,
+    caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
+    caf::replies_to<stats_atom>::with<agent_stats>,
+    caf::reacts_to<release_atom, mr_token>,
+    caf::reacts_to<timeout_atom, uint64_t>,
+    caf::reacts_to<transport::recv_atom, local_mr>,
+    caf::reacts_to<transport::qp_down_atom, caf::error>>;
+
+/// Spawns the agent of one peer on top of `transport` (which it subscribes
+/// to).  `link` holds the negotiated parameters of the connection.
+agent_actor spawn_agent(caf::actor_system& sys,
+                        transport::transport_actor transport,
+                        transport::link_params link, memory_pool_ptr pool,
+                        const options& opts);
+
+} // namespace rdmactor

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <caf/atom.hpp>
+
+#include "transport/atoms.hpp"
+
+/// Message tags of the actor layer (users see these).
+namespace rdmactor {
+
+using transport::read_atom;
+using transport::write_atom;
+
+using alloc_local_mr_atom = caf::atom_constant<caf::atom("alloc_lmr")>;
+using request_remote_mr_atom = caf::atom_constant<caf::atom("req_rmr")>;
+using send_mr_atom = caf::atom_constant<caf::atom("send_mr")>;
+using receive_local_mr_atom = caf::atom_constant<caf::atom("recv_lmr")>;
+using receive_remote_mr_atom = caf::atom_constant<caf::atom("recv_rmr")>;
+using send_data_atom = caf::atom_constant<caf::atom("send_data")>;
+using receive_data_atom = caf::atom_constant<caf::atom("recv_data")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using alloc_atom = caf::atom_constant<caf::atom("alloc")>;
+using peer_atom = caf::atom_constant<caf::atom("peer")>;
+using accepted_atom = caf::atom_constant<caf::atom("accepted")>;
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+
+} // namespace rdmactor

@@ -1,0 +1,147 @@
+#include "actors/connection.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+struct connection_state {
+  transport::transport_actor transport;
+  agent_actor agent;
+  allocator_actor allocator;
+  transport::link_params link;
+  bool closing = false;
+
+  static inline const char* name = "rdmactor.connection";
+};
+
+using self_ptr = connection_actor::stateful_pointer<connection_state>;
+
+/// Checks a one-sided operation locally before anything is posted.
+caf::error check_one_sided(self_ptr self, const char* what,
+                           const local_mr& local, const remote_mr& remote) {
+  if (!local.valid() || !remote.valid())
+    return make_error(errc::invalid_argument,
+                      std::string{what} + " needs a valid local_mr and "
+                          + "remote_mr");
+  if (remote.state()->agent() != self->state.agent.address())
+    return make_error(errc::invalid_argument,
+                      std::string{what}
+                          + ": the remote_mr belongs to another connection");
+  if (remote.state()->done())
+    return make_error(errc::invalid_argument,
+                      std::string{what}
+                          + ": the remote_mr was released or sent back");
+  if (local.size() != remote.size())
+    return make_error(errc::length_mismatch,
+                      std::string{what} + " of " + std::to_string(local.size())
+                          + " local bytes to a remote range of "
+                          + std::to_string(remote.size())
+                          + " bytes; slice them to the same length");
+  return {};
+}
+
+connection_actor::behavior_type
+connection_impl(self_ptr self, transport::device_ptr dev,
+                std::shared_ptr<transport::queue_pair_ptr> qp_box,
+                memory_pool_ptr pool, allocator_actor allocator, options opts) {
+  auto& st = self->state;
+  auto& qp = *qp_box;
+  const auto& cp = qp->params();
+  st.link = transport::link_params{cp.max_message_len_bytes, cp.recv_depth,
+                                   qp->peer_name()};
+  st.allocator = std::move(allocator);
+  st.transport = transport::spawn_transport(self->system(), std::move(dev),
+                                            std::move(qp));
+  st.agent = spawn_agent(self->system(), st.transport, st.link, std::move(pool),
+                         opts);
+  self->link_to(st.transport);
+  self->link_to(st.agent);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    auto& st = self->state;
+    if (!st.closing) {
+      st.closing = true;
+      auto reason = msg.reason;
+      auto code = code_of(reason);
+      if (msg.source != st.agent.address()
+          && msg.source != st.transport.address())
+        reason = make_error(errc::closed, "connection to " + st.link.peer
+                                              + " closed locally");
+      else if (code != errc::peer_gone && code != errc::closed)
+        reason
+            = make_error(errc::peer_gone, "the connection to " + st.link.peer
+                                              + " is gone: " + render(reason));
+      self->send_exit(st.agent, reason);
+      self->send_exit(st.transport, reason);
+      log().info("connection to {} closed: {}", st.link.peer, render(reason));
+      self->quit(reason);
+    }
+  });
+  log().info("connected to {} (max message {} B, recv depth {})", st.link.peer,
+             st.link.max_message_len_bytes, st.link.recv_depth);
+  return {
+      [self](alloc_local_mr_atom, uint64_t size, uint64_t align) {
+        return self->delegate(self->state.allocator, alloc_atom::value, size,
+                              align, transport::access::all);
+      },
+      [self](request_remote_mr_atom a, uint64_t size, uint64_t align) {
+        return self->delegate(self->state.agent, a, size, align);
+      },
+      [self](send_mr_atom a, local_mr& mr) {
+        return self->delegate(self->state.agent, a, std::move(mr));
+      },
+      [self](send_mr_atom a, remote_mr& mr) {
+        return self->delegate(self->state.agent, a, std::move(mr));
+      },
+      [self](receive_local_mr_atom a) {
+        return self->delegate(self->state.agent, a);
+      },
+      [self](receive_remote_mr_atom a) {
+        return self->delegate(self->state.agent, a);
+      },
+      [self](send_data_atom a, local_mr& mr) {
+        return self->delegate(self->state.agent, a, std::move(mr));
+      },
+      [self](receive_data_atom a) {
+        return self->delegate(self->state.agent, a);
+      },
+      [self](write_atom a, local_mr& src,
+             remote_mr& dst) -> caf::result<uint64_t> {
+        if (auto err = check_one_sided(self, "write", src, dst))
+          return err;
+        return self->delegate(self->state.transport, a, std::move(src),
+                              dst.token());
+      },
+      [self](read_atom a, local_mr& dst,
+             remote_mr& src) -> caf::result<uint64_t> {
+        if (auto err = check_one_sided(self, "read", dst, src))
+          return err;
+        return self->delegate(self->state.transport, a, std::move(dst),
+                              src.token());
+      },
+      [self](release_atom a, remote_mr& mr) {
+        return self->delegate(self->state.agent, a, std::move(mr));
+      },
+      [self](peer_atom) { return self->state.link; },
+      [self](stats_atom a) { return self->delegate(self->state.agent, a); },
+  };
+}
+
+} // namespace
+
+connection_actor
+spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
+                 transport::queue_pair_ptr qp, memory_pool_ptr pool,
+                 allocator_actor allocator, const options& opts) {
+  auto box = std::make_shared<transport::queue_pair_ptr>(std::move(qp));
+  return sys.spawn(connection_impl, std::move(dev), std::move(box),
+                   std::move(pool), std::move(allocator), opts);
+}
+
+} // namespace rdmactor

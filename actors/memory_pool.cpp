@@ -1,0 +1,166 @@
+#include "actors/memory_pool.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+uint64_t round_up(uint64_t x, uint64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+bool is_pow2(uint64_t x) {
+  return x != 0 && (x & (x - 1)) == 0;
+}
+
+} // namespace
+
+memory_pool::memory_pool(transport::device_ptr dev, uint64_t arena_size_bytes,
+                         uint64_t max_alloc_bytes)
+    : dev_(std::move(dev)),
+      arena_size_(round_up(arena_size_bytes, arena_align_bytes)),
+      max_alloc_(max_alloc_bytes) {}
+
+memory_pool::~memory_pool() {
+  for (auto& a : arenas_) {
+    a->reg.reset();
+    std::free(a->mem);
+  }
+}
+
+caf::expected<memory_pool::arena*> memory_pool::add_arena(uint64_t size,
+                                                          uint64_t align,
+                                                          uint32_t access,
+                                                          bool dedicated) {
+  auto a = std::make_unique<arena>();
+  a->size = round_up(size, arena_align_bytes);
+  a->mem = static_cast<uint8_t*>(
+      std::aligned_alloc(std::max(align, arena_align_bytes), a->size));
+  if (a->mem == nullptr)
+    return make_error(errc::out_of_memory, "cannot allocate "
+                                               + std::to_string(a->size)
+                                               + " bytes for a memory arena");
+  auto reg = dev_->register_memory(a->mem, a->size, access);
+  if (!reg) {
+    std::free(a->mem);
+    return std::move(reg.error());
+  }
+  a->reg = std::move(*reg);
+  a->access = access;
+  a->dedicated = dedicated;
+  a->free_list.emplace(0, a->size);
+  stats_.arenas += 1;
+  stats_.registered_bytes += a->size;
+  arenas_.emplace_back(std::move(a));
+  return arenas_.back().get();
+}
+
+caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
+                                              uint32_t access) {
+  if (!is_pow2(align))
+    return make_error(errc::invalid_layout, "alignment " + std::to_string(align)
+                                                + " is not a power of two");
+  if (size > max_alloc_)
+    return make_error(errc::size_limit, "allocation of " + std::to_string(size)
+                                            + " bytes exceeds max-alloc-bytes ("
+                                            + std::to_string(max_alloc_) + ")");
+  auto len = round_up(std::max<uint64_t>(size, 1), granule_bytes);
+  auto al = std::max(align, granule_bytes);
+  std::unique_lock<std::mutex> guard{mtx_};
+  arena* target = nullptr;
+  uint64_t offset = 0;
+  if (len <= arena_size_ && al <= arena_align_bytes) {
+    for (auto& a : arenas_) {
+      if (a->dedicated || a->access != access)
+        continue;
+      for (auto& [off, flen] : a->free_list) {
+        auto start = round_up(off, al);
+        if (start - off + len <= flen) {
+          target = a.get();
+          offset = start;
+          break;
+        }
+      }
+      if (target)
+        break;
+    }
+    if (!target) {
+      auto a = add_arena(arena_size_, arena_align_bytes, access, false);
+      if (!a)
+        return std::move(a.error());
+      target = *a;
+      offset = 0;
+    }
+  } else {
+    auto a = add_arena(len, al, access, true);
+    if (!a)
+      return std::move(a.error());
+    target = *a;
+    offset = 0;
+  }
+  // Carve [offset, offset + len) out of the free block that holds it.
+  auto it = target->free_list.upper_bound(offset);
+  --it;
+  auto blk_off = it->first;
+  auto blk_len = it->second;
+  target->free_list.erase(it);
+  if (offset > blk_off)
+    target->free_list.emplace(blk_off, offset - blk_off);
+  if (blk_off + blk_len > offset + len)
+    target->free_list.emplace(offset + len, blk_off + blk_len - offset - len);
+  stats_.bytes_in_use += len;
+  stats_.allocations += 1;
+  guard.unlock();
+  auto* data = target->mem + offset;
+  std::memset(data, 0, size);
+  auto self = shared_from_this();
+  auto block = std::make_shared<mr_block>(
+      data, size, target->reg->lkey(), target->reg->rkey(),
+      [self, target, offset, len] { self->release(target, offset, len); });
+  return local_mr{std::move(block)};
+}
+
+void memory_pool::release(arena* a, uint64_t offset, uint64_t length) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  stats_.bytes_in_use -= length;
+  stats_.allocations -= 1;
+  if (a->dedicated) {
+    for (auto i = arenas_.begin(); i != arenas_.end(); ++i) {
+      if (i->get() == a) {
+        stats_.arenas -= 1;
+        stats_.registered_bytes -= a->size;
+        a->reg.reset();
+        std::free(a->mem);
+        arenas_.erase(i);
+        return;
+      }
+    }
+    return;
+  }
+  // Insert and coalesce with the neighbours.
+  auto next = a->free_list.lower_bound(offset);
+  if (next != a->free_list.end() && offset + length == next->first) {
+    length += next->second;
+    next = a->free_list.erase(next);
+  }
+  if (next != a->free_list.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += length;
+      return;
+    }
+  }
+  a->free_list.emplace(offset, length);
+}
+
+allocator_stats memory_pool::stats() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return stats_;
+}
+
+} // namespace rdmactor

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "transport/fabric.hpp"
+#include "transport/local_mr.hpp"
+
+namespace rdmactor {
+
+/// Byte and registration accounting of a memory pool.
+struct allocator_stats {
+  /// Bytes handed out and not yet returned (rounded to the granule).
+  uint64_t bytes_in_use = 0;
+  /// Live allocations.
+  uint64_t allocations = 0;
+  /// Registrations held (shared arenas + dedicated large ones).
+  uint64_t arenas = 0;
+  /// Bytes registered with the fabric.
+  uint64_t registered_bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, allocator_stats& x) {
+  return f(x.bytes_in_use, x.allocations, x.arenas, x.registered_bytes);
+}
+
+/// Registered memory, sub-allocated by size and alignment (thread-safe).
+///
+/// Arenas of `arena_size_bytes` are registered once per access-flag set and
+/// carved first-fit with coalescing frees; an allocation larger than an
+/// arena (or aligned beyond a page) gets its own registration, released
+/// with it.  Memory is zeroed before it is handed out, so a peer never sees
+/// another user's bytes.  Handles return their memory from any thread when
+/// the last copy goes; the pool lives as long as any handle.
+class memory_pool : public std::enable_shared_from_this<memory_pool> {
+public:
+  /// Allocation granule: sizes round up to it, offsets align to it.
+  static constexpr uint64_t granule_bytes = 64;
+  /// Largest alignment served from a shared arena.
+  static constexpr uint64_t arena_align_bytes = 4096;
+
+  static_assert((granule_bytes & (granule_bytes - 1)) == 0);
+  static_assert(arena_align_bytes % granule_bytes == 0);
+
+  memory_pool(transport::device_ptr dev, uint64_t arena_size_bytes,
+              uint64_t max_alloc_bytes);
+
+  ~memory_pool();
+
+  /// Allocates `size` bytes aligned to `align` with `access` flags.  Errors:
+  /// `invalid_layout` (align 0 or not a power of two), `size_limit` (over
+  /// max_alloc_bytes), `out_of_memory`/`registration_failed`.
+  caf::expected<local_mr> allocate(uint64_t size, uint64_t align,
+                                   uint32_t access);
+
+  /// Returns the current accounting.
+  allocator_stats stats() const;
+
+private:
+  struct arena {
+    uint8_t* mem = nullptr;
+    uint64_t size = 0;
+    uint32_t access = 0;
+    bool dedicated = false;
+    std::unique_ptr<transport::memory_region> reg;
+    std::map<uint64_t, uint64_t> free_list; // offset -> length
+  };
+
+  caf::expected<arena*> add_arena(uint64_t size, uint64_t align,
+                                  uint32_t access, bool dedicated);
+  void release(arena* a, uint64_t offset, uint64_t length);
+
+  transport::device_ptr dev_;
+  uint64_t arena_size_;
+  uint64_t max_alloc_;
+  mutable std::mutex mtx_;
+  std::vector<std::unique_ptr<arena>> arenas_;
+  allocator_stats stats_;
+};
+
+using memory_pool_ptr = std::shared_ptr<memory_pool>;
+
+} // namespace rdmactor

@@ -1,0 +1,101 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/allocator.hpp"
+#include "actors/connection.hpp"
+#include "common/options.hpp"
+#include "transport/fabric.hpp"
+
+namespace rdmactor {
+
+/// The facade a CAF application holds: one per process and fabric.
+///
+/// Opens the configured fabric, owns the node's memory pool and allocator
+/// actor, accepts and makes connections.  Not an actor: call it from
+/// `main` or a blocking context.  `close()` (also run by the destructor,
+/// which must run before the actor system's) stops listening and closes
+/// every connection, so that `~actor_system` does not wait forever.
+class node {
+public:
+  /// Opens the fabric named by `opts.fabric` and spawns the allocator.
+  /// Errors: `fabric_unavailable`, `device_not_found`, `invalid_argument`
+  /// (options out of range; the message names the option).
+  static caf::expected<std::unique_ptr<node>> open(caf::actor_system& sys,
+                                                   options opts);
+
+  ~node();
+
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Connects to `host_port` ("HOST:PORT"), blocking for at most
+  /// connect_timeout_ms, and returns the connection actor.
+  caf::expected<connection_actor> connect(const std::string& host_port);
+
+  /// Listens on `host_port` (port 0: any free port) and returns the bound
+  /// port.  Each accepted peer becomes a connection actor, delivered to
+  /// `handler` as `(accepted_atom, connection_actor)`.  A node may listen
+  /// on several addresses.
+  caf::expected<uint16_t> listen(const std::string& host_port,
+                                 caf::actor handler);
+
+  /// Returns the allocator actor.
+  const allocator_actor& allocator() const noexcept {
+    return allocator_;
+  }
+
+  /// Returns the byte accounting of the node's memory (any thread).
+  allocator_stats memory_stats() const {
+    return pool_->stats();
+  }
+
+  /// Returns the memory pool (registered memory, thread-safe).
+  const memory_pool_ptr& pool() const noexcept {
+    return pool_;
+  }
+
+  const options& opts() const noexcept {
+    return opts_;
+  }
+
+  /// Returns the opened device ("soft0", "rxe0", ...).
+  const transport::device_ptr& device() const noexcept {
+    return dev_;
+  }
+
+  /// Stops listening, closes every connection and the allocator.
+  /// Idempotent.
+  void close();
+
+private:
+  node(caf::actor_system& sys, options opts, transport::device_ptr dev);
+
+  connection_actor adopt(transport::queue_pair_ptr qp);
+
+  struct acceptor {
+    std::unique_ptr<transport::listener> listener;
+    std::thread thread;
+  };
+
+  caf::actor_system& sys_;
+  options opts_;
+  transport::device_ptr dev_;
+  memory_pool_ptr pool_;
+  allocator_actor allocator_;
+  std::atomic<bool> closing_{false};
+  std::mutex mtx_;
+  std::vector<std::unique_ptr<acceptor>> acceptors_;
+  std::vector<caf::actor_addr> connections_;
+};
+
+} // namespace rdmactor

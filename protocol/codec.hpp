@@ -1,0 +1,86 @@
+#pragma once
+
+#include "common/errc.hpp"
+#include "protocol/agent.pb.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rdmactor::protocol {
+
+/// The agent protocol version this build speaks (sent in `Hello.version`).
+constexpr uint32_t protocol_version = 1;
+
+/// Size of the frame header: the encoded Message length, 4 bytes, little
+/// endian.
+constexpr size_t frame_header_len = 4;
+
+/// Largest encoding of a varint-coded 64-bit value.
+constexpr size_t max_varint64_len = 10;
+
+/// Upper bound of header + encoded Message for any SendData frame, so that
+/// `max_message_len - max_frame_overhead` payload bytes always fit.
+///
+/// Message{request(1): Request{request_id(1): u64, send_data(5):
+/// SendData{len(1): u64}}}: each tag takes 1 byte, each nested length 1 byte
+/// (the nested messages stay below 128 bytes).
+constexpr size_t max_frame_overhead
+    = frame_header_len + 2    // Message.request: tag + length
+      + 1 + max_varint64_len  // Request.request_id
+      + 2                     // Request.send_data: tag + length
+      + 1 + max_varint64_len; // SendData.len
+
+/// Outcome of `encode`.
+struct encode_result {
+  /// `errc::none` on success.
+  errc code = errc::none;
+  /// Bytes written: frame header + encoded Message; payload goes behind.
+  size_t header_len = 0;
+  /// Payload bytes that fit behind the header: min(buf_len,
+  /// max_message_len) - header_len.
+  size_t payload_capacity = 0;
+};
+
+/// Outcome of `decode`: the payload is a view into the decoded buffer.
+struct decode_result {
+  /// `errc::none` on success.
+  errc code = errc::none;
+  /// First payload byte inside the input buffer; null on error.
+  const uint8_t* payload = nullptr;
+  /// Payload bytes; equals `SendData.len` for SendData, 0 otherwise.
+  size_t payload_len = 0;
+};
+
+/// Writes the frame header and `msg` to `buf`; the caller places the payload
+/// (SendData only, exactly `SendData.len` bytes) at `buf + header_len`.
+///
+/// Fails with `errc::frame_too_large` if header + Message alone exceed
+/// `max_message_len`, and with `errc::buffer_too_small` if they do not fit
+/// `buf_len`. Never writes beyond `buf + buf_len`; on error nothing is
+/// written.
+encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
+                     size_t max_message_len);
+
+/// Parses the frame of `len` bytes at `data` into `out`, checking every
+/// length against what arrived and against `max_message_len` first.
+///
+/// Errors, checked in this order:
+/// - `errc::truncated_frame`: fewer than `frame_header_len` bytes;
+/// - `errc::frame_too_large`: `len`, or header + announced Message length,
+///   exceeds `max_message_len`;
+/// - `errc::truncated_frame`: the announced Message length exceeds what
+///   arrived;
+/// - `errc::malformed_message`: the bytes do not parse;
+/// - `errc::unknown_message_kind`: the Message, Request or Response body is
+///   unset (a case unknown to this version arrives as unset), or a SendMR
+///   kind is unknown;
+/// - `errc::payload_mismatch`: a SendData whose `len` differs from the
+///   payload bytes that arrived, or payload behind any other message.
+///
+/// After `unknown_message_kind` and `payload_mismatch`, `out` holds the
+/// parsed Message (the caller may answer its request_id); after the other
+/// errors its content is unspecified. No payload byte is copied.
+decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
+                     Message& out);
+
+} // namespace rdmactor::protocol

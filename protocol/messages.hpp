@@ -1,0 +1,93 @@
+#pragma once
+
+#include "common/errc.hpp"
+#include "protocol/agent.pb.h"
+
+#include <cstdint>
+#include <string>
+
+namespace rdmactor::protocol {
+
+// -- tokens -----------------------------------------------------------------
+
+/// Builds a token for the region [addr, addr + len) accessible with `rkey`.
+MrToken make_token(uint64_t addr, uint64_t len, uint32_t rkey);
+
+// -- requests ---------------------------------------------------------------
+
+/// Builds a request asking the peer to allocate `size` bytes aligned to
+/// `align` on our behalf.
+Message make_alloc_mr(uint64_t request_id, uint64_t size, uint64_t align);
+
+/// Builds a request telling the peer to release the region it allocated for
+/// us.
+Message make_release_mr(uint64_t request_id, const MrToken& token);
+
+/// Builds a request handing `token` to the peer.
+Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
+                     const MrToken& token);
+
+/// Builds a request announcing `len` payload bytes behind the Message.
+Message make_send_data(uint64_t request_id, uint64_t len);
+
+// -- responses --------------------------------------------------------------
+
+/// Builds the answer to an AllocMR; `token` is stored only if `status` is
+/// OK.
+Message make_alloc_mr_response(uint64_t request_id, Status status,
+                               std::string detail, const MrToken& token = {});
+
+/// Builds the answer to a ReleaseMR.
+Message make_release_mr_response(uint64_t request_id, Status status,
+                                 std::string detail);
+
+/// Builds the answer to a SendMR.
+Message make_send_mr_response(uint64_t request_id, Status status,
+                              std::string detail);
+
+/// Builds the answer to a SendData.
+Message make_send_data_response(uint64_t request_id, Status status,
+                                std::string detail);
+
+/// Returns the status of any response body; INTERNAL if the body is unset.
+Status status_of(const Response& res) noexcept;
+
+/// Returns the detail of any response body; empty if the body is unset.
+const std::string& detail_of(const Response& res) noexcept;
+
+// -- handshake --------------------------------------------------------------
+
+/// Builds the Hello an agent sends first; `version` is normally
+/// `protocol_version`.
+Message make_hello(uint32_t version, uint32_t max_message_len,
+                   uint32_t recv_depth);
+
+// -- names and error codes --------------------------------------------------
+
+/// Returns a short name of the message kind for logs, e.g. "request.alloc_mr"
+/// or "hello"; "unknown" for unset bodies.
+const char* kind_name(const Message& msg) noexcept;
+
+/// Returns the enumerator's name, e.g. "UNKNOWN_TOKEN"; "UNKNOWN_STATUS" for
+/// a value this version does not know.
+const char* to_string(Status x) noexcept;
+
+/// Maps a wire status to the project error code a local user sees.
+///
+/// OK -> none; UNKNOWN_TOKEN, ALREADY_SENT, INVALID_LAYOUT, SIZE_LIMIT,
+/// OUT_OF_MEMORY, QUOTA_EXCEEDED, LENGTH_MISMATCH -> the errc of the same
+/// name; MALFORMED -> malformed_message; INTERNAL -> internal_error;
+/// NOT_OWNED (errc has no counterpart) and values unknown to this version
+/// -> peer_error.
+errc to_errc(Status x) noexcept;
+
+/// Maps a project error code to the wire status an agent answers with.
+///
+/// none -> OK; the seven codes named in `to_errc` -> their status;
+/// truncated_frame, frame_too_large, malformed_message,
+/// unknown_message_kind, payload_mismatch -> MALFORMED; everything else
+/// (internal_error included) -> INTERNAL. Thus `to_status(to_errc(s)) == s`
+/// for every known status except NOT_OWNED.
+Status to_status(errc x) noexcept;
+
+} // namespace rdmactor::protocol

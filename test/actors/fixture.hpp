@@ -1,0 +1,135 @@
+#pragma once
+
+// Two rdmactor nodes in one actor system, connected over the fabric named by
+// RDMACTOR_TEST_FABRIC (default "soft") on RDMACTOR_TEST_HOST (default
+// 127.0.0.1), plus blocking helpers for the tests.
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/config.hpp"
+#include "actors/node.hpp"
+#include "common/error.hpp"
+
+namespace rdmactor::test {
+
+inline std::string env_or(const char* name, const char* fallback) {
+  auto* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+inline options test_options() {
+  options o;
+  o.fabric = env_or("RDMACTOR_TEST_FABRIC", "soft");
+  o.max_message_len_bytes = 4096;
+  o.recv_depth = 16;
+  o.request_timeout_ms = 3000;
+  o.connect_timeout_ms = 3000;
+  o.rnr_timeout_ms = 1000;
+  o.arena_size_bytes = 1 << 20;
+  o.max_alloc_bytes = 64 << 20;
+  o.log_level = env_or("RDMACTOR_TEST_LOG", "warn");
+  return o;
+}
+
+/// Holds the config and the actor system (in that order).
+struct system_holder {
+  rdmactor::config cfg;
+  caf::actor_system sys;
+
+  system_holder() : sys(init(cfg)) {}
+
+  static rdmactor::config& init(rdmactor::config& cfg) {
+    cfg.set("scheduler.max-threads", 4);
+    return cfg;
+  }
+};
+
+/// Runs one blocking request with a timeout; returns the value or error.
+template <class T, class Handle, class... Ts>
+caf::expected<T> call(caf::actor_system& sys, const Handle& hdl, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  caf::expected<T> result{make_error(errc::internal_error, "no answer")};
+  self->request(hdl, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+/// Polls `pred` every 10 ms for up to `timeout`; returns its last value.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds timeout
+                       = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+/// Two nodes and one connection between them, seen from both ends.
+struct two_nodes : system_holder {
+  options opts;
+  std::unique_ptr<node> server;
+  std::unique_ptr<node> client;
+  connection_actor server_conn; // the server's end
+  connection_actor client_conn; // the client's end
+  std::string host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+
+  explicit two_nodes(options o = test_options()) : opts(std::move(o)) {
+    auto s = node::open(sys, opts);
+    auto c = node::open(sys, opts);
+    if (!s || !c)
+      throw std::runtime_error("cannot open nodes: "
+                               + render(!s ? s.error() : c.error()));
+    server = std::move(*s);
+    client = std::move(*c);
+    connect();
+  }
+
+  /// Connects the client to the server and waits for the accepted end.
+  void connect() {
+    caf::scoped_actor self{sys};
+    if (port_ == 0) {
+      acceptor_ = std::make_unique<caf::scoped_actor>(sys);
+      auto p = server->listen(host + ":0",
+                              caf::actor_cast<caf::actor>(*acceptor_));
+      if (!p)
+        throw std::runtime_error("listen: " + render(p.error()));
+      port_ = *p;
+    }
+    auto conn = client->connect(host + ":" + std::to_string(port_));
+    if (!conn)
+      throw std::runtime_error("connect: " + render(conn.error()));
+    client_conn = *conn;
+    (*acceptor_)
+        ->receive(
+            [&](accepted_atom, connection_actor& c) { server_conn = c; },
+            caf::after(std::chrono::seconds(10)) >>
+                [] { throw std::runtime_error("no connection accepted"); });
+  }
+
+  uint16_t port() const {
+    return port_;
+  }
+
+  ~two_nodes() {
+    client->close();
+    server->close();
+  }
+
+private:
+  uint16_t port_ = 0;
+  std::unique_ptr<caf::scoped_actor> acceptor_;
+};
+
+} // namespace rdmactor::test

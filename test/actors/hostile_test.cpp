@@ -1,0 +1,214 @@
+#define BOOST_TEST_MODULE hostile_peer
+#include <boost/test/unit_test.hpp>
+
+// A raw peer speaks to a node's agent through a bare transport actor and
+// sends what a buggy or hostile peer would.  Every case must end in a
+// documented error answer (or a counted drop) and the agent keeps serving.
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "test/actors/fixture.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+namespace pb = rdmactor::protocol;
+
+namespace {
+
+transport::transport_subscriber::behavior_type
+forwarder(transport::transport_subscriber::pointer self, caf::actor dst) {
+  return {
+      [dst](transport::recv_atom a, local_mr& mr) {
+        caf::anon_send(dst, a, mr);
+      },
+      [dst](transport::qp_down_atom a, caf::error& e) {
+        caf::anon_send(dst, a, e);
+      },
+  };
+}
+
+struct raw_peer_fixture : system_holder {
+  options opts = test_options();
+  std::unique_ptr<node> server;
+  caf::scoped_actor inbox{sys};
+  caf::scoped_actor acceptor{sys};
+  connection_actor server_conn;
+  transport::device_ptr dev;
+  memory_pool_ptr pool;
+  transport::transport_actor tr;
+  uint64_t next_id = 1000;
+
+  raw_peer_fixture() {
+    auto s = node::open(sys, opts);
+    BOOST_REQUIRE(s);
+    server = std::move(*s);
+    auto host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+    auto port
+        = server->listen(host + ":0", caf::actor_cast<caf::actor>(acceptor));
+    BOOST_REQUIRE(port);
+    auto d = transport::open_device(opts);
+    BOOST_REQUIRE(d);
+    dev = *d;
+    pool = std::make_shared<memory_pool>(dev, 1 << 20, 1 << 24);
+    auto qp = dev->connect(host, *port,
+                           {opts.max_message_len_bytes, opts.recv_depth},
+                           std::chrono::milliseconds(3000));
+    BOOST_REQUIRE_MESSAGE(qp, render(qp.error()));
+    tr = transport::spawn_transport(sys, dev, std::move(*qp));
+    auto fwd = sys.spawn(forwarder, caf::actor_cast<caf::actor>(inbox));
+    auto linked = call<transport::link_params>(
+        sys, tr, transport::subscribe_atom::value, fwd);
+    BOOST_REQUIRE(linked);
+    acceptor->receive(
+        [&](accepted_atom, connection_actor& c) { server_conn = c; });
+  }
+
+  ~raw_peer_fixture() {
+    caf::anon_send_exit(tr, caf::exit_reason::user_shutdown);
+    server->close();
+  }
+
+  /// Sends raw header bytes followed by `payload` bytes.
+  void send_raw(std::vector<uint8_t> header, size_t payload_len = 0) {
+    local_mr payload;
+    if (payload_len > 0) {
+      auto mr = pool->allocate(payload_len, 8, transport::access::local_write);
+      BOOST_REQUIRE(mr);
+      payload = *mr;
+    }
+    auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
+                            std::move(header), payload);
+    BOOST_REQUIRE_MESSAGE(n, render(n.error()));
+  }
+
+  void send(const pb::Message& msg, size_t payload_len = 0) {
+    std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+    auto res
+        = pb::encode(msg, buf.data(), buf.size(), opts.max_message_len_bytes);
+    BOOST_REQUIRE(res.code == errc::none);
+    buf.resize(res.header_len);
+    send_raw(std::move(buf), payload_len);
+  }
+
+  /// Waits for the next message from the agent that is a response.
+  pb::Response next_response() {
+    for (;;) {
+      pb::Message msg;
+      bool got = false;
+      inbox->receive(
+          [&](transport::recv_atom, local_mr& mr) {
+            auto r = pb::decode(mr.data(), mr.size(),
+                                opts.max_message_len_bytes, msg);
+            BOOST_REQUIRE(r.code == errc::none);
+            got = true;
+          },
+          caf::after(std::chrono::seconds(5)) >>
+              [] { BOOST_FAIL("no answer from the agent"); });
+      if (got && msg.has_response())
+        return msg.response();
+    }
+  }
+
+  agent_stats server_stats() {
+    auto s = call<agent_stats>(sys, server_conn, stats_atom::value);
+    BOOST_REQUIRE(s);
+    return *s;
+  }
+
+  /// Checks the agent still serves: a valid AllocMR gets an OK answer.
+  void expect_still_serving() {
+    auto id = next_id++;
+    send(pb::make_alloc_mr(id, 128, 8));
+    auto res = next_response();
+    BOOST_TEST(res.request_id() == id);
+    BOOST_TEST(pb::status_of(res) == pb::OK);
+    BOOST_TEST(res.alloc_mr().token().len() == 128u);
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(hostile, raw_peer_fixture)
+
+BOOST_AUTO_TEST_CASE(release_of_an_unknown_token_is_an_error_answer) {
+  auto id = next_id++;
+  send(pb::make_release_mr(id, pb::make_token(0xdead000, 64, 77)));
+  auto res = next_response();
+  BOOST_TEST(res.request_id() == id);
+  BOOST_TEST(pb::status_of(res) == pb::UNKNOWN_TOKEN);
+  BOOST_TEST(server_stats().rejected_requests == 1u);
+  expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(send_mr_remote_of_a_token_not_owned_is_an_error_answer) {
+  auto id = next_id++;
+  send(pb::make_send_mr(id, pb::SendMR::REMOTE, pb::make_token(4096, 64, 1)));
+  auto res = next_response();
+  BOOST_TEST(res.request_id() == id);
+  BOOST_TEST(pb::status_of(res) == pb::NOT_OWNED);
+  expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(absurd_layouts_are_error_answers) {
+  struct layout_case {
+    uint64_t size;
+    uint64_t align;
+    pb::Status status;
+  };
+  for (auto c : {layout_case{64, 0, pb::INVALID_LAYOUT},
+                 layout_case{64, 3, pb::INVALID_LAYOUT},
+                 layout_case{uint64_t{1} << 62, 8, pb::SIZE_LIMIT},
+                 layout_case{~uint64_t{0}, 1, pb::SIZE_LIMIT}}) {
+    auto id = next_id++;
+    send(pb::make_alloc_mr(id, c.size, c.align));
+    auto res = next_response();
+    BOOST_TEST(res.request_id() == id);
+    BOOST_TEST(pb::status_of(res) == c.status);
+  }
+  BOOST_TEST(server->memory_stats().bytes_in_use == 0u);
+  expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(send_data_with_a_wrong_length_is_an_error_answer) {
+  auto id = next_id++;
+  send(pb::make_send_data(id, 100), 50); // says 100, carries 50
+  auto res = next_response();
+  BOOST_TEST(res.request_id() == id);
+  BOOST_TEST(pb::status_of(res) == pb::LENGTH_MISMATCH);
+  BOOST_TEST(server_stats().queued_data == 0u);
+  expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(garbage_frames_are_dropped_and_counted) {
+  send_raw(std::vector<uint8_t>(64, 0xff));            // length over the max
+  send_raw(std::vector<uint8_t>{3, 0, 0, 0, 1, 2, 3}); // not protobuf
+  send_raw(std::vector<uint8_t>{1, 0});                // truncated header
+  pb::Message unknown_response;
+  unknown_response.mutable_response()->set_request_id(987654321);
+  unknown_response.mutable_response()->mutable_send_data();
+  send(unknown_response); // answers nothing we asked
+  BOOST_TEST(eventually([&] { return server_stats().protocol_errors == 4; }));
+  expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(memory_allocated_for_a_peer_returns_when_it_goes) {
+  for (int i = 0; i < 5; ++i) {
+    auto id = next_id++;
+    send(pb::make_alloc_mr(id, 100000, 64));
+    BOOST_TEST(pb::status_of(next_response()) == pb::OK);
+  }
+  BOOST_TEST(server->memory_stats().bytes_in_use >= 500000u);
+  BOOST_TEST(server_stats().owned_mrs == 5u);
+  caf::scoped_actor watcher{sys};
+  watcher->monitor(server_conn);
+  caf::anon_send_exit(tr, caf::exit_reason::user_shutdown); // peer leaves
+  watcher->receive([&](caf::down_msg& down) {
+    BOOST_TEST(code_of(down.reason) == errc::peer_gone);
+  });
+  BOOST_TEST(
+      eventually([&] { return server->memory_stats().bytes_in_use == 0; }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,87 @@
+// libFuzzer target for the frame decoder: any input is a frame from an
+// untrusted peer. Accepted frames must survive encode + decode unchanged.
+
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+
+#include <google/protobuf/stubs/logging.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace rdmactor;
+using namespace rdmactor::protocol;
+
+namespace {
+
+/// The negotiated maximum the fuzzed frames are decoded against.
+constexpr size_t max_len = 1024;
+
+/// Room for re-encoding: a proto3 enum with a negative value from the wire
+/// re-encodes in 10 bytes, so an accepted Message may grow slightly.
+constexpr size_t reencode_max_len = 2 * max_len;
+
+/// Aborts with `what` unless `ok`: a broken invariant is a finding.
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "decode_fuzz: %s\n", what);
+    std::abort();
+  }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Invalid UTF-8 in a string field makes protobuf log every time.
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Message first;
+  auto res = decode(data, size, max_len, first);
+  if (res.code != errc::none) {
+    require(res.payload == nullptr && res.payload_len == 0,
+            "a rejected frame exposes payload");
+    return 0;
+  }
+  require(size <= max_len, "accepted a frame over the maximum");
+  require(res.payload >= data && res.payload_len <= size
+              && res.payload + res.payload_len == data + size,
+          "payload view outside the frame");
+  // The helpers must cope with anything decode accepts.
+  require(std::strlen(kind_name(first)) > 0, "empty kind name");
+  if (first.has_response()) {
+    auto status = status_of(first.response());
+    require(std::strlen(to_string(status)) > 0, "empty status name");
+    (void)to_errc(status);
+  }
+  // Re-encode with the payload behind it.
+  std::vector<uint8_t> buf(reencode_max_len);
+  auto enc = encode(first, buf.data(), buf.size(), reencode_max_len);
+  require(enc.code == errc::none, "re-encoding an accepted Message failed");
+  require(enc.payload_capacity >= res.payload_len, "payload does not fit");
+  if (res.payload_len > 0)
+    std::memcpy(buf.data() + enc.header_len, res.payload, res.payload_len);
+  const size_t frame_len = enc.header_len + res.payload_len;
+  // Decode again: same Message, same payload.
+  Message second;
+  auto res2 = decode(buf.data(), frame_len, reencode_max_len, second);
+  require(res2.code == errc::none, "re-encoded frame rejected");
+  require(res2.payload_len == res.payload_len, "payload length changed");
+  require(res.payload_len == 0
+              || std::memcmp(res2.payload, res.payload, res.payload_len) == 0,
+          "payload bytes changed");
+  require(first.SerializeAsString() == second.SerializeAsString(),
+          "Message changed in the round trip");
+  // A second encode is byte for byte the first.
+  std::vector<uint8_t> buf2(reencode_max_len);
+  auto enc2 = encode(second, buf2.data(), buf2.size(), reencode_max_len);
+  require(enc2.code == errc::none && enc2.header_len == enc.header_len
+              && std::memcmp(buf2.data(), buf.data(), enc.header_len) == 0,
+          "encoding is not stable");
+  return 0;
+}

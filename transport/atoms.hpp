@@ -1,0 +1,18 @@
+#pragma once
+
+#include <caf/atom.hpp>
+
+/// Message tags of the transport layer.
+namespace rdmactor::transport {
+
+using send_atom = caf::atom_constant<caf::atom("send")>;
+using write_atom = caf::atom_constant<caf::atom("write")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using recv_atom = caf::atom_constant<caf::atom("recv")>;
+using qp_down_atom = caf::atom_constant<caf::atom("qp_down")>;
+using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;
+using repost_atom = caf::atom_constant<caf::atom("repost")>;
+using params_atom = caf::atom_constant<caf::atom("params")>;
+
+} // namespace rdmactor::transport
