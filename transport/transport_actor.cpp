@@ -221,10 +221,11 @@ void fail(self_ptr self, caf::error cause) {
   auto flushed = make_error(errc::work_request_flushed,
                             "operation aborted: the connection to "
                                 + st.params.peer + " failed: " + render(cause));
+  // Answer now; the entries (and the memory they keep registered) stay
+  // until the QP is closed with the state.
   for (auto& kv : st.inflight)
     if (kv.second.rp.pending())
       kv.second.rp.deliver(flushed);
-  st.inflight.clear();
   for (auto& op : st.queue)
     op.rp.deliver(flushed);
   st.queue.clear();

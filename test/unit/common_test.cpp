@@ -1,0 +1,214 @@
+#define BOOST_TEST_MODULE common
+#include <boost/test/unit_test.hpp>
+
+#include <set>
+#include <string>
+
+#include "actors/memory_pool.hpp"
+#include "common/error.hpp"
+#include "common/options.hpp"
+#include "transport/fabric.hpp"
+
+using namespace rdmactor;
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(every_code_has_a_distinct_name_and_a_description) {
+  std::set<std::string> names;
+  int count = 0;
+  for (int i = 1; i < 256; ++i) {
+    auto name = std::string{to_string(static_cast<errc>(i))};
+    if (name == "unknown_errc")
+      continue;
+    ++count;
+    BOOST_TEST(names.insert(name).second);
+    BOOST_TEST(std::string{describe(static_cast<errc>(i))}.size() > 10u);
+  }
+  BOOST_TEST(count >= 35);
+}
+
+BOOST_AUTO_TEST_CASE(make_error_carries_code_and_message) {
+  auto err = make_error(errc::peer_gone, "the peer 10.0.0.2:7471 died");
+  BOOST_TEST(code_of(err) == errc::peer_gone);
+  BOOST_TEST(what_of(err) == "the peer 10.0.0.2:7471 died");
+  BOOST_TEST(render(err) == "rdmactor: peer_gone: the peer 10.0.0.2:7471 died");
+  BOOST_TEST(code_of(caf::error{}) == errc::none);
+  BOOST_TEST(what_of(make_error(errc::closed)) == describe(errc::closed));
+}
+
+BOOST_AUTO_TEST_CASE(work_completion_statuses_map_to_codes) {
+  using transport::wc_status;
+  BOOST_TEST(transport::to_errc(wc_status::success) == errc::none);
+  BOOST_TEST(transport::to_errc(wc_status::remote_access_error)
+             == errc::remote_access_error);
+  BOOST_TEST(transport::to_errc(wc_status::work_request_flushed)
+             == errc::work_request_flushed);
+  BOOST_TEST(transport::to_errc(wc_status::rnr_retry_exceeded)
+             == errc::rnr_retry_exceeded);
+  BOOST_TEST(transport::to_errc(wc_status::general_error)
+             == errc::completion_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(configuration)
+
+BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
+  options o;
+  BOOST_TEST(validate(o).empty());
+  o.fabric = "ethernet";
+  BOOST_TEST(validate(o).find("rdmactor.fabric") != std::string::npos);
+  o = options{};
+  o.max_message_len_bytes = 100;
+  BOOST_TEST(validate(o).find("max-message-len-bytes") != std::string::npos);
+  o = options{};
+  o.recv_depth = 1;
+  BOOST_TEST(validate(o).find("recv-depth") != std::string::npos);
+  o = options{};
+  o.verbs_mtu_bytes = 1500;
+  BOOST_TEST(validate(o).find("verbs-mtu-bytes") != std::string::npos);
+  o = options{};
+  o.request_timeout_ms = 0;
+  BOOST_TEST(!validate(o).empty());
+}
+
+BOOST_AUTO_TEST_CASE(addresses_parse_or_fail_with_invalid_address) {
+  auto a = transport::parse_address("10.0.0.2:7471");
+  BOOST_REQUIRE(a);
+  BOOST_TEST(a->first == "10.0.0.2");
+  BOOST_TEST(a->second == 7471);
+  auto b = transport::parse_address("[::1]:80");
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->first == "::1");
+  for (auto bad :
+       {"host", "host:", ":80", "host:99999", "host:12a", "[::1:80", ""}) {
+    auto r = transport::parse_address(bad);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!r);
+      BOOST_TEST(code_of(r.error()) == errc::invalid_address);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unknown_fabric_is_an_error_value) {
+  options o;
+  o.fabric = "carrier-pigeon";
+  auto dev = transport::open_device(o);
+  BOOST_REQUIRE(!dev);
+  BOOST_TEST(code_of(dev.error()) == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+struct pool_fixture {
+  transport::device_ptr dev;
+  memory_pool_ptr pool;
+  static constexpr uint64_t arena = 64 * 1024;
+
+  pool_fixture() {
+    options o;
+    o.fabric = "soft";
+    auto d = transport::open_device(o);
+    BOOST_REQUIRE_MESSAGE(d, render(d.error()));
+    dev = *d;
+    pool = std::make_shared<memory_pool>(dev, arena, 1 << 24);
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(memory_pool_suite, pool_fixture)
+
+BOOST_AUTO_TEST_CASE(alignment_zeroing_and_accounting) {
+  constexpr auto rw = transport::access::all;
+  {
+    auto a = pool->allocate(10, 8, rw);
+    auto b = pool->allocate(100, 1024, rw);
+    BOOST_REQUIRE(a);
+    BOOST_REQUIRE(b);
+    BOOST_TEST(a->size() == 10u);
+    BOOST_TEST(b->addr() % 1024 == 0u);
+    BOOST_TEST(b->data()[99] == 0);
+    std::memset(b->data(), 0xab, b->size());
+    auto s = pool->stats();
+    BOOST_TEST(s.allocations == 2u);
+    BOOST_TEST(s.bytes_in_use == 64u + 128u);
+    BOOST_TEST(s.arenas == 1u);
+  }
+  BOOST_TEST(pool->stats().bytes_in_use == 0u);
+  BOOST_TEST(pool->stats().allocations == 0u);
+  // Reused memory comes back zeroed.
+  auto c = pool->allocate(100, 1024, rw);
+  BOOST_REQUIRE(c);
+  BOOST_TEST(c->data()[0] == 0);
+}
+
+BOOST_AUTO_TEST_CASE(frees_coalesce_so_the_whole_arena_fits_again) {
+  constexpr auto rw = transport::access::all;
+  std::vector<local_mr> parts;
+  for (int i = 0; i < 16; ++i) {
+    auto p = pool->allocate(arena / 16, 64, rw);
+    BOOST_REQUIRE(p);
+    parts.push_back(*p);
+  }
+  BOOST_TEST(pool->stats().arenas == 1u);
+  // Free in an interleaved order, then take the arena in one piece.
+  for (int i = 0; i < 16; i += 2)
+    parts[i] = local_mr{};
+  for (int i = 1; i < 16; i += 2)
+    parts[i] = local_mr{};
+  auto whole = pool->allocate(arena, 64, rw);
+  BOOST_REQUIRE(whole);
+  BOOST_TEST(pool->stats().arenas == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(large_allocations_get_their_own_registration) {
+  {
+    auto big = pool->allocate(arena * 3 + 1, 64, transport::access::all);
+    BOOST_REQUIRE(big);
+    BOOST_TEST(pool->stats().arenas == 1u);
+    BOOST_TEST(pool->stats().registered_bytes >= arena * 3 + 1);
+  }
+  BOOST_TEST(pool->stats().arenas == 0u);
+  BOOST_TEST(pool->stats().registered_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(access_flag_sets_use_separate_arenas) {
+  auto a = pool->allocate(64, 64, transport::access::local_write);
+  auto b = pool->allocate(64, 64, transport::access::all);
+  BOOST_REQUIRE(a);
+  BOOST_REQUIRE(b);
+  BOOST_TEST(pool->stats().arenas == 2u);
+  BOOST_TEST(a->rkey() != b->rkey());
+}
+
+BOOST_AUTO_TEST_CASE(invalid_layouts_are_refused) {
+  BOOST_TEST(code_of(pool->allocate(8, 0, 0).error()) == errc::invalid_layout);
+  BOOST_TEST(code_of(pool->allocate(8, 12, 0).error()) == errc::invalid_layout);
+  BOOST_TEST(code_of(pool->allocate((1 << 24) + 1, 8, 0).error())
+             == errc::size_limit);
+  BOOST_TEST(pool->stats().bytes_in_use == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(slices_share_the_block_and_check_bounds) {
+  auto mr = pool->allocate(1000, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  auto s = mr->slice(100, 200);
+  BOOST_REQUIRE(s);
+  BOOST_TEST(s->addr() == mr->addr() + 100);
+  BOOST_TEST(s->size() == 200u);
+  BOOST_TEST(s->token().rkey == mr->rkey());
+  BOOST_TEST(code_of(mr->slice(900, 101).error()) == errc::out_of_bounds);
+  BOOST_TEST(code_of(mr->slice(1001, 0).error()) == errc::out_of_bounds);
+  auto empty = mr->slice(1000, 0);
+  BOOST_TEST(static_cast<bool>(empty));
+  mr = caf::expected<local_mr>{local_mr{}};
+  BOOST_TEST(pool->stats().bytes_in_use > 0u); // the slice keeps it
+  s = caf::expected<local_mr>{local_mr{}};
+  empty = caf::expected<local_mr>{local_mr{}};
+  BOOST_TEST(pool->stats().bytes_in_use == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
