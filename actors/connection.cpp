@@ -79,7 +79,10 @@ connection_impl(self_ptr self, transport::device_ptr dev,
                                               + " is gone: " + render(reason));
       self->send_exit(st.agent, reason);
       self->send_exit(st.transport, reason);
-      log().info("connection to {} closed: {}", st.link.peer, render(reason));
+      if (code_of(reason) == errc::closed)
+        log().debug("connection to {} closed", st.link.peer);
+      else
+        log().info("connection to {} lost: {}", st.link.peer, render(reason));
       self->quit(reason);
     }
   });

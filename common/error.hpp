@@ -5,6 +5,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 
 #include "common/errc.hpp"
 
@@ -32,5 +33,12 @@ void register_error_category(caf::actor_system_config& cfg);
 
 /// Renders any error without needing an actor system.
 std::string render(const caf::error& err);
+
+/// Renders the error of `x`, or "ok" when it holds a value (never touches
+/// the error of a valid `expected`).
+template <class T>
+std::string render(const caf::expected<T>& x) {
+  return x ? std::string{"ok"} : render(x.error());
+}
 
 } // namespace rdmactor

@@ -216,8 +216,11 @@ void fail(self_ptr self, caf::error cause) {
     return;
   st.down = true;
   st.failure = cause;
-  log().warn("transport to {}: connection down: {}", st.params.peer,
-             render(cause));
+  if (code_of(cause) == errc::closed || cause.category() == caf::atom("exit"))
+    log().debug("transport to {}: closed", st.params.peer);
+  else
+    log().warn("transport to {}: connection down: {}", st.params.peer,
+               render(cause));
   auto flushed = make_error(errc::work_request_flushed,
                             "operation aborted: the connection to "
                                 + st.params.peer + " failed: " + render(cause));

@@ -27,7 +27,7 @@ bool same(const local_mr& a, const local_mr& b) {
 local_mr alloc(two_nodes& t, const connection_actor& c, uint64_t size) {
   auto mr = call<local_mr>(t.sys, c, alloc_local_mr_atom::value, size,
                            uint64_t{64});
-  BOOST_REQUIRE_MESSAGE(mr, render(mr.error()));
+  BOOST_REQUIRE_MESSAGE(mr, render(mr));
   return *mr;
 }
 
@@ -65,16 +65,16 @@ BOOST_AUTO_TEST_CASE(write_and_read_remote_memory_with_slices) {
   const uint64_t size = 256 * 1024;
   auto rmr = call<remote_mr>(t.sys, t.client_conn,
                              request_remote_mr_atom::value, size, uint64_t{64});
-  BOOST_REQUIRE_MESSAGE(rmr, render(rmr.error()));
+  BOOST_REQUIRE_MESSAGE(rmr, render(rmr));
   BOOST_TEST(rmr->size() == size);
   auto src = alloc(t, t.client_conn, size);
   fill(src, 7);
   auto n = call<uint64_t>(t.sys, t.client_conn, write_atom::value, src, *rmr);
-  BOOST_REQUIRE_MESSAGE(n, render(n.error()));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
   BOOST_TEST(*n == size);
   auto dst = alloc(t, t.client_conn, size);
   n = call<uint64_t>(t.sys, t.client_conn, read_atom::value, dst, *rmr);
-  BOOST_REQUIRE_MESSAGE(n, render(n.error()));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
   BOOST_TEST(same(src, dst));
   // Slices on both sides: overwrite the middle of the remote region.
   auto part = alloc(t, t.client_conn, 1000);
@@ -112,14 +112,14 @@ BOOST_AUTO_TEST_CASE(send_data_sizes_around_the_chunk_boundary) {
       fill(src, static_cast<uint8_t>(size));
       auto sent
           = call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src);
-      BOOST_REQUIRE_MESSAGE(sent, render(sent.error()));
+      BOOST_REQUIRE_MESSAGE(sent, render(sent));
       BOOST_TEST(*sent == size);
       // One local_mr per chunk, in order.
       size_t off = 0;
       do {
         auto chunk
             = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-        BOOST_REQUIRE_MESSAGE(chunk, render(chunk.error()));
+        BOOST_REQUIRE_MESSAGE(chunk, render(chunk));
         auto expect = std::min(cm, size - off);
         BOOST_REQUIRE_EQUAL(chunk->size(), expect);
         BOOST_TEST(std::memcmp(chunk->data(), src.data() + off, expect) == 0);
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(send_data_of_10_mib) {
   got.reserve(size);
   while (got.size() < size) {
     auto chunk = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-    BOOST_REQUIRE_MESSAGE(chunk, render(chunk.error()));
+    BOOST_REQUIRE_MESSAGE(chunk, render(chunk));
     got.insert(got.end(), chunk->data(), chunk->data() + chunk->size());
   }
   BOOST_TEST(got.size() == size);
@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(send_mr_local_lends_memory_until_the_peer_releases) {
   auto mr = alloc(t, t.client_conn, 8192);
   fill(mr, 42);
   auto tok = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, mr);
-  BOOST_REQUIRE_MESSAGE(tok, render(tok.error()));
+  BOOST_REQUIRE_MESSAGE(tok, render(tok));
   BOOST_TEST((*tok == mr.token()));
   // Sending the same region again is refused, as in async-rdma.
   auto again = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, mr);
@@ -169,7 +169,7 @@ BOOST_AUTO_TEST_CASE(send_mr_local_lends_memory_until_the_peer_releases) {
   {
     auto rmr
         = call<remote_mr>(t.sys, t.server_conn, receive_remote_mr_atom::value);
-    BOOST_REQUIRE_MESSAGE(rmr, render(rmr.error()));
+    BOOST_REQUIRE_MESSAGE(rmr, render(rmr));
     BOOST_TEST(rmr->size() == 8192u);
     auto dst = alloc(t, t.server_conn, 8192);
     auto n = call<uint64_t>(t.sys, t.server_conn, read_atom::value, dst, *rmr);
@@ -196,10 +196,10 @@ BOOST_AUTO_TEST_CASE(send_mr_remote_hands_memory_back_to_its_owner) {
   BOOST_REQUIRE(
       call<uint64_t>(t.sys, t.client_conn, write_atom::value, src, *rmr));
   auto tok = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, *rmr);
-  BOOST_REQUIRE_MESSAGE(tok, render(tok.error()));
+  BOOST_REQUIRE_MESSAGE(tok, render(tok));
   auto mine
       = call<local_mr>(t.sys, t.server_conn, receive_local_mr_atom::value);
-  BOOST_REQUIRE_MESSAGE(mine, render(mine.error()));
+  BOOST_REQUIRE_MESSAGE(mine, render(mine));
   BOOST_TEST((mine->token() == rmr->token()));
   BOOST_TEST(same(*mine, src));
   // Handed back: a second hand-back and writes through it are refused.
@@ -232,7 +232,7 @@ BOOST_AUTO_TEST_CASE(dropping_a_remote_mr_releases_the_peer_memory) {
                         uint64_t{100}, uint64_t{8});
   BOOST_REQUIRE(rmr);
   auto n = call<uint64_t>(t.sys, t.client_conn, release_atom::value, *rmr);
-  BOOST_REQUIRE_MESSAGE(n, render(n.error()));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
   BOOST_TEST(*n == 100u);
   BOOST_TEST(t.server->memory_stats().bytes_in_use == before);
   auto again = call<uint64_t>(t.sys, t.client_conn, release_atom::value, *rmr);

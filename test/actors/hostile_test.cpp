@@ -55,7 +55,7 @@ struct raw_peer_fixture : system_holder {
     auto qp = dev->connect(host, *port,
                            {opts.max_message_len_bytes, opts.recv_depth},
                            std::chrono::milliseconds(3000));
-    BOOST_REQUIRE_MESSAGE(qp, render(qp.error()));
+    BOOST_REQUIRE_MESSAGE(qp, render(qp));
     tr = transport::spawn_transport(sys, dev, std::move(*qp));
     auto fwd = sys.spawn(forwarder, caf::actor_cast<caf::actor>(inbox));
     auto linked = call<transport::link_params>(
@@ -80,7 +80,7 @@ struct raw_peer_fixture : system_holder {
     }
     auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
                             std::move(header), payload);
-    BOOST_REQUIRE_MESSAGE(n, render(n.error()));
+    BOOST_REQUIRE_MESSAGE(n, render(n));
   }
 
   void send(const pb::Message& msg, size_t payload_len = 0) {

@@ -111,7 +111,7 @@ struct pool_fixture {
     options o;
     o.fabric = "soft";
     auto d = transport::open_device(o);
-    BOOST_REQUIRE_MESSAGE(d, render(d.error()));
+    BOOST_REQUIRE_MESSAGE(d, render(d));
     dev = *d;
     pool = std::make_shared<memory_pool>(dev, arena, 1 << 24);
   }

@@ -1,12 +1,15 @@
 #include "transport/soft/soft_fabric.hpp"
 
 #include "common/error.hpp"
+#include "transport/soft/soft_device.hpp"
 
 namespace rdmactor::transport::soft {
 
-// Placeholder until the soft fabric lands (issue 3).
-caf::expected<device_ptr> open_device(const options&) {
-  return make_error(errc::fabric_unavailable, "soft fabric not built yet");
+caf::expected<device_ptr> open_device(const options& opts) {
+  auto problem = validate(opts);
+  if (!problem.empty())
+    return make_error(errc::invalid_argument, problem);
+  return device_ptr{std::make_shared<soft_device>(opts)};
 }
 
 } // namespace rdmactor::transport::soft

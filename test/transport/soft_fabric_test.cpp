@@ -1,0 +1,1219 @@
+// Soft-fabric-only tests: hostile peers on the listening port and on a
+// connection, two processes (a peer killed or stopped), fault injection and
+// the soft fabric's documented choices.
+
+#define BOOST_TEST_MODULE soft_fabric_test
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/logging.hpp"
+#include "test/transport/fabric_fixture.hpp"
+#include "transport/soft/faults.hpp"
+#include "transport/soft/soft_fabric.hpp"
+#include "transport/soft/wire.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+using transport::conn_params;
+using transport::sge;
+using transport::wc_opcode;
+using transport::wc_status;
+using transport::work_completion;
+using transport::access::local_write;
+using transport::access::remote_read;
+using transport::access::remote_write;
+namespace soft = rdmactor::transport::soft;
+namespace wire = rdmactor::transport::soft::wire;
+
+namespace {
+
+// -- helpers ------------------------------------------------------------------
+
+options soft_options(uint32_t rnr_timeout_ms = 2000) {
+  options opts;
+  opts.fabric = "soft";
+  opts.rnr_timeout_ms = rnr_timeout_ms;
+  opts.connect_timeout_ms = 2000;
+  set_log_level(env_or("RDMACTOR_TEST_LOG_LEVEL", "warn"));
+  return opts;
+}
+
+transport::device_ptr open_soft(const options& opts) {
+  return value_or_throw(soft::open_device(opts), "soft::open_device");
+}
+
+/// A blocking TCP socket for playing a hostile peer.
+struct raw_socket {
+  int fd = -1;
+
+  raw_socket() = default;
+  raw_socket(const raw_socket&) = delete;
+  raw_socket& operator=(const raw_socket&) = delete;
+
+  ~raw_socket() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+  /// Connects to 127.0.0.1:port.
+  static std::unique_ptr<raw_socket> connect(uint16_t port) {
+    auto s = std::make_unique<raw_socket>();
+    s->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(s->fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0)
+      throw std::runtime_error("raw connect failed");
+    return s;
+  }
+
+  void write_all(const void* data, size_t n) {
+    auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      auto k = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (k <= 0)
+        throw std::runtime_error("raw send failed");
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+
+  /// Reads exactly n bytes within `timeout`; false on EOF or timeout.
+  bool read_exact(void* data, size_t n, std::chrono::milliseconds timeout) {
+    auto* p = static_cast<uint8_t*>(data);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (n > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      if (left <= 0)
+        return false;
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(left)) <= 0)
+        return false;
+      auto k = ::recv(fd, p, n, 0);
+      if (k <= 0)
+        return false;
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  /// Returns true when the peer closes (EOF or reset) within `timeout`;
+  /// bytes before that are discarded.
+  bool wait_closed(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    uint8_t buf[4096];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      if (left <= 0)
+        return false;
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(left)) <= 0)
+        return false;
+      auto k = ::recv(fd, buf, sizeof(buf), 0);
+      if (k <= 0)
+        return true;
+    }
+  }
+
+  /// Sends a hello; returns the listener's hello (or nullopt).
+  std::optional<wire::hello> handshake(wire::hello ours) {
+    std::array<uint8_t, wire::hello_size> buf{};
+    wire::encode(ours, buf.data());
+    write_all(buf.data(), buf.size());
+    if (!read_exact(buf.data(), buf.size(), 5s))
+      return std::nullopt;
+    wire::hello theirs;
+    wire::decode(buf.data(), theirs);
+    return theirs;
+  }
+
+  /// Sends a frame with `payload`.
+  void send_frame(const wire::header& h, const void* payload = nullptr,
+                  size_t len = 0) {
+    std::array<uint8_t, wire::header_size> buf{};
+    wire::encode(h, buf.data());
+    write_all(buf.data(), buf.size());
+    if (len > 0)
+      write_all(payload, len);
+  }
+
+  /// Reads and decodes one frame header.
+  std::optional<wire::header> read_header(std::chrono::milliseconds t = 5s) {
+    std::array<uint8_t, wire::header_size> buf{};
+    if (!read_exact(buf.data(), buf.size(), t))
+      return std::nullopt;
+    wire::header h;
+    if (!wire::decode(buf.data(), h))
+      return std::nullopt;
+    return h;
+  }
+};
+
+wire::hello default_hello() {
+  wire::hello h;
+  h.max_message_len_bytes = 64 * 1024;
+  h.recv_depth = 16;
+  h.rnr_timeout_ms = 2000;
+  return h;
+}
+
+/// Accepts in the background while `fn` runs, returns the accepted QP.
+template <class F>
+transport::queue_pair_ptr accept_while(transport::listener& lst, F fn,
+                                       std::chrono::milliseconds t = 5s) {
+  auto fut
+      = std::async(std::launch::async, [&lst, t] { return lst.accept(t); });
+  fn();
+  return value_or_throw(fut.get(), "accept");
+}
+
+/// Sends `n` bytes from client to server and checks they arrive.
+void check_send_works(transport::device& dev, transport::queue_pair& from,
+                      transport::queue_pair& to) {
+  auto src = make_buffer(dev, 1000, 0);
+  auto dst = make_buffer(dev, 1000, local_write);
+  fill_pattern(src.data(), 1000, 1234);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!to.post_recv(77, &rsg, 1));
+  auto sg = src.whole();
+  BOOST_REQUIRE(!from.post_send(78, &sg, 1));
+  auto r = wait_completions(to, 1);
+  BOOST_REQUIRE_EQUAL(r.size(), 1u);
+  BOOST_TEST(r[0].status == wc_status::success);
+  BOOST_TEST(has_pattern(dst.data(), 1000, 1234));
+  auto s = wait_completions(from, 1);
+  BOOST_REQUIRE_EQUAL(s.size(), 1u);
+  BOOST_TEST(s[0].status == wc_status::success);
+}
+
+bool wait_error(transport::queue_pair& qp, std::chrono::milliseconds t = 5s) {
+  auto deadline = std::chrono::steady_clock::now() + t;
+  while (!qp.in_error()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+/// Runs `fn` in a child process; the child exits with its return value.
+template <class F>
+pid_t spawn_child(F fn) {
+  ::fflush(nullptr);
+  auto pid = ::fork();
+  if (pid == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (...) {
+      rc = 98;
+    }
+    ::_exit(rc);
+  }
+  if (pid < 0)
+    throw std::runtime_error("fork failed");
+  return pid;
+}
+
+/// Waits for the child; kills it after `timeout`.  Returns its exit status
+/// (-1 when killed by us or by a signal).
+int wait_child(pid_t pid, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    auto rc = ::waitpid(pid, &status, WNOHANG);
+    if (rc == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+} // namespace
+
+// -- the listener and strangers ----------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(listener)
+
+BOOST_AUTO_TEST_CASE(garbage_and_wrong_version_do_not_stop_it) {
+  auto dev = open_soft(soft_options());
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  auto garbage = raw_socket::connect(port);
+  std::array<uint8_t, 64> junk{};
+  fill_pattern(junk.data(), junk.size(), 5);
+  garbage->write_all(junk.data(), junk.size());
+  auto old = raw_socket::connect(port);
+  std::array<uint8_t, wire::hello_size> hello{};
+  auto h = default_hello();
+  h.version = 99;
+  wire::encode(h, hello.data());
+  old->write_all(hello.data(), hello.size());
+  transport::queue_pair_ptr client;
+  auto server = accept_while(*lst, [&] {
+    std::this_thread::sleep_for(50ms);
+    client = value_or_throw(dev->connect("127.0.0.1", port, {}, 5s), "connect");
+  });
+  BOOST_REQUIRE(server);
+  check_send_works(*dev, *client, *server);
+  // The stranger with garbage was dropped without an answer.
+  BOOST_TEST(garbage->wait_closed(2s));
+  // The old version learned ours, then was dropped.
+  std::array<uint8_t, wire::hello_size> answer{};
+  BOOST_REQUIRE(old->read_exact(answer.data(), answer.size(), 2s));
+  wire::hello theirs;
+  BOOST_TEST((wire::decode(answer.data(), theirs) == wire::hello_status::ok));
+  BOOST_TEST(theirs.version == wire::version);
+  BOOST_TEST(old->wait_closed(2s));
+  // And it keeps serving.
+  transport::queue_pair_ptr client2;
+  auto server2 = accept_while(*lst, [&] {
+    client2
+        = value_or_throw(dev->connect("127.0.0.1", port, {}, 5s), "connect");
+  });
+  check_send_works(*dev, *client2, *server2);
+}
+
+BOOST_AUTO_TEST_CASE(silent_stranger_does_not_block_accept) {
+  auto opts = soft_options();
+  opts.connect_timeout_ms = 1500;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  auto stranger = raw_socket::connect(port);
+  auto start = std::chrono::steady_clock::now();
+  transport::queue_pair_ptr client;
+  auto server = accept_while(*lst, [&] {
+    std::this_thread::sleep_for(50ms);
+    client = value_or_throw(dev->connect("127.0.0.1", port, {}, 5s), "connect");
+  });
+  BOOST_TEST(ms_since(start) < 1000);
+  check_send_works(*dev, *client, *server);
+  // The stranger is dropped once its handshake time is up (while accept
+  // keeps running).
+  auto res = lst->accept(2500ms);
+  BOOST_TEST(code_of(res.error()) == errc::connect_timeout);
+  BOOST_TEST(stranger->wait_closed(100ms));
+}
+
+BOOST_AUTO_TEST_CASE(short_hello_then_silence_is_dropped) {
+  auto opts = soft_options();
+  opts.connect_timeout_ms = 300;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto s = raw_socket::connect(lst->port());
+  s->write_all(wire::magic.data(), 5);
+  auto res = lst->accept(800ms);
+  BOOST_TEST(!res);
+  BOOST_TEST(s->wait_closed(100ms));
+}
+
+BOOST_AUTO_TEST_CASE(close_wakes_a_blocked_accept) {
+  auto dev = open_soft(soft_options());
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto start = std::chrono::steady_clock::now();
+  auto fut = std::async(std::launch::async, [&] { return lst->accept(20s); });
+  std::this_thread::sleep_for(100ms);
+  lst->close();
+  lst->close();
+  auto res = fut.get();
+  BOOST_TEST(ms_since(start) < 2000);
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(code_of(res.error()) == errc::closed);
+  // Connecting afterwards fails fast.
+  auto c = dev->connect("127.0.0.1", lst->port(), {}, 1s);
+  BOOST_TEST(!c);
+}
+
+BOOST_AUTO_TEST_CASE(accept_times_out) {
+  auto dev = open_soft(soft_options());
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto start = std::chrono::steady_clock::now();
+  auto res = lst->accept(200ms);
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(code_of(res.error()) == errc::connect_timeout);
+  BOOST_TEST(ms_since(start) >= 150);
+}
+
+BOOST_AUTO_TEST_CASE(client_reports_handshake_errors) {
+  auto dev = open_soft(soft_options());
+  // A plain TCP server that answers whatever we tell it to.
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(srv, reinterpret_cast<sockaddr*>(&sin), sizeof(sin))
+                == 0);
+  BOOST_REQUIRE(::listen(srv, 8) == 0);
+  socklen_t len = sizeof(sin);
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&sin), &len);
+  auto port = ntohs(sin.sin_port);
+  auto serve = [srv](std::vector<uint8_t> reply) {
+    return std::async(std::launch::async, [srv, reply] {
+      int c = ::accept(srv, nullptr, nullptr);
+      std::array<uint8_t, wire::hello_size> buf{};
+      size_t got = 0;
+      while (got < buf.size()) {
+        auto k = ::recv(c, buf.data() + got, buf.size() - got, 0);
+        if (k <= 0)
+          break;
+        got += static_cast<size_t>(k);
+      }
+      if (!reply.empty())
+        ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      std::this_thread::sleep_for(400ms);
+      ::close(c);
+    });
+  };
+  std::vector<uint8_t> v2(wire::hello_size);
+  auto h = default_hello();
+  h.version = 2;
+  wire::encode(h, v2.data());
+  auto f1 = serve(v2);
+  auto r1 = dev->connect("127.0.0.1", port, {}, 2s);
+  BOOST_REQUIRE(!r1);
+  BOOST_TEST(code_of(r1.error()) == errc::version_mismatch);
+  f1.get();
+  std::vector<uint8_t> junk(wire::hello_size, 0x42);
+  auto f2 = serve(junk);
+  auto r2 = dev->connect("127.0.0.1", port, {}, 2s);
+  BOOST_REQUIRE(!r2);
+  BOOST_TEST(code_of(r2.error()) == errc::handshake_failed);
+  f2.get();
+  auto f3 = serve({});
+  auto start = std::chrono::steady_clock::now();
+  auto r3 = dev->connect("127.0.0.1", port, {}, 200ms);
+  BOOST_REQUIRE(!r3);
+  BOOST_TEST(code_of(r3.error()) == errc::connect_timeout);
+  BOOST_TEST(ms_since(start) < 2000);
+  f3.get();
+  ::close(srv);
+  // Nothing listening.
+  auto r4 = dev->connect("127.0.0.1", port, {}, 1s);
+  BOOST_REQUIRE(!r4);
+  BOOST_TEST(code_of(r4.error()) == errc::connect_failed);
+  auto r5 = dev->connect("no.such.host.invalid", 1, {}, 1s);
+  BOOST_REQUIRE(!r5);
+  BOOST_TEST(code_of(r5.error()) == errc::invalid_address);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- hostile frames on an established connection -----------------------------
+
+BOOST_AUTO_TEST_SUITE(hostile_peer)
+
+namespace {
+
+/// A raw peer that completed the handshake, and the server-side QP with
+/// one posted receive.
+struct raw_session {
+  transport::device_ptr dev;
+  std::unique_ptr<transport::listener> lst;
+  std::unique_ptr<raw_socket> raw;
+  transport::queue_pair_ptr qp;
+  reg_buffer inbox;
+  reg_buffer mem;
+
+  raw_session() {
+    dev = open_soft(soft_options());
+    lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+    qp = accept_while(*lst, [&] {
+      raw = raw_socket::connect(lst->port());
+      if (!raw->handshake(default_hello()))
+        throw std::runtime_error("raw handshake failed");
+    });
+    inbox = make_buffer(*dev, 256, local_write);
+    mem = make_buffer(*dev, 4096, local_write | remote_write | remote_read,
+                      0x5C);
+    auto sg = inbox.whole();
+    if (qp->post_recv(1, &sg, 1))
+      throw std::runtime_error("post_recv failed");
+  }
+
+  /// Expects the QP to fail, flush its receive and close the socket.
+  void expect_violation() {
+    auto wcs = wait_completions(*qp, 1, 5s);
+    BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+    BOOST_TEST(wcs[0].status == wc_status::work_request_flushed);
+    BOOST_TEST(qp->in_error());
+    BOOST_TEST(raw->wait_closed(3s));
+    BOOST_TEST(all_bytes(mem.data(), 4096, 0x5C));
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(oversized_send_length) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 0xFFFFFFF0u;
+  s.raw->send_frame(h);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(send_just_above_the_negotiated_maximum) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 64 * 1024 + 1;
+  s.raw->send_frame(h);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(damaged_header) {
+  raw_session s;
+  std::array<uint8_t, wire::header_size> buf{};
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 10;
+  wire::encode(h, buf.data());
+  buf[9] ^= 1; // length changed after the check word was computed
+  s.raw->write_all(buf.data(), buf.size());
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(random_bytes_after_the_handshake) {
+  raw_session s;
+  std::vector<uint8_t> junk(1000);
+  fill_pattern(junk.data(), junk.size(), 17);
+  s.raw->write_all(junk.data(), junk.size());
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(response_without_a_request) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::ack;
+  s.raw->send_frame(h);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(read_response_without_a_read) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::read_response;
+  h.length = 100000;
+  s.raw->send_frame(h);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(wrong_sequence_number) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 4;
+  h.seq = 5;
+  uint32_t x = 1;
+  s.raw->send_frame(h, &x, 4);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(truncated_frame_then_close) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 200;
+  std::array<uint8_t, 50> part{};
+  s.raw->send_frame(h, part.data(), part.size());
+  ::shutdown(s.raw->fd, SHUT_WR);
+  auto wcs = wait_completions(*s.qp, 1, 5s);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].status == wc_status::work_request_flushed);
+}
+
+BOOST_AUTO_TEST_CASE(valid_frames_get_valid_answers) {
+  raw_session s;
+  // SEND into the posted receive: ACK.
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = 5;
+  h.has_imm = true;
+  h.imm = 9;
+  s.raw->send_frame(h, "hello", 5);
+  auto ack = s.raw->read_header();
+  BOOST_REQUIRE(ack);
+  BOOST_TEST((ack->type == wire::frame_type::ack));
+  BOOST_TEST(ack->seq == 0u);
+  auto wcs = wait_completions(*s.qp, 1);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].byte_len == 5u);
+  BOOST_TEST(wcs[0].imm_data == 9u);
+  BOOST_TEST(std::memcmp(s.inbox.data(), "hello", 5) == 0);
+  // READ: the bytes come back.
+  wire::header rd;
+  rd.type = wire::frame_type::read;
+  rd.seq = 1;
+  rd.length = 16;
+  rd.addr = s.mem.addr(8);
+  rd.rkey = s.mem.mr->rkey();
+  s.raw->send_frame(rd);
+  auto resp = s.raw->read_header();
+  BOOST_REQUIRE(resp);
+  BOOST_TEST((resp->type == wire::frame_type::read_response));
+  BOOST_TEST(resp->length == 16u);
+  std::array<uint8_t, 16> bytes{};
+  BOOST_REQUIRE(s.raw->read_exact(bytes.data(), 16, 2s));
+  BOOST_TEST(all_bytes(bytes.data(), 16, 0x5C));
+  // WRITE with a bad rkey: NAK remote_access_error, then the end.
+  wire::header wr;
+  wr.type = wire::frame_type::write;
+  wr.seq = 2;
+  wr.length = 8;
+  wr.addr = s.mem.addr();
+  wr.rkey = s.mem.mr->rkey() + 1;
+  s.raw->send_frame(wr, "12345678", 8);
+  auto nak = s.raw->read_header();
+  BOOST_REQUIRE(nak);
+  BOOST_TEST((nak->type == wire::frame_type::nak));
+  BOOST_TEST(nak->status == wc_status::remote_access_error);
+  BOOST_TEST(s.raw->wait_closed(3s));
+  BOOST_TEST(all_bytes(s.mem.data(), 4096, 0x5C));
+  BOOST_TEST(wait_error(*s.qp));
+}
+
+BOOST_AUTO_TEST_CASE(peer_that_never_reads_cannot_block_destruction) {
+  raw_session s;
+  auto big = make_buffer(*s.dev, 60 * 1024, 0);
+  auto sg = big.whole();
+  // Fill the socket buffers: the raw peer never reads.
+  for (uint64_t i = 0; i < 400; ++i)
+    BOOST_REQUIRE(!s.qp->post_send(i, &sg, 1, std::nullopt, false));
+  auto start = std::chrono::steady_clock::now();
+  s.qp.reset();
+  BOOST_TEST(ms_since(start) < 2000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- two processes
+// -------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(two_processes)
+
+BOOST_AUTO_TEST_CASE(send_receive_and_write_across_processes) {
+  auto opts = soft_options();
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  constexpr size_t n = 64 * 1024;
+  auto target = make_buffer(*dev, 2 * n, local_write | remote_write, 0);
+  auto target_addr = target.addr();
+  auto target_rkey = target.mr->rkey();
+  auto child = spawn_child([=]() -> int {
+    auto cdev = soft::open_device(opts);
+    if (!cdev)
+      return 10;
+    auto qp = (*cdev)->connect("127.0.0.1", port, {}, 5s);
+    if (!qp)
+      return 11;
+    auto src = make_buffer(**cdev, 2 * n, 0);
+    auto inbox = make_buffer(**cdev, n, local_write);
+    auto isg = inbox.whole();
+    if ((*qp)->post_recv(1, &isg, 1))
+      return 12;
+    fill_pattern(src.data(), n, 1);
+    auto sg = src.sge_of(0, n);
+    if ((*qp)->post_send(2, &sg, 1))
+      return 13;
+    fill_pattern(src.data(), 2 * n, 3);
+    auto wsg = src.whole();
+    if ((*qp)->post_write(3, &wsg, 1, target_addr, target_rkey))
+      return 14;
+    auto nsg = src.sge_of(0, 0);
+    if ((*qp)->post_send(4, &nsg, 1, 0xD0u))
+      return 15;
+    auto wcs = wait_completions(**qp, 4, 10s);
+    if (wcs.size() != 4)
+      return 16;
+    for (auto& wc : wcs)
+      if (wc.status != wc_status::success)
+        return 17;
+    for (auto& wc : wcs)
+      if (wc.wr_id == 1 && !has_pattern(inbox.data(), n, 2))
+        return 18;
+    return 0;
+  });
+  auto qp = value_or_throw(lst->accept(10s), "accept");
+  auto inbox = make_buffer(*dev, n, local_write);
+  auto sg0 = inbox.sge_of(0, n);
+  BOOST_REQUIRE(!qp->post_recv(1, &sg0, 1));
+  auto first = wait_completions(*qp, 1);
+  BOOST_REQUIRE_EQUAL(first.size(), 1u);
+  BOOST_TEST(first[0].status == wc_status::success);
+  BOOST_TEST(has_pattern(inbox.data(), n, 1));
+  BOOST_REQUIRE(!qp->post_recv(2, &sg0, 1));
+  auto done = wait_completions(*qp, 1);
+  BOOST_REQUIRE_EQUAL(done.size(), 1u);
+  BOOST_TEST(done[0].has_imm);
+  BOOST_TEST(done[0].imm_data == 0xD0u);
+  // The write came before the notification: it is all there.
+  BOOST_TEST(has_pattern(target.data(), 2 * n, 3));
+  auto reply = make_buffer(*dev, n, 0);
+  fill_pattern(reply.data(), n, 2);
+  auto rsg = reply.whole();
+  BOOST_REQUIRE(!qp->post_send(9, &rsg, 1));
+  auto sent = wait_completions(*qp, 1);
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].status == wc_status::success);
+  BOOST_TEST(wait_child(child) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(peer_killed_mid_transfer) {
+  auto opts = soft_options(30000);
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  constexpr size_t n = 1 << 20;
+  auto target = make_buffer(*dev, n, local_write | remote_write, 0);
+  auto target_addr = target.addr();
+  auto target_rkey = target.mr->rkey();
+  auto child = spawn_child([=]() -> int {
+    auto cdev = soft::open_device(opts);
+    if (!cdev)
+      return 10;
+    auto qp = (*cdev)->connect("127.0.0.1", port, {}, 5s);
+    if (!qp)
+      return 11;
+    auto src = make_buffer(**cdev, n, 0);
+    fill_pattern(src.data(), n, 4);
+    auto msg = src.sge_of(0, 1000);
+    for (uint64_t i = 0; i < 2; ++i)
+      (*qp)->post_send(i, &msg, 1);
+    // Stream writes until killed; never post a receive.
+    auto wsg = src.sge_of(0, 256 * 1024);
+    for (uint64_t i = 0;; ++i) {
+      if ((*qp)->post_write(100 + i, &wsg, 1, target_addr, target_rkey,
+                            std::nullopt, i % 8 == 7))
+        return 12;
+      if (i % 8 == 7)
+        wait_completions(**qp, 1, 5s);
+    }
+  });
+  auto qp = value_or_throw(lst->accept(10s), "accept");
+  auto inbox = make_buffer(*dev, 8 * 1000, local_write);
+  for (uint64_t i = 0; i < 8; ++i) {
+    auto sg = inbox.sge_of(i * 1000, 1000);
+    BOOST_REQUIRE(!qp->post_recv(i, &sg, 1));
+  }
+  // Sends the child never takes (it posts no receive): outstanding.
+  auto out = make_buffer(*dev, 4096, 0);
+  auto osg = out.whole();
+  for (uint64_t i = 0; i < 4; ++i)
+    BOOST_REQUIRE(!qp->post_send(50 + i, &osg, 1));
+  auto got = wait_completions(*qp, 2, 10s);
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_TEST(count_status(got, wc_status::success) == 2u);
+  std::this_thread::sleep_for(100ms); // mid-stream
+  ::kill(child, SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  auto rest = wait_completions(*qp, 10, 5s);
+  BOOST_TEST(ms_since(start) < 3000);
+  BOOST_REQUIRE_EQUAL(rest.size(), 10u);
+  BOOST_TEST(count_status(rest, wc_status::success) == 0u);
+  BOOST_TEST(qp->in_error());
+  BOOST_TEST(wait_completions(*qp, 1, 100ms).empty());
+  BOOST_TEST(wait_child(child) == -1);
+}
+
+BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
+  auto opts = soft_options(100);
+  opts.request_timeout_ms = 500;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  auto child = spawn_child([=]() -> int {
+    auto cdev = soft::open_device(opts);
+    if (!cdev)
+      return 10;
+    auto qp = (*cdev)->connect("127.0.0.1", port, {}, 5s);
+    if (!qp)
+      return 11;
+    ::raise(SIGSTOP);
+    return 0;
+  });
+  auto qp = value_or_throw(lst->accept(10s), "accept");
+  // Wait for the child to stop.
+  for (int i = 0; i < 200; ++i) {
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG | WUNTRACED) == child
+        && WIFSTOPPED(status))
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto src = make_buffer(*dev, 100, 0);
+  auto sg = src.whole();
+  auto start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(!qp->post_send(1, &sg, 1));
+  auto wcs = wait_completions(*qp, 1, 5s);
+  auto elapsed = ms_since(start);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].status == wc_status::transport_retry_exceeded);
+  BOOST_TEST(elapsed >= 400);
+  BOOST_TEST(elapsed < 3000);
+  ::kill(child, SIGKILL);
+  BOOST_TEST(wait_child(child) == -1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- fault injection -------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(faults)
+
+BOOST_AUTO_TEST_CASE(drop_after_n_bytes) {
+  auto dev = open_soft(soft_options());
+  constexpr size_t msg = 2000;
+  constexpr size_t frame = wire::header_size + msg;
+  for (uint64_t limit :
+       {uint64_t{0}, uint64_t{1}, uint64_t{31}, uint64_t{32}, uint64_t{33},
+        uint64_t{frame}, uint64_t{frame + 1}, uint64_t{2 * frame},
+        uint64_t{2 * frame + 100}, uint64_t{5 * frame - 1}}) {
+    BOOST_TEST_CONTEXT("drop after " << limit << " bytes") {
+      auto p = connect_pair(*dev);
+      soft::fault_plan plan;
+      plan.drop_after_bytes = limit;
+      BOOST_REQUIRE(!soft::set_faults(*p.client, plan));
+      auto src = make_buffer(*dev, 5 * msg, 0);
+      auto dst = make_buffer(*dev, 5 * msg, local_write, 0);
+      for (uint64_t i = 0; i < 5; ++i) {
+        fill_pattern(src.data() + i * msg, msg, static_cast<uint32_t>(i));
+        auto rsg = dst.sge_of(i * msg, msg);
+        BOOST_REQUIRE(!p.server->post_recv(i, &rsg, 1));
+      }
+      for (uint64_t i = 0; i < 5; ++i) {
+        auto sg = src.sge_of(i * msg, msg);
+        auto err = p.client->post_send(10 + i, &sg, 1);
+        BOOST_TEST((!err || code_of(err) == errc::qp_error));
+      }
+      auto expected_ok = std::min<uint64_t>(limit / frame, 5);
+      auto rwcs = wait_completions(*p.server, 5, 5s);
+      BOOST_REQUIRE_EQUAL(rwcs.size(), 5u);
+      BOOST_TEST(count_status(rwcs, wc_status::success) == expected_ok);
+      for (uint64_t i = 0; i < expected_ok; ++i) {
+        BOOST_TEST(rwcs[i].wr_id == i);
+        BOOST_TEST(
+            has_pattern(dst.data() + i * msg, msg, static_cast<uint32_t>(i)));
+      }
+      BOOST_TEST(wait_error(*p.server));
+      BOOST_TEST(wait_error(*p.client));
+      std::vector<work_completion> swcs;
+      drain_cq(*p.client, swcs);
+      BOOST_TEST(count_status(swcs, wc_status::success) <= expected_ok);
+      for (auto& wc : swcs)
+        BOOST_TEST((wc.status == wc_status::success
+                    || wc.status == wc_status::work_request_flushed));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_frame) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  soft::fault_plan plan;
+  plan.corrupt_frame = 3;
+  BOOST_REQUIRE(!soft::set_faults(*p.client, plan));
+  auto src = make_buffer(*dev, 100, 0);
+  auto dst = make_buffer(*dev, 500, local_write);
+  for (uint64_t i = 0; i < 5; ++i) {
+    auto rsg = dst.sge_of(i * 100, 100);
+    BOOST_REQUIRE(!p.server->post_recv(i, &rsg, 1));
+  }
+  auto sg = src.whole();
+  for (uint64_t i = 0; i < 5; ++i)
+    p.client->post_send(10 + i, &sg, 1);
+  auto rwcs = wait_completions(*p.server, 5, 5s);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), 5u);
+  BOOST_TEST(count_status(rwcs, wc_status::success) == 2u);
+  auto swcs = wait_completions(*p.client, 5, 5s);
+  BOOST_TEST(swcs.size() == 5u);
+  BOOST_TEST(count_status(swcs, wc_status::success) <= 2u);
+  BOOST_TEST(wait_error(*p.client));
+  BOOST_TEST(wait_error(*p.server));
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_acknowledgement) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  soft::fault_plan plan;
+  plan.corrupt_frame = 1;
+  BOOST_REQUIRE(!soft::set_faults(*p.server, plan));
+  auto src = make_buffer(*dev, 100, 0);
+  auto dst = make_buffer(*dev, 100, local_write);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &sg, 1));
+  auto rwcs = wait_completions(*p.server, 1, 5s);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), 1u);
+  BOOST_TEST(rwcs[0].status == wc_status::success);
+  auto swcs = wait_completions(*p.client, 1, 5s);
+  BOOST_REQUIRE_EQUAL(swcs.size(), 1u);
+  BOOST_TEST(swcs[0].status == wc_status::work_request_flushed);
+  BOOST_TEST(wait_error(*p.server));
+}
+
+BOOST_AUTO_TEST_CASE(delay_each_frame) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  soft::fault_plan plan;
+  plan.delay = 150ms;
+  BOOST_REQUIRE(!soft::set_faults(*p.client, plan));
+  auto src = make_buffer(*dev, 4096, 0);
+  fill_pattern(src.data(), 4096, 6);
+  auto dst = make_buffer(*dev, 4096, local_write);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto sg = src.whole();
+  auto start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(!p.client->post_send(2, &sg, 1));
+  auto swcs = wait_completions(*p.client, 1, 5s);
+  BOOST_REQUIRE_EQUAL(swcs.size(), 1u);
+  BOOST_TEST(swcs[0].status == wc_status::success);
+  BOOST_TEST(ms_since(start) >= 140);
+  BOOST_TEST(has_pattern(dst.data(), 4096, 6));
+  // Order is kept under delay: three writes then a send.
+  auto target = make_buffer(*dev, 3 * 4096, local_write | remote_write, 0);
+  BOOST_TEST(wait_completions(*p.server, 1, 1s).size() == 1u);
+  for (uint64_t i = 0; i < 3; ++i)
+    BOOST_REQUIRE(!p.client->post_write(10 + i, &sg, 1, target.addr(i * 4096),
+                                        target.mr->rkey(), std::nullopt,
+                                        false));
+  BOOST_REQUIRE(!p.server->post_recv(3, &rsg, 1));
+  BOOST_REQUIRE(!p.client->post_send(4, &sg, 1));
+  auto r = wait_completions(*p.server, 1, 5s);
+  BOOST_REQUIRE_EQUAL(r.size(), 1u);
+  for (uint64_t i = 0; i < 3; ++i)
+    BOOST_TEST(has_pattern(target.data() + i * 4096, 4096, 6));
+  BOOST_TEST(wait_completions(*p.client, 1, 5s).size() == 1u);
+  // No more delay.
+  BOOST_REQUIRE(!soft::set_faults(*p.client, soft::fault_plan{}));
+  BOOST_REQUIRE(!p.server->post_recv(5, &rsg, 1));
+  start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(!p.client->post_send(6, &sg, 1));
+  BOOST_TEST(wait_completions(*p.client, 1, 5s).size() == 1u);
+  BOOST_TEST(ms_since(start) < 140);
+}
+
+BOOST_AUTO_TEST_CASE(device_plan_applies_to_new_queue_pairs) {
+  auto dev = open_soft(soft_options());
+  soft::fault_plan plan;
+  plan.delay = 100ms;
+  BOOST_REQUIRE(!soft::set_faults(*dev, plan));
+  auto p = connect_pair(*dev);
+  BOOST_REQUIRE(!soft::set_faults(*dev, soft::fault_plan{}));
+  auto src = make_buffer(*dev, 64, 0);
+  auto dst = make_buffer(*dev, 64, local_write);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto sg = src.whole();
+  auto start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(!p.client->post_send(2, &sg, 1));
+  BOOST_TEST(wait_completions(*p.client, 1, 5s).size() == 1u);
+  // Request delayed on the client, acknowledgement on the server.
+  BOOST_TEST(ms_since(start) >= 190);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- documented soft-fabric choices
+// ---------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(semantics)
+
+BOOST_AUTO_TEST_CASE(arm_with_queued_completions_signals_at_once) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  auto dst = make_buffer(*dev, 64, local_write);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  p.server->close();
+  std::this_thread::sleep_for(20ms);
+  BOOST_REQUIRE(!p.server->arm_cq());
+  pollfd pfd{p.server->cq_fd(), POLLIN, 0};
+  BOOST_TEST(::poll(&pfd, 1, 0) == 1);
+  BOOST_TEST(p.server->ack_cq_event());
+  work_completion wc;
+  BOOST_TEST(p.server->poll_cq(&wc, 1) == 1u);
+  BOOST_TEST(wc.status == wc_status::work_request_flushed);
+}
+
+BOOST_AUTO_TEST_CASE(too_long_message_is_remote_operation_error) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  auto src = make_buffer(*dev, 200, 0);
+  auto dst = make_buffer(*dev, 100, local_write, 0x66);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &sg, 1));
+  auto swcs = wait_completions(*p.client, 1);
+  BOOST_REQUIRE_EQUAL(swcs.size(), 1u);
+  BOOST_TEST(swcs[0].status == wc_status::remote_operation_error);
+  BOOST_TEST(all_bytes(dst.data(), 100, 0x66));
+}
+
+BOOST_AUTO_TEST_CASE(bad_local_sge_is_local_protection_error) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  auto src = make_buffer(*dev, 100, 0);
+  auto dst = make_buffer(*dev, 300, local_write);
+  for (uint64_t i = 0; i < 3; ++i) {
+    auto rsg = dst.sge_of(i * 100, 100);
+    BOOST_REQUIRE(!p.server->post_recv(i, &rsg, 1));
+  }
+  auto good = src.whole();
+  auto bad = src.whole();
+  bad.lkey ^= 0x1234u;
+  auto outside = src.sge_of(50, 100);
+  BOOST_REQUIRE(!p.client->post_send(1, &good, 1));
+  BOOST_REQUIRE(!p.client->post_send(2, &bad, 1)); // fails at completion
+  // Fails at completion too, or at once when 2 already failed the QP.
+  auto err3 = p.client->post_send(3, &outside, 1);
+  BOOST_TEST((!err3 || code_of(err3) == errc::qp_error));
+  size_t expected = err3 ? 2 : 3;
+  auto swcs = wait_completions(*p.client, expected);
+  BOOST_REQUIRE_EQUAL(swcs.size(), expected);
+  BOOST_TEST(swcs[0].wr_id == 1u);
+  BOOST_TEST(swcs[0].status == wc_status::success);
+  BOOST_TEST(swcs[1].wr_id == 2u);
+  BOOST_TEST(swcs[1].status == wc_status::local_protection_error);
+  if (expected == 3)
+    BOOST_TEST(swcs[2].status == wc_status::work_request_flushed);
+  BOOST_TEST(p.client->in_error());
+  auto rwcs = wait_completions(*p.server, 3);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), 3u);
+  BOOST_TEST(rwcs[0].status == wc_status::success);
+  BOOST_TEST(count_status(rwcs, wc_status::work_request_flushed) == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(read_into_memory_without_local_write) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  auto remote = make_buffer(*dev, 100, local_write | remote_read);
+  auto readonly = make_buffer(*dev, 100, 0, 0x77);
+  auto sg = readonly.whole();
+  BOOST_REQUIRE(
+      !p.client->post_read(1, &sg, 1, remote.addr(), remote.mr->rkey()));
+  auto wcs = wait_completions(*p.client, 1);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].status == wc_status::local_protection_error);
+  BOOST_TEST(all_bytes(readonly.data(), 100, 0x77));
+}
+
+BOOST_AUTO_TEST_CASE(receive_without_local_write_fails_when_used) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  auto src = make_buffer(*dev, 50, 0);
+  auto readonly = make_buffer(*dev, 100, 0, 0x77);
+  auto rsg = readonly.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &sg, 1));
+  auto rwcs = wait_completions(*p.server, 1);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), 1u);
+  BOOST_TEST(rwcs[0].status == wc_status::local_protection_error);
+  auto swcs = wait_completions(*p.client, 1);
+  BOOST_REQUIRE_EQUAL(swcs.size(), 1u);
+  BOOST_TEST(swcs[0].status == wc_status::remote_operation_error);
+  BOOST_TEST(all_bytes(readonly.data(), 100, 0x77));
+}
+
+BOOST_AUTO_TEST_CASE(lkey_is_no_rkey_and_zero_length_needs_no_rkey) {
+  auto dev = open_soft(soft_options());
+  auto src = make_buffer(*dev, 64, 0);
+  auto rw = make_buffer(*dev, 64, local_write | remote_write, 0x12);
+  {
+    auto p = connect_pair(*dev);
+    auto sg = src.sge_of(0, 0);
+    BOOST_REQUIRE(!p.client->post_write(1, &sg, 1, 12345, 0xBADu));
+    auto wcs = wait_completions(*p.client, 1);
+    BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+    BOOST_TEST(wcs[0].status == wc_status::success);
+    BOOST_REQUIRE(!p.client->post_read(2, &sg, 1, 12345, 0xBADu));
+    wcs = wait_completions(*p.client, 1);
+    BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+    BOOST_TEST(wcs[0].status == wc_status::success);
+  }
+  auto p = connect_pair(*dev);
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_write(3, &sg, 1, rw.addr(), rw.mr->lkey()));
+  auto wcs = wait_completions(*p.client, 1);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].status == wc_status::remote_access_error);
+  BOOST_TEST(all_bytes(rw.data(), 64, 0x12));
+}
+
+BOOST_AUTO_TEST_CASE(write_waits_behind_a_send_without_receive) {
+  auto dev = open_soft(soft_options(5000));
+  auto p = connect_pair(*dev);
+  auto src = make_buffer(*dev, 4096, 0);
+  fill_pattern(src.data(), 4096, 21);
+  auto target = make_buffer(*dev, 4096, local_write | remote_write, 0);
+  auto inbox = make_buffer(*dev, 4096, local_write);
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(1, &sg, 1));
+  BOOST_REQUIRE(
+      !p.client->post_write(2, &sg, 1, target.addr(), target.mr->rkey()));
+  std::this_thread::sleep_for(150ms);
+  // In order: the write has not run, the send waits for a receive.
+  BOOST_TEST(all_bytes(target.data(), 4096, 0));
+  BOOST_TEST(wait_completions(*p.client, 1, 10ms).empty());
+  auto rsg = inbox.whole();
+  BOOST_REQUIRE(!p.server->post_recv(3, &rsg, 1));
+  auto swcs = wait_completions(*p.client, 2);
+  BOOST_REQUIRE_EQUAL(swcs.size(), 2u);
+  BOOST_TEST(swcs[0].wr_id == 1u);
+  BOOST_TEST(swcs[1].wr_id == 2u);
+  BOOST_TEST(count_status(swcs, wc_status::success) == 2u);
+  BOOST_TEST(has_pattern(target.data(), 4096, 21));
+  BOOST_TEST(has_pattern(inbox.data(), 4096, 21));
+}
+
+BOOST_AUTO_TEST_CASE(message_above_the_pending_budget_waits_for_a_receive) {
+  auto dev = open_soft(soft_options(5000));
+  conn_params offer{8u << 20, 4};
+  auto p = connect_pair(*dev, offer);
+  constexpr size_t n = 6u << 20;
+  auto src = make_buffer(*dev, n, 0);
+  fill_pattern(src.data(), n, 31);
+  auto dst = make_buffer(*dev, n, local_write);
+  auto small = make_buffer(*dev, 64, local_write);
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(1, &sg, 1));
+  auto ssg = src.sge_of(0, 64);
+  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+  std::this_thread::sleep_for(100ms);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(10, &rsg, 1));
+  auto rsg2 = small.whole();
+  BOOST_REQUIRE(!p.server->post_recv(11, &rsg2, 1));
+  auto rwcs = wait_completions(*p.server, 2, 20s);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), 2u);
+  BOOST_TEST(rwcs[0].wr_id == 10u);
+  BOOST_TEST(rwcs[0].byte_len == n);
+  BOOST_TEST(rwcs[1].wr_id == 11u);
+  BOOST_TEST(count_status(rwcs, wc_status::success) == 2u);
+  BOOST_TEST(has_pattern(dst.data(), n, 31));
+  BOOST_TEST(std::memcmp(small.data(), src.data(), 64) == 0);
+  BOOST_TEST(wait_completions(*p.client, 2, 10s).size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(thousands_of_sends_wait_for_receives) {
+  auto dev = open_soft(soft_options(10000));
+  auto p = connect_pair(*dev);
+  constexpr uint64_t n = 6000; // above the pending-request limit
+  auto dst = make_buffer(*dev, n * 8, local_write);
+  // Zero-length sends; the immediate data carries the sequence number.
+  for (uint64_t i = 0; i < n; ++i)
+    BOOST_REQUIRE(
+        !p.client->post_send(i, nullptr, 0, static_cast<uint32_t>(i), false));
+  std::this_thread::sleep_for(100ms);
+  for (uint64_t i = 0; i < n; ++i) {
+    auto rsg = dst.sge_of(i * 8, 8);
+    BOOST_REQUIRE(!p.server->post_recv(i, &rsg, 1));
+  }
+  auto rwcs = wait_completions(*p.server, n, 30s);
+  BOOST_REQUIRE_EQUAL(rwcs.size(), n);
+  bool in_order = true;
+  for (uint64_t i = 0; i < n; ++i)
+    in_order = in_order && rwcs[i].wr_id == i && rwcs[i].imm_data == i
+               && rwcs[i].status == wc_status::success;
+  BOOST_TEST(in_order);
+  BOOST_TEST(!p.client->in_error());
+}
+
+BOOST_AUTO_TEST_CASE(deregistration_during_remote_writes_is_safe) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  constexpr size_t n = 1 << 20;
+  auto src = make_buffer(*dev, n, 0);
+  fill_pattern(src.data(), n, 2);
+  auto target = std::make_unique<reg_buffer>(
+      make_buffer(*dev, n, local_write | remote_write, 0));
+  auto addr = target->addr();
+  auto rkey = target->mr->rkey();
+  auto sg = src.whole();
+  constexpr uint64_t writes = 200;
+  for (uint64_t i = 0; i < writes; ++i)
+    BOOST_REQUIRE(!p.client->post_write(i, &sg, 1, addr, rkey, std::nullopt,
+                                        i + 1 == writes));
+  // Deregister and free while writes are landing.
+  std::this_thread::sleep_for(20ms);
+  target.reset();
+  auto wcs = wait_completions(*p.client, 1, 20s);
+  BOOST_REQUIRE(!wcs.empty());
+  for (auto& wc : wcs)
+    BOOST_TEST((wc.status == wc_status::success
+                || wc.status == wc_status::remote_access_error
+                || wc.status == wc_status::work_request_flushed));
+}
+
+BOOST_AUTO_TEST_CASE(fault_api_rejects_foreign_objects) {
+  struct fake_device : transport::device {
+    const char* kind() const noexcept override {
+      return "fake";
+    }
+    std::string name() const override {
+      return "fake0";
+    }
+    caf::expected<std::unique_ptr<transport::memory_region>>
+    register_memory(void*, size_t, uint32_t) override {
+      return make_error(errc::internal_error);
+    }
+    caf::expected<std::unique_ptr<transport::listener>>
+    listen(const std::string&, uint16_t, const conn_params&) override {
+      return make_error(errc::internal_error);
+    }
+    caf::expected<transport::queue_pair_ptr>
+    connect(const std::string&, uint16_t, const conn_params&,
+            std::chrono::milliseconds) override {
+      return make_error(errc::internal_error);
+    }
+  };
+  fake_device fake;
+  BOOST_TEST(code_of(soft::set_faults(fake, soft::fault_plan{}))
+             == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(registration_rules) {
+  auto dev = open_soft(soft_options());
+  std::vector<uint8_t> mem(64);
+  BOOST_TEST(!dev->register_memory(nullptr, 64, 0));
+  BOOST_TEST(!dev->register_memory(mem.data(), 0, 0));
+  BOOST_TEST(!dev->register_memory(mem.data(), 64, remote_write));
+  BOOST_TEST(!dev->register_memory(mem.data(), 64, 0x100));
+  BOOST_TEST(!!dev->register_memory(mem.data(), 64, 0));
+  BOOST_TEST(std::string{dev->kind()} == "soft");
+  BOOST_TEST(dev->name() == "soft0");
+  auto bad = soft_options();
+  bad.recv_depth = 0;
+  BOOST_TEST(!soft::open_device(bad));
+  BOOST_TEST(code_of(dev->listen("127.0.0.1", 0, conn_params{0, 16}).error())
+             == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,39 @@
+#include "transport/soft/completion_queue.hpp"
+
+#include "transport/soft/limits.hpp"
+
+namespace rdmactor::transport::soft {
+
+bool completion_queue::push(const work_completion& wc) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (entries_.size() >= limits::max_cq_entries)
+    return false;
+  entries_.push_back(wc);
+  if (armed_) {
+    armed_ = false;
+    efd_.signal();
+  }
+  return true;
+}
+
+size_t completion_queue::poll(work_completion* out, size_t max) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  size_t n = 0;
+  while (n < max && !entries_.empty()) {
+    out[n++] = entries_.front();
+    entries_.pop_front();
+  }
+  return n;
+}
+
+void completion_queue::arm() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!entries_.empty()) {
+    armed_ = false;
+    efd_.signal();
+    return;
+  }
+  armed_ = true;
+}
+
+} // namespace rdmactor::transport::soft

@@ -1,0 +1,30 @@
+#include "transport/soft/faults.hpp"
+
+#include "common/error.hpp"
+#include "transport/soft/soft_device.hpp"
+#include "transport/soft/soft_queue_pair.hpp"
+
+namespace rdmactor::transport::soft {
+
+caf::error set_faults(device& dev, const fault_plan& plan) {
+  auto* soft = dynamic_cast<soft_device*>(&dev);
+  if (soft == nullptr)
+    return make_error(errc::invalid_argument,
+                      std::string{"fault injection needs a soft device, got "
+                                  "a "}
+                          + dev.kind() + " device");
+  soft->set_faults(plan);
+  return {};
+}
+
+caf::error set_faults(queue_pair& qp, const fault_plan& plan) {
+  auto* soft = dynamic_cast<soft_queue_pair*>(&qp);
+  if (soft == nullptr)
+    return make_error(errc::invalid_argument,
+                      "fault injection needs a queue pair of the soft "
+                      "fabric");
+  soft->set_faults(plan);
+  return {};
+}
+
+} // namespace rdmactor::transport::soft

@@ -1,0 +1,73 @@
+#include "transport/soft/handshake.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "common/error.hpp"
+#include "transport/soft/limits.hpp"
+#include "transport/soft/socket_ops.hpp"
+
+namespace rdmactor::transport::soft {
+
+caf::error check_offer(const conn_params& offer) {
+  if (offer.max_message_len_bytes == 0
+      || offer.max_message_len_bytes > limits::max_message_len_bytes)
+    return make_error(errc::invalid_argument,
+                      "max_message_len_bytes must be in [1, 2^30], got "
+                          + std::to_string(offer.max_message_len_bytes));
+  if (offer.recv_depth == 0 || offer.recv_depth > limits::max_recv_depth)
+    return make_error(errc::invalid_argument,
+                      "recv_depth must be in [1, "
+                          + std::to_string(limits::max_recv_depth) + "], got "
+                          + std::to_string(offer.recv_depth));
+  return {};
+}
+
+conn_params negotiate(const conn_params& ours,
+                      const wire::hello& theirs) noexcept {
+  conn_params out;
+  out.max_message_len_bytes
+      = std::min(ours.max_message_len_bytes, theirs.max_message_len_bytes);
+  out.recv_depth = std::min(ours.recv_depth, theirs.recv_depth);
+  return out;
+}
+
+const char* describe(wire::hello_status st) noexcept {
+  switch (st) {
+    case wire::hello_status::ok:
+      return "ok";
+    case wire::hello_status::bad_magic:
+      return "not an rdmactor soft-fabric peer (bad magic)";
+    case wire::hello_status::bad_version:
+      return "protocol version mismatch";
+    case wire::hello_status::bad_params:
+      return "connection parameters out of range";
+  }
+  return "invalid hello";
+}
+
+caf::expected<handshake_result>
+client_handshake(int fd, const wire::hello& ours, const conn_params& offer,
+                 time_point deadline, const std::string& peer) {
+  std::array<uint8_t, wire::hello_size> buf{};
+  wire::encode(ours, buf.data());
+  if (auto err = send_all(fd, buf.data(), buf.size(), deadline))
+    return err;
+  if (auto err = recv_all(fd, buf.data(), buf.size(), deadline))
+    return err;
+  wire::hello theirs;
+  auto st = wire::decode(buf.data(), theirs);
+  if (st == wire::hello_status::bad_version)
+    return make_error(errc::version_mismatch,
+                      peer + " speaks soft-fabric protocol version "
+                          + std::to_string(theirs.version) + ", we speak "
+                          + std::to_string(wire::version)
+                          + "; run the same rdmactor version on both sides");
+  if (st != wire::hello_status::ok)
+    return make_error(errc::handshake_failed,
+                      peer + ": " + describe(st)
+                          + "; is it an rdmactor listener of the soft fabric?");
+  return handshake_result{negotiate(offer, theirs), theirs.rnr_timeout_ms};
+}
+
+} // namespace rdmactor::transport::soft

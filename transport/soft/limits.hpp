@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+/// Fixed limits of the soft fabric.  They bound every queue and buffer a
+/// queue pair keeps, so that neither the owner nor the peer can make it
+/// allocate without bound.
+namespace rdmactor::transport::soft::limits {
+
+/// Sends, writes and reads a queue pair keeps outstanding (posted, not yet
+/// answered by the peer) at most; `post_*` beyond it fail with
+/// `quota_exceeded` (verbs: ENOMEM on a full send queue).  A peer that
+/// makes us owe more responses than this breaks the protocol.
+constexpr size_t max_send_wr = 65536;
+
+/// Receives a queue pair keeps posted at most; `post_recv` beyond it fails
+/// with `quota_exceeded`.
+constexpr size_t max_recv_wr = 65536;
+
+/// Completions a CQ holds at most; more (the owner posts without polling)
+/// is a CQ overrun, which moves the queue pair to the error state.
+constexpr size_t max_cq_entries = 2 * (max_send_wr + max_recv_wr);
+
+/// Largest RDMA WRITE or READ (the 2^31 bytes of InfiniBand).
+constexpr uint64_t max_rdma_bytes = uint64_t{1} << 31;
+
+/// Largest `max_message_len_bytes` a side may offer.
+constexpr uint32_t max_message_len_bytes = uint32_t{1} << 30;
+
+/// Largest `recv_depth` a side may offer.
+constexpr uint32_t max_recv_depth = 65536;
+
+/// Inbound payload bytes a queue pair buffers while its owner has no
+/// receive posted (receiver not ready).  A request that does not fit stops
+/// reading until the queue drains or the RNR timer fires.
+constexpr size_t pending_budget_bytes = size_t{4} << 20;
+
+/// Inbound requests buffered at most while the receiver is not ready.
+constexpr size_t max_pending_requests = 4096;
+
+/// Size of the buffer a queue pair reads the socket through.
+constexpr size_t rx_buffer_bytes = 64 * 1024;
+
+/// Payload remainders at least this large are received straight into the
+/// destination memory instead of through the read buffer.
+constexpr size_t direct_recv_bytes = 16 * 1024;
+
+/// Handshakes a listener runs at the same time; a new connection beyond it
+/// drops the oldest unfinished one.
+constexpr size_t max_pending_handshakes = 64;
+
+/// After sending a final NAK, how long a queue pair waits for the peer to
+/// read it and close, in milliseconds.
+constexpr int linger_ms = 1000;
+
+/// Upper bound of a timeout taken from the peer's hello, in milliseconds.
+constexpr uint32_t max_peer_timeout_ms = 10 * 60 * 1000;
+
+} // namespace rdmactor::transport::soft::limits

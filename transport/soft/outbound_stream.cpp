@@ -1,0 +1,152 @@
+#include "transport/soft/outbound_stream.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+namespace rdmactor::transport::soft {
+
+void outbound_stream::push(wire::header h, const range_list& payload,
+                           time_point now) {
+  frame f;
+  h.seq = next_seq_++;
+  f.hdr = h;
+  wire::encode(h, f.bytes.data());
+  if (faults_.corrupt_frame && ++fault_frames_ == *faults_.corrupt_frame) {
+    wire::corrupt(f.bytes.data());
+    f.corrupted = true;
+  }
+  f.payload = payload;
+  f.total = wire::header_size + wire::payload_bytes(h);
+  f.not_before = now + faults_.delay;
+  if (!wire::is_request(h.type))
+    ++responses_;
+  frames_.push_back(std::move(f));
+}
+
+outbound_stream::pump_result outbound_stream::pump(int fd, time_point now) {
+  pump_result res;
+  blocked_ = false;
+  while (!frames_.empty()) {
+    auto& f = frames_.front();
+    if (f.sent == 0 && f.not_before > now) {
+      res.status = pump_status::delayed;
+      return res;
+    }
+    uint64_t want = f.total - f.sent;
+    if (faults_.drop_after_bytes) {
+      auto limit = *faults_.drop_after_bytes;
+      uint64_t allowed = fault_bytes_ >= limit ? 0 : limit - fault_bytes_;
+      if (allowed == 0) {
+        res.status = pump_status::dropped;
+        return res;
+      }
+      want = std::min(want, allowed);
+    }
+    // Gather the unsent rest of the frame, at most `want` bytes.
+    std::array<iovec, 1 + max_sge> iov{};
+    size_t niov = 0;
+    uint64_t skip = f.sent;
+    uint64_t left = want;
+    shared_touch touch;
+    auto add = [&](uint8_t* p, uint64_t len) {
+      if (skip >= len) {
+        skip -= len;
+        return;
+      }
+      p += skip;
+      len -= skip;
+      skip = 0;
+      auto k = std::min(len, left);
+      if (k == 0)
+        return;
+      iov[niov].iov_base = p;
+      iov[niov].iov_len = static_cast<size_t>(k);
+      ++niov;
+      left -= k;
+    };
+    add(f.bytes.data(), f.bytes.size());
+    for (size_t i = 0; i < f.payload.size; ++i) {
+      auto before = niov;
+      add(f.payload.items[i].ptr, f.payload.items[i].len);
+      if (niov != before)
+        touch.add(f.payload.items[i].reg.get());
+    }
+    if (!touch.acquire()) {
+      res.status = pump_status::unregistered;
+      return res;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = niov;
+    auto n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    touch.release();
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        blocked_ = true;
+        res.status = pump_status::blocked;
+        return res;
+      }
+      res.status = pump_status::failed;
+      res.error = errno;
+      return res;
+    }
+    auto written = static_cast<uint64_t>(n);
+    res.bytes += written;
+    fault_bytes_ += written;
+    f.sent += written;
+    if (f.sent < f.total)
+      continue; // the socket took part: the next call says EAGAIN or more
+    if (wire::is_request(f.hdr.type))
+      ++res.requests_written;
+    else
+      --responses_;
+    frames_.pop_front();
+  }
+  res.status = pump_status::idle;
+  return res;
+}
+
+bool outbound_stream::abort(bool keep_responses) {
+  blocked_ = false;
+  bool cut = !frames_.empty() && frames_.front().sent > 0;
+  if (!keep_responses || cut) {
+    frames_.clear();
+    responses_ = 0;
+    return !cut;
+  }
+  if (frames_.empty())
+    return true;
+  auto seq = frames_.front().hdr.seq;
+  std::deque<frame> kept;
+  for (auto& f : frames_) {
+    if (wire::is_request(f.hdr.type))
+      continue;
+    f.hdr.seq = seq++;
+    wire::encode(f.hdr, f.bytes.data());
+    if (f.corrupted)
+      wire::corrupt(f.bytes.data());
+    kept.push_back(std::move(f));
+  }
+  frames_ = std::move(kept);
+  next_seq_ = seq;
+  return true;
+}
+
+std::optional<time_point> outbound_stream::release_time() const noexcept {
+  if (frames_.empty() || frames_.front().sent > 0)
+    return std::nullopt;
+  return frames_.front().not_before;
+}
+
+void outbound_stream::set_faults(const fault_plan& plan) noexcept {
+  faults_ = plan;
+  fault_bytes_ = 0;
+  fault_frames_ = 0;
+}
+
+} // namespace rdmactor::transport::soft

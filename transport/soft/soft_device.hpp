@@ -1,0 +1,75 @@
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/options.hpp"
+#include "transport/fabric.hpp"
+#include "transport/soft/faults.hpp"
+#include "transport/soft/protection_domain.hpp"
+#include "transport/soft/soft_queue_pair.hpp"
+#include "transport/soft/unique_fd.hpp"
+#include "transport/soft/wire.hpp"
+
+namespace rdmactor::transport::soft {
+
+/// The soft device "soft0": one protection domain plus the options every
+/// connection of the device uses (`rnr_timeout_ms`, `connect_timeout_ms`,
+/// `request_timeout_ms`) and the fault plan for new queue pairs.
+/// Thread-safe.
+class soft_device final : public device {
+public:
+  explicit soft_device(const options& opts);
+
+  const char* kind() const noexcept override {
+    return "soft";
+  }
+
+  std::string name() const override {
+    return "soft0";
+  }
+
+  caf::expected<std::unique_ptr<memory_region>>
+  register_memory(void* addr, size_t length, uint32_t access) override;
+
+  caf::expected<std::unique_ptr<listener>>
+  listen(const std::string& host, uint16_t port,
+         const conn_params& offer) override;
+
+  caf::expected<queue_pair_ptr>
+  connect(const std::string& host, uint16_t port, const conn_params& offer,
+          std::chrono::milliseconds timeout) override;
+
+  /// Returns the protection domain.
+  protection_domain& pd() noexcept {
+    return pd_;
+  }
+
+  /// Returns the options the device was opened with.
+  const options& opts() const noexcept {
+    return opts_;
+  }
+
+  /// Returns the hello this side sends with `offer`.
+  wire::hello hello_for(const conn_params& offer) const noexcept;
+
+  /// Starts a queue pair on a handshaken socket.
+  caf::expected<queue_pair_ptr> start_queue_pair(unique_fd sock,
+                                                 std::string peer,
+                                                 const conn_params& params,
+                                                 uint32_t peer_rnr_timeout_ms);
+
+  /// Sets the fault plan of queue pairs created from now on.
+  void set_faults(const fault_plan& plan);
+
+private:
+  std::shared_ptr<soft_device> self();
+
+  const options opts_;
+  protection_domain pd_;
+  mutable std::mutex faults_mtx_;
+  fault_plan faults_;
+};
+
+} // namespace rdmactor::transport::soft

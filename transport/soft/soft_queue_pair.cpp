@@ -1,0 +1,648 @@
+#include "transport/soft/soft_queue_pair.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <shared_mutex>
+#include <system_error>
+
+#include <sys/socket.h>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "transport/soft/limits.hpp"
+#include "transport/soft/soft_device.hpp"
+
+namespace rdmactor::transport::soft {
+
+namespace {
+
+caf::error check_sg(const sge* sg, size_t n) {
+  if (n > max_sge)
+    return make_error(errc::invalid_argument,
+                      "a work request takes at most " + std::to_string(max_sge)
+                          + " scatter/gather elements, got "
+                          + std::to_string(n));
+  if (n > 0 && sg == nullptr)
+    return make_error(errc::invalid_argument,
+                      "null scatter/gather list with n > 0");
+  return {};
+}
+
+uint64_t total_of(const sge* sg, size_t n) noexcept {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += sg[i].length;
+  return sum;
+}
+
+/// Copies `src[0..n)` across `dst` under the registrations' locks; false
+/// when a registration is gone.
+bool scatter_copy(const range_list& dst, const uint8_t* src, size_t n) {
+  for (size_t i = 0; i < dst.size && n > 0; ++i) {
+    auto& r = dst.items[i];
+    auto k = std::min(n, r.len);
+    std::shared_lock<std::shared_mutex> guard{r.reg->mtx};
+    if (!r.reg->valid)
+      return false;
+    std::memcpy(r.ptr, src, k);
+    src += k;
+    n -= k;
+  }
+  return n == 0;
+}
+
+} // namespace
+
+// -- construction and destruction --------------------------------------------
+
+soft_queue_pair::soft_queue_pair(std::shared_ptr<soft_device> dev,
+                                 unique_fd sock, event_fd wake, event_fd cq_efd,
+                                 config cfg)
+    : dev_(std::move(dev)), sock_(std::move(sock)), wake_(std::move(wake)),
+      cq_(std::move(cq_efd)), params_(cfg.params), peer_(std::move(cfg.peer)),
+      rnr_timeout_(cfg.rnr_timeout), transport_timeout_(cfg.transport_timeout),
+      rx_(limits::rx_buffer_bytes) {
+  tx_.set_faults(cfg.faults);
+  note_progress(clock_type::now());
+}
+
+caf::expected<queue_pair_ptr>
+soft_queue_pair::make(std::shared_ptr<soft_device> dev, unique_fd sock,
+                      config cfg) {
+  auto wake = event_fd::make();
+  if (!wake)
+    return wake.error();
+  auto cq_efd = event_fd::make();
+  if (!cq_efd)
+    return cq_efd.error();
+  std::unique_ptr<soft_queue_pair> qp{
+      new soft_queue_pair(std::move(dev), std::move(sock), std::move(*wake),
+                          std::move(*cq_efd), std::move(cfg))};
+  try {
+    qp->thread_ = std::thread{[p = qp.get()] { p->run(); }};
+  } catch (const std::system_error& e) {
+    return make_error(errc::fabric_unavailable,
+                      std::string{"soft fabric: cannot start the queue pair "
+                                  "thread: "}
+                          + e.what());
+  }
+  return queue_pair_ptr{std::move(qp)};
+}
+
+soft_queue_pair::~soft_queue_pair() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    destroying_ = true;
+    fail_locked({"queue pair destroyed", wc_status::work_request_flushed,
+                 std::nullopt, true});
+  }
+  wake_.signal();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+// -- posting
+// -------------------------------------------------------------------
+
+bool soft_queue_pair::resolve_local(const sge* sg, size_t n, uint32_t needed,
+                                    range_list& out) const {
+  for (size_t i = 0; i < n; ++i) {
+    if (sg[i].length == 0)
+      continue;
+    auto reg
+        = dev_->pd().find_local(sg[i].lkey, sg[i].addr, sg[i].length, needed);
+    if (!reg)
+      return false;
+    auto offset = sg[i].addr - reinterpret_cast<uintptr_t>(reg->base);
+    guarded_range range;
+    range.ptr = reg->base + offset;
+    range.len = sg[i].length;
+    range.reg = std::move(reg);
+    out.items[out.size++] = std::move(range);
+  }
+  return true;
+}
+
+caf::error soft_queue_pair::qp_error() const {
+  return make_error(errc::qp_error, "the queue pair to " + peer_
+                                        + " is in the error state; reconnect");
+}
+
+caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
+                                         bool signaled, const wire::header& h,
+                                         bool local_ok,
+                                         const range_list& payload,
+                                         const range_list& read_into) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running)
+    return qp_error();
+  if (outstanding_.size() >= limits::max_send_wr)
+    return make_error(errc::quota_exceeded,
+                      "send queue full: " + std::to_string(limits::max_send_wr)
+                          + " work requests outstanding; wait for completions");
+  auto now = clock_type::now();
+  if (outstanding_.empty() && tx_.empty())
+    note_progress(now);
+  outstanding_request req;
+  req.wr_id = wr_id;
+  req.opcode = opcode;
+  req.signaled = signaled;
+  req.byte_len = h.length;
+  req.read_into = read_into;
+  if (!local_ok) {
+    req.local_error = wc_status::local_protection_error;
+    sq_blocked_ = true;
+  }
+  outstanding_.push_back(std::move(req));
+  if (sq_blocked_) {
+    // Stays off the wire; flushed (or failed) when the error is reached.
+    settle_front_locked();
+    return {};
+  }
+  tx_.push(h, payload, now);
+  pump_locked(now);
+  if (!tx_.empty())
+    wake_.signal();
+  return {};
+}
+
+caf::error soft_queue_pair::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
+  if (auto err = check_sg(sg, n))
+    return err;
+  posted_recv r;
+  r.wr_id = wr_id;
+  r.valid = resolve_local(sg, n, access::local_write, r.ranges);
+  r.capacity = total_of(sg, n);
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running)
+    return qp_error();
+  if (rq_.size() >= limits::max_recv_wr)
+    return make_error(errc::quota_exceeded,
+                      "receive queue full: "
+                          + std::to_string(limits::max_recv_wr)
+                          + " receives posted");
+  rq_.push_back(std::move(r));
+  if (!pending_.empty())
+    drain_pending_locked(clock_type::now());
+  else if (stalled_.load())
+    wake_.signal();
+  return {};
+}
+
+caf::error soft_queue_pair::post_send(uint64_t wr_id, const sge* sg, size_t n,
+                                      std::optional<uint32_t> imm,
+                                      bool signaled) {
+  if (auto err = check_sg(sg, n))
+    return err;
+  auto total = total_of(sg, n);
+  if (total > params_.max_message_len_bytes)
+    return make_error(errc::invalid_argument,
+                      "SEND of " + std::to_string(total)
+                          + " bytes exceeds the negotiated max message length "
+                            "of "
+                          + std::to_string(params_.max_message_len_bytes)
+                          + " bytes");
+  range_list ranges;
+  bool ok = resolve_local(sg, n, 0, ranges);
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.length = static_cast<uint32_t>(total);
+  h.has_imm = imm.has_value();
+  h.imm = imm.value_or(0);
+  return post_request(wr_id, wc_opcode::send, signaled, h, ok, ranges, {});
+}
+
+caf::error soft_queue_pair::post_write(uint64_t wr_id, const sge* sg, size_t n,
+                                       uint64_t remote_addr, uint32_t rkey,
+                                       std::optional<uint32_t> imm,
+                                       bool signaled) {
+  if (auto err = check_sg(sg, n))
+    return err;
+  auto total = total_of(sg, n);
+  if (total > limits::max_rdma_bytes)
+    return make_error(errc::invalid_argument,
+                      "one RDMA WRITE moves at most 2 GiB");
+  range_list ranges;
+  bool ok = resolve_local(sg, n, 0, ranges);
+  wire::header h;
+  h.type = wire::frame_type::write;
+  h.length = static_cast<uint32_t>(total);
+  h.addr = remote_addr;
+  h.rkey = rkey;
+  h.has_imm = imm.has_value();
+  h.imm = imm.value_or(0);
+  return post_request(wr_id, wc_opcode::rdma_write, signaled, h, ok, ranges,
+                      {});
+}
+
+caf::error soft_queue_pair::post_read(uint64_t wr_id, const sge* sg, size_t n,
+                                      uint64_t remote_addr, uint32_t rkey) {
+  if (auto err = check_sg(sg, n))
+    return err;
+  auto total = total_of(sg, n);
+  if (total > limits::max_rdma_bytes)
+    return make_error(errc::invalid_argument,
+                      "one RDMA READ moves at most 2 GiB");
+  range_list into;
+  bool ok = resolve_local(sg, n, access::local_write, into);
+  wire::header h;
+  h.type = wire::frame_type::read;
+  h.length = static_cast<uint32_t>(total);
+  h.addr = remote_addr;
+  h.rkey = rkey;
+  return post_request(wr_id, wc_opcode::rdma_read, true, h, ok, {}, into);
+}
+
+// -- completion queue
+// ----------------------------------------------------------
+
+size_t soft_queue_pair::poll_cq(work_completion* out, size_t max) {
+  if (out == nullptr)
+    return 0;
+  return cq_.poll(out, max);
+}
+
+caf::error soft_queue_pair::arm_cq() {
+  cq_.arm();
+  return {};
+}
+
+bool soft_queue_pair::ack_cq_event() {
+  return cq_.ack();
+}
+
+void soft_queue_pair::close() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    fail_locked({"closed locally", wc_status::work_request_flushed,
+                 std::nullopt, true});
+  }
+  wake_.signal();
+}
+
+void soft_queue_pair::set_faults(const fault_plan& plan) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  tx_.set_faults(plan);
+  wake_.signal();
+}
+
+// -- with mutex_ held ------------------------------------------------------
+
+void soft_queue_pair::complete_locked(const work_completion& wc) {
+  if (cq_.push(wc))
+    return;
+  if (!cq_overrun_)
+    log().error("soft QP to {}: completion queue overrun ({} entries): "
+                "poll the CQ; the queue pair enters the error state",
+                peer_, limits::max_cq_entries);
+  cq_overrun_ = true;
+  wake_.signal();
+}
+
+void soft_queue_pair::settle_front_locked() {
+  if (phase_.load() != phase::running || outstanding_.empty()
+      || !outstanding_.front().local_error)
+    return;
+  auto& front = outstanding_.front();
+  fail_locked({"work request " + std::to_string(front.wr_id)
+                   + " has a scatter/gather element that is not registered, "
+                     "lies outside its registration or lacks the access flags",
+               *front.local_error});
+}
+
+void soft_queue_pair::pump_locked(time_point now) {
+  auto ph = phase_.load();
+  if (ph == phase::closed || tx_.empty() || write_broken_deadline_)
+    return;
+  auto res = tx_.pump(sock_.get(), now);
+  if (res.bytes > 0)
+    note_progress(now);
+  transmitted_ += res.requests_written;
+  std::string why;
+  switch (res.status) {
+    case outbound_stream::pump_status::idle:
+    case outbound_stream::pump_status::blocked:
+    case outbound_stream::pump_status::delayed:
+      return;
+    case outbound_stream::pump_status::dropped:
+      log().warn("soft QP to {}: fault injection drops the connection", peer_);
+      ::shutdown(sock_.get(), SHUT_RDWR);
+      why = "fault injection dropped the connection";
+      break;
+    case outbound_stream::pump_status::failed:
+      if (ph == phase::running
+          && (res.error == EPIPE || res.error == ECONNRESET)) {
+        // The peer is gone, but what it sent before is still to be read
+        // (and placed, as a NIC would have).  Read to the end first.
+        write_broken_deadline_
+            = now + std::chrono::milliseconds{limits::linger_ms};
+        wake_.signal();
+        return;
+      }
+      why = std::string{"sending to the peer failed: "}
+            + std::strerror(res.error);
+      break;
+    case outbound_stream::pump_status::unregistered:
+      why = "memory of a queued frame was deregistered before it was sent; "
+            "keep a memory_region alive until its work completes";
+      break;
+  }
+  if (ph == phase::running)
+    fail_locked({why});
+  else
+    finish_locked();
+}
+
+void soft_queue_pair::respond_locked(const wire::header& h,
+                                     const range_list& payload,
+                                     time_point now) {
+  if (tx_.responses() >= limits::max_send_wr) {
+    violation_locked("the peer keeps more than "
+                     + std::to_string(limits::max_send_wr)
+                     + " requests outstanding without reading our answers");
+    return;
+  }
+  if (tx_.empty() && outstanding_.empty())
+    note_progress(now);
+  tx_.push(h, payload, now);
+  pump_locked(now);
+  if (!tx_.empty())
+    wake_.signal();
+}
+
+bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
+                                     guarded_range& out) const {
+  out = guarded_range{};
+  if (h.length == 0)
+    return true; // InfiniBand checks no rkey for zero-length operations
+  auto reg = dev_->pd().find_remote(h.rkey, h.addr, h.length, needed);
+  if (!reg)
+    return false;
+  auto offset = h.addr - reinterpret_cast<uintptr_t>(reg->base);
+  out.ptr = reg->base + offset;
+  out.len = h.length;
+  out.reg = std::move(reg);
+  return true;
+}
+
+void soft_queue_pair::drain_pending_locked(time_point now) {
+  while (phase_.load() == phase::running && !pending_.empty()) {
+    auto& head = pending_.front();
+    if (consumes_receive(head.hdr) && rq_.empty()) {
+      if (!rnr_deadline_) {
+        rnr_deadline_ = now + rnr_timeout_;
+        wake_.signal(); // the loop recomputes its timeout
+      }
+      return;
+    }
+    auto req = std::move(head);
+    pending_.pop_front();
+    pending_bytes_ -= wire::payload_bytes(req.hdr);
+    rnr_deadline_.reset();
+    execute_buffered_locked(req, now);
+  }
+  if (stalled_.load())
+    wake_.signal();
+}
+
+void soft_queue_pair::execute_buffered_locked(inbound_request& req,
+                                              time_point now) {
+  auto& h = req.hdr;
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  switch (h.type) {
+    case wire::frame_type::send: {
+      auto r = std::move(rq_.front());
+      rq_.pop_front();
+      if (!r.valid) {
+        complete_locked(make_wc(r.wr_id, wc_status::local_protection_error,
+                                wc_opcode::recv));
+        fail_locked({"receive " + std::to_string(r.wr_id)
+                         + " has an invalid scatter/gather element",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      if (h.length > r.capacity) {
+        complete_locked(
+            make_wc(r.wr_id, wc_status::local_length_error, wc_opcode::recv));
+        fail_locked({"inbound message of " + std::to_string(h.length)
+                         + " bytes is larger than receive "
+                         + std::to_string(r.wr_id) + " ("
+                         + std::to_string(r.capacity) + " bytes)",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      if (!scatter_copy(r.ranges, req.payload.data(), req.payload.size())) {
+        complete_locked(make_wc(r.wr_id, wc_status::local_protection_error,
+                                wc_opcode::recv));
+        fail_locked({"receive buffer deregistered while posted",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      auto imm = h.has_imm ? std::optional<uint32_t>{h.imm} : std::nullopt;
+      complete_locked(
+          make_wc(r.wr_id, wc_status::success, wc_opcode::recv, h.length, imm));
+      respond_locked(ack, {}, now);
+      return;
+    }
+    case wire::frame_type::write: {
+      guarded_range target;
+      if (!resolve_remote(h, access::remote_write, target)) {
+        fail_locked({"inbound RDMA WRITE outside any registration with "
+                     "remote_write (rkey "
+                         + std::to_string(h.rkey) + ")",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        return;
+      }
+      if (h.length > 0) {
+        range_list dst;
+        dst.items[0] = target;
+        dst.size = 1;
+        if (!scatter_copy(dst, req.payload.data(), req.payload.size())) {
+          fail_locked({"RDMA WRITE target deregistered",
+                       wc_status::work_request_flushed,
+                       wc_status::remote_access_error});
+          return;
+        }
+      }
+      if (h.has_imm) {
+        auto r = std::move(rq_.front());
+        rq_.pop_front();
+        complete_locked(make_wc(r.wr_id, wc_status::success,
+                                wc_opcode::recv_rdma_with_imm, h.length,
+                                h.imm));
+      }
+      respond_locked(ack, {}, now);
+      return;
+    }
+    case wire::frame_type::read: {
+      guarded_range source;
+      if (!resolve_remote(h, access::remote_read, source)) {
+        fail_locked({"inbound RDMA READ outside any registration with "
+                     "remote_read (rkey "
+                         + std::to_string(h.rkey) + ")",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        return;
+      }
+      wire::header resp;
+      resp.type = wire::frame_type::read_response;
+      resp.length = h.length;
+      range_list src;
+      if (h.length > 0) {
+        src.items[0] = source;
+        src.size = 1;
+      }
+      respond_locked(resp, src, now);
+      return;
+    }
+    default:
+      violation_locked("buffered a frame that is not a request");
+      return;
+  }
+}
+
+void soft_queue_pair::fail_locked(failure f) {
+  if (phase_.load() != phase::running) {
+    // Already failing: the destructor cuts a pending linger short.
+    if (destroying_ && phase_.load() == phase::draining && tx_.empty())
+      finish_locked();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> placement{placement_mutex_};
+    phase_.store(phase::draining);
+  }
+  log().log(f.quiet ? spdlog::level::debug : spdlog::level::info,
+            "soft QP to {}: error state: {}", peer_, f.reason);
+  auto now = clock_type::now();
+  bool intact = tx_.abort(f.nak.has_value());
+  bool nak_queued = false;
+  if (f.nak && intact) {
+    wire::header nak;
+    nak.type = wire::frame_type::nak;
+    nak.status = *f.nak;
+    tx_.push(nak, {}, now);
+    nak_queued = true;
+  }
+  bool front = true;
+  for (auto& req : outstanding_) {
+    complete_locked(make_wc(
+        req.wr_id, front ? f.front_status : wc_status::work_request_flushed,
+        req.opcode));
+    front = false;
+  }
+  outstanding_.clear();
+  transmitted_ = 0;
+  sq_blocked_ = false;
+  for (auto& r : rq_)
+    complete_locked(
+        make_wc(r.wr_id, wc_status::work_request_flushed, wc_opcode::recv));
+  rq_.clear();
+  pending_.clear();
+  pending_bytes_ = 0;
+  rnr_deadline_.reset();
+  stalled_.store(false);
+  if (nak_queued) {
+    linger_deadline_ = now + std::chrono::milliseconds{limits::linger_ms};
+    pump_locked(now);
+  } else {
+    finish_locked();
+  }
+  wake_.signal();
+}
+
+void soft_queue_pair::violation_locked(const std::string& what) {
+  log().warn("soft QP to {}: protocol violation: {}; closing the connection",
+             peer_, what);
+  fail_locked({"protocol violation: " + what});
+}
+
+void soft_queue_pair::finish_locked() {
+  if (phase_.load() == phase::closed)
+    return;
+  {
+    std::lock_guard<std::mutex> placement{placement_mutex_};
+    phase_.store(phase::closed);
+  }
+  ::shutdown(sock_.get(), SHUT_RDWR);
+  linger_deadline_.reset();
+  tx_.abort(false);
+  wake_.signal();
+}
+
+void soft_queue_pair::check_timers_locked(time_point now) {
+  auto ph = phase_.load();
+  if (ph == phase::draining) {
+    if (linger_deadline_ && now >= *linger_deadline_)
+      finish_locked();
+    return;
+  }
+  if (ph != phase::running)
+    return;
+  if (cq_overrun_) {
+    fail_locked({"completion queue overrun"});
+    return;
+  }
+  if (write_broken_deadline_ && now >= *write_broken_deadline_) {
+    fail_locked({"the peer reset the connection"});
+    return;
+  }
+  if (rnr_deadline_ && now >= *rnr_deadline_) {
+    fail_locked({"receiver not ready: no receive posted within "
+                 "rnr_timeout_ms="
+                     + std::to_string(rnr_timeout_.count())
+                     + "; the owner must post receives before the peer sends",
+                 wc_status::work_request_flushed,
+                 wc_status::rnr_retry_exceeded});
+    return;
+  }
+  if ((!outstanding_.empty() || !tx_.empty())
+      && now - last_progress() >= transport_timeout_) {
+    fail_locked({"transport retry exceeded: no progress from the peer for "
+                     + std::to_string(transport_timeout_.count()) + " ms",
+                 wc_status::transport_retry_exceeded});
+  }
+}
+
+std::optional<time_point>
+soft_queue_pair::next_deadline_locked(time_point now) const {
+  std::optional<time_point> next;
+  auto consider = [&](time_point t) {
+    if (!next || t < *next)
+      next = t;
+  };
+  auto ph = phase_.load();
+  if (ph == phase::running) {
+    if (rnr_deadline_)
+      consider(*rnr_deadline_);
+    if (write_broken_deadline_)
+      consider(*write_broken_deadline_);
+    if (!outstanding_.empty() || !tx_.empty())
+      consider(last_progress() + transport_timeout_);
+    else // a post may start the transport timer without waking us
+      consider(now + transport_timeout_ / 2);
+  } else if (ph == phase::draining && linger_deadline_) {
+    consider(*linger_deadline_);
+  }
+  if (auto t = tx_.release_time(); t && *t > now)
+    consider(*t);
+  return next;
+}
+
+void soft_queue_pair::note_progress(time_point now) noexcept {
+  last_progress_.store(now.time_since_epoch().count(),
+                       std::memory_order_relaxed);
+}
+
+time_point soft_queue_pair::last_progress() const noexcept {
+  return time_point{
+      clock_type::duration{last_progress_.load(std::memory_order_relaxed)}};
+}
+
+} // namespace rdmactor::transport::soft

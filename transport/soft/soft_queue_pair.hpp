@@ -1,0 +1,288 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/fabric.hpp"
+#include "transport/soft/completion_queue.hpp"
+#include "transport/soft/deadline.hpp"
+#include "transport/soft/event_fd.hpp"
+#include "transport/soft/faults.hpp"
+#include "transport/soft/outbound_stream.hpp"
+#include "transport/soft/rx_buffer.hpp"
+#include "transport/soft/unique_fd.hpp"
+#include "transport/soft/work_requests.hpp"
+
+namespace rdmactor::transport::soft {
+
+class soft_device;
+
+/// A soft queue pair: a user-space model of a reliable-connected queue pair
+/// over one TCP connection, with its own completion queue.
+///
+/// Threads.  The owner calls `post_*`, `poll_cq` and `arm_cq` (one thread
+/// at a time), a poller thread calls `ack_cq_event`, anyone may call
+/// `close`.  One internal thread per queue pair (the loop) plays the NIC:
+/// it reads frames, places inbound data into registered memory, answers
+/// requests and completes our requests when the peer answers.  `post_*`
+/// write their frame to the socket directly (non-blocking, zero copy from
+/// the gather list); what the socket does not take at once the loop writes
+/// later.  No thread ever blocks on the socket while holding a lock.
+///
+/// Requester.  SEND, WRITE and READ go out in post order and the peer
+/// executes them in that order.  Each completes when the peer's answer
+/// arrives, i.e. after the peer placed the data (SEND, WRITE) or when the
+/// data arrived (READ).  A successful unsignaled SEND or WRITE completes
+/// silently; errors always complete.  A local sge that is not registered,
+/// lies outside its registration or (READ destination) lacks local_write
+/// does not fail the post: when the request reaches the front of the send
+/// queue it completes with `local_protection_error` and the queue pair
+/// enters the error state, as on hardware.
+///
+/// Responder.  An inbound SEND (or WRITE with immediate) consumes the
+/// oldest posted receive.  Without one the loop keeps reading (it buffers
+/// up to `limits::pending_budget_bytes` of later requests, in order) and
+/// waits up to the RNR timeout for a receive; then it answers
+/// `rnr_retry_exceeded` and both sides enter the error state.  A message
+/// larger than the receive completes that receive with
+/// `local_length_error`, the sender gets `remote_operation_error` (verbs
+/// reports IBV_WC_REM_INV_REQ_ERR there) and both sides enter the error
+/// state.  Inbound WRITE and READ are checked against the registration of
+/// the rkey (bounds, remote_write / remote_read); a violation touches no
+/// memory, the requester gets `remote_access_error` and both sides enter
+/// the error state.  Zero-length WRITE and READ skip the rkey check, as in
+/// InfiniBand.
+///
+/// Error state.  Entered on `close()`, peer disconnect or death, a protocol
+/// violation, a NAK (either direction), the RNR timer, the transport timer
+/// (requests outstanding and no byte from the peer for the transport
+/// timeout), a CQ overrun, or a fault.  Every outstanding request and
+/// every posted receive then completes, at once, with
+/// `work_request_flushed` (the request that caused the error with its own
+/// status); later `post_*` fail with `qp_error`; memory of flushed work is
+/// never touched again.  After sending a NAK the queue pair keeps the
+/// socket open until the peer closes it or `limits::linger_ms` pass, so
+/// the NAK arrives.
+class soft_queue_pair final : public queue_pair {
+public:
+  /// What a queue pair needs besides its socket.
+  struct config {
+    conn_params params;
+    std::string peer;
+    /// How long an inbound SEND waits for a posted receive.
+    std::chrono::milliseconds rnr_timeout{2000};
+    /// How long requests may stay outstanding without a byte from the peer.
+    std::chrono::milliseconds transport_timeout{12000};
+    fault_plan faults;
+  };
+
+  /// Starts a queue pair on the connected, handshaken socket `sock`.
+  /// Fails with `fabric_unavailable` when eventfds or the thread cannot be
+  /// created.
+  static caf::expected<queue_pair_ptr> make(std::shared_ptr<soft_device> dev,
+                                            unique_fd sock, config cfg);
+
+  /// Closes, waits for the loop thread (bounded by `limits::linger_ms`)
+  /// and discards unpolled completions.
+  ~soft_queue_pair() override;
+
+  const conn_params& params() const noexcept override {
+    return params_;
+  }
+
+  std::string peer_name() const override {
+    return peer_;
+  }
+
+  caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) override;
+
+  caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
+                       std::optional<uint32_t> imm, bool signaled) override;
+
+  caf::error post_write(uint64_t wr_id, const sge* sg, size_t n,
+                        uint64_t remote_addr, uint32_t rkey,
+                        std::optional<uint32_t> imm, bool signaled) override;
+
+  caf::error post_read(uint64_t wr_id, const sge* sg, size_t n,
+                       uint64_t remote_addr, uint32_t rkey) override;
+
+  size_t poll_cq(work_completion* out, size_t max) override;
+
+  int cq_fd() const noexcept override {
+    return cq_.fd();
+  }
+
+  /// Requests one notification; signals at once when completions are
+  /// already queued.  Never fails.
+  caf::error arm_cq() override;
+
+  bool ack_cq_event() override;
+
+  void close() override;
+
+  bool in_error() const noexcept override {
+    return phase_.load() != phase::running;
+  }
+
+  /// Replaces the fault plan (see faults.hpp).  Any thread.
+  void set_faults(const fault_plan& plan);
+
+private:
+  /// Life cycle: running; draining (error state, a final NAK still goes
+  /// out); closed (socket shut down, loop thread exits).
+  enum class phase : uint8_t { running, draining, closed };
+
+  /// What the loop is reading.
+  enum class rx_phase : uint8_t { header, payload, stalled };
+
+  /// Where the payload being read goes.
+  enum class rx_action : uint8_t {
+    none,
+    recv,          ///< into the oldest posted receive (inbound SEND)
+    write,         ///< into the target of an inbound WRITE
+    read_response, ///< into the destination of our oldest READ
+    buffer,        ///< into a buffer (receiver not ready)
+    discard,       ///< nowhere (error state)
+  };
+
+  /// Why and how the queue pair enters the error state.
+  struct failure {
+    failure(std::string why, wc_status front = wc_status::work_request_flushed,
+            std::optional<wc_status> nak_status = std::nullopt,
+            bool quiet_log = false)
+        : reason(std::move(why)), front_status(front), nak(nak_status),
+          quiet(quiet_log) {}
+
+    std::string reason;
+    /// Status of the oldest outstanding request (the others flush).
+    wc_status front_status;
+    /// NAK to send to the peer before closing.
+    std::optional<wc_status> nak;
+    /// Log at debug level (a local close) instead of info.
+    bool quiet;
+  };
+
+  soft_queue_pair(std::shared_ptr<soft_device> dev, unique_fd sock,
+                  event_fd wake, event_fd cq_efd, config cfg);
+
+  // -- posting (owner thread) ---------------------------------------------
+
+  bool resolve_local(const sge* sg, size_t n, uint32_t needed,
+                     range_list& out) const;
+
+  caf::error post_request(uint64_t wr_id, wc_opcode opcode, bool signaled,
+                          const wire::header& h, bool local_ok,
+                          const range_list& payload,
+                          const range_list& read_into);
+
+  caf::error qp_error() const;
+
+  // -- with mutex_ held (any thread) --------------------------------------
+
+  void complete_locked(const work_completion& wc);
+  void settle_front_locked();
+  void pump_locked(time_point now);
+  void respond_locked(const wire::header& h, const range_list& payload,
+                      time_point now);
+  void drain_pending_locked(time_point now);
+  void execute_buffered_locked(inbound_request& req, time_point now);
+  bool resolve_remote(const wire::header& h, uint32_t needed,
+                      guarded_range& out) const;
+  void fail_locked(failure f);
+  void violation_locked(const std::string& what);
+  void finish_locked();
+  void check_timers_locked(time_point now);
+  std::optional<time_point> next_deadline_locked(time_point now) const;
+
+  // -- loop thread ----------------------------------------------------------
+
+  void run();
+  bool buffered_work() const noexcept;
+  void on_readable();
+  void discard_input();
+  bool step_header();
+  bool step_payload();
+  bool recv_direct();
+  void deliver(const uint8_t* src, size_t n);
+  void advance(size_t n) noexcept;
+  void on_frame(const wire::header& h);
+  void on_response(const wire::header& h);
+  void decide_request(time_point now);
+  void execute_inline_locked(time_point now);
+  void start_payload(rx_action action, uint64_t len) noexcept;
+  void finish_payload();
+  void on_target_invalid(rx_action action);
+  void on_socket_end(io_status st, int err);
+  void violation(const std::string& what);
+
+  void note_progress(time_point now) noexcept;
+  time_point last_progress() const noexcept;
+
+  // -- immutable after construction ----------------------------------------
+
+  std::shared_ptr<soft_device> dev_;
+  unique_fd sock_;
+  event_fd wake_;
+  completion_queue cq_;
+  const conn_params params_;
+  const std::string peer_;
+  const std::chrono::milliseconds rnr_timeout_;
+  const std::chrono::milliseconds transport_timeout_;
+
+  // -- guarded by mutex_ ---------------------------------------------------
+
+  mutable std::mutex mutex_;
+  /// Written under mutex_ (and placement_mutex_ when leaving running).
+  std::atomic<phase> phase_{phase::running};
+  std::deque<outstanding_request> outstanding_;
+  /// Outstanding requests, from the front, whose frame is fully written.
+  size_t transmitted_ = 0;
+  /// A request with a bad local sge is queued: later ones stay off the wire.
+  bool sq_blocked_ = false;
+  std::deque<posted_recv> rq_;
+  std::deque<inbound_request> pending_;
+  uint64_t pending_bytes_ = 0;
+  /// When the oldest inbound request waiting for a receive gives up.
+  std::optional<time_point> rnr_deadline_;
+  std::optional<time_point> linger_deadline_;
+  bool write_shut_ = false;
+  /// Writing failed (the peer reset or closed): stop writing, read what
+  /// the peer sent before, then fail (at the latest at this deadline).
+  std::optional<time_point> write_broken_deadline_;
+  bool cq_overrun_ = false;
+  bool destroying_ = false;
+  outbound_stream tx_;
+  /// The loop does not read: the current request can neither run nor be
+  /// buffered.  Written by the loop under mutex_.
+  std::atomic<bool> stalled_{false};
+
+  // -- loop thread (placement also under placement_mutex_) -----------------
+
+  /// Held by the loop while it touches memory of a posted work request, so
+  /// that `fail_locked` never flushes work whose memory is being written.
+  std::mutex placement_mutex_;
+  rx_buffer rx_;
+  rx_phase rx_phase_ = rx_phase::header;
+  wire::header cur_;
+  rx_action action_ = rx_action::none;
+  range_list target_;
+  size_t target_idx_ = 0;
+  size_t target_off_ = 0;
+  std::vector<uint8_t> buffer_;
+  size_t buffer_off_ = 0;
+  uint64_t remaining_ = 0;
+  uint32_t rx_seq_ = 0;
+
+  std::atomic<clock_type::rep> last_progress_{0};
+  std::thread thread_;
+};
+
+} // namespace rdmactor::transport::soft

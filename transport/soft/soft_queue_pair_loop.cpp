@@ -1,0 +1,624 @@
+// The loop thread of a soft queue pair: reads and executes inbound frames,
+// writes what `post_*` left in the outbound stream, runs the timers.
+
+#include "transport/soft/soft_queue_pair.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <shared_mutex>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "common/logging.hpp"
+#include "transport/soft/limits.hpp"
+#include "transport/soft/soft_device.hpp"
+
+namespace rdmactor::transport::soft {
+
+namespace {
+
+/// Frames or payload chunks the loop handles before it looks at its timers
+/// and the outbound stream again.
+constexpr int max_steps_per_wakeup = 256;
+
+} // namespace
+
+void soft_queue_pair::run() {
+  for (;;) {
+    auto now = clock_type::now();
+    if (stalled_.load() && phase_.load() == phase::running)
+      decide_request(now);
+    // Frames already in the read buffer do not make the socket readable.
+    bool rx_ready = phase_.load() == phase::running && buffered_work();
+    short events = 0;
+    int timeout = -1;
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      check_timers_locked(now);
+      pump_locked(now);
+      auto ph = phase_.load();
+      if (ph == phase::closed)
+        break;
+      if (ph == phase::draining) {
+        if (write_broken_deadline_) {
+          // Nothing more can go out: no reason to wait for the peer.
+          finish_locked();
+          break;
+        }
+        if (tx_.empty()) {
+          if (!write_shut_) {
+            ::shutdown(sock_.get(), SHUT_WR);
+            write_shut_ = true;
+          }
+          if (destroying_) {
+            finish_locked();
+            break;
+          }
+        }
+        events = POLLIN;
+      } else if (!stalled_.load()) {
+        events = POLLIN;
+      }
+      if (tx_.blocked())
+        events |= POLLOUT;
+      if (auto next = next_deadline_locked(now))
+        timeout = poll_timeout_ms(*next, now);
+      if (rx_ready)
+        timeout = 0;
+    }
+    pollfd fds[2] = {{sock_.get(), events, 0}, {wake_.fd(), POLLIN, 0}};
+    auto rc = ::poll(fds, 2, timeout);
+    if (rc < 0) {
+      if (errno == EINTR)
+        continue;
+      auto err = errno;
+      std::lock_guard<std::mutex> guard{mutex_};
+      fail_locked({std::string{"poll failed: "} + std::strerror(err)});
+      finish_locked();
+      break;
+    }
+    if (fds[1].revents & POLLIN)
+      wake_.drain();
+    auto rev = fds[0].revents;
+    if (rx_ready || (rev & (POLLIN | POLLHUP | POLLERR))) {
+      if ((events & POLLIN) != 0) {
+        on_readable();
+      } else if (rev & (POLLHUP | POLLERR)) {
+        // Not reading (stalled) and the connection is gone.
+        std::lock_guard<std::mutex> guard{mutex_};
+        fail_locked({"the connection to the peer broke"});
+      }
+    }
+  }
+}
+
+bool soft_queue_pair::buffered_work() const noexcept {
+  switch (rx_phase_) {
+    case rx_phase::header:
+      return rx_.available() >= wire::header_size;
+    case rx_phase::payload:
+      return remaining_ == 0 || rx_.available() > 0;
+    case rx_phase::stalled:
+      return false;
+  }
+  return false;
+}
+
+void soft_queue_pair::on_readable() {
+  for (int step = 0; step < max_steps_per_wakeup; ++step) {
+    auto ph = phase_.load();
+    if (ph == phase::closed)
+      return;
+    if (ph == phase::draining) {
+      discard_input();
+      return;
+    }
+    bool progress = false;
+    switch (rx_phase_) {
+      case rx_phase::header:
+        progress = step_header();
+        break;
+      case rx_phase::payload:
+        progress = step_payload();
+        break;
+      case rx_phase::stalled:
+        return;
+    }
+    if (!progress)
+      return;
+  }
+}
+
+void soft_queue_pair::discard_input() {
+  for (int step = 0; step < max_steps_per_wakeup; ++step) {
+    rx_.consume(rx_.available());
+    int err = 0;
+    auto st = rx_.fill(sock_.get(), err);
+    if (st == io_status::ok)
+      continue;
+    if (st == io_status::would_block)
+      return;
+    // The peer closed (it read our NAK) or the socket failed: done.
+    std::lock_guard<std::mutex> guard{mutex_};
+    finish_locked();
+    return;
+  }
+}
+
+bool soft_queue_pair::step_header() {
+  if (rx_.available() < wire::header_size) {
+    int err = 0;
+    auto st = rx_.fill(sock_.get(), err);
+    if (st == io_status::ok) {
+      note_progress(clock_type::now());
+      return true;
+    }
+    if (st != io_status::would_block)
+      on_socket_end(st, err);
+    return false;
+  }
+  wire::header h;
+  if (!wire::decode(rx_.data(), h)) {
+    violation("malformed frame header (corrupted stream, or not an "
+              "rdmactor peer)");
+    return false;
+  }
+  rx_.consume(wire::header_size);
+  if (h.seq != rx_seq_) {
+    violation("frame " + std::to_string(h.seq) + " arrived where frame "
+              + std::to_string(rx_seq_) + " was due");
+    return false;
+  }
+  ++rx_seq_;
+  on_frame(h);
+  return true;
+}
+
+bool soft_queue_pair::step_payload() {
+  if (remaining_ == 0) {
+    finish_payload();
+    return true;
+  }
+  if (rx_.available() > 0) {
+    auto n
+        = static_cast<size_t>(std::min<uint64_t>(remaining_, rx_.available()));
+    deliver(rx_.data(), n);
+    rx_.consume(n);
+    return true;
+  }
+  if (remaining_ >= limits::direct_recv_bytes && action_ != rx_action::discard
+      && action_ != rx_action::none)
+    return recv_direct();
+  int err = 0;
+  auto st = rx_.fill(sock_.get(), err);
+  if (st == io_status::ok) {
+    note_progress(clock_type::now());
+    return true;
+  }
+  if (st != io_status::would_block)
+    on_socket_end(st, err);
+  return false;
+}
+
+bool soft_queue_pair::recv_direct() {
+  size_t got = 0;
+  int err = 0;
+  auto st = io_status::ok;
+  if (action_ == rx_action::buffer) {
+    st = recv_some(sock_.get(), buffer_.data() + buffer_off_,
+                   static_cast<size_t>(remaining_), got, err);
+    buffer_off_ += got;
+    remaining_ -= got;
+  } else {
+    bool invalid = false;
+    {
+      std::lock_guard<std::mutex> placement{placement_mutex_};
+      if (phase_.load() != phase::running) {
+        action_ = rx_action::discard;
+        return true;
+      }
+      if (target_idx_ >= target_.size) {
+        invalid = true;
+      } else {
+        auto& r = target_.items[target_idx_];
+        auto k = static_cast<size_t>(
+            std::min<uint64_t>(remaining_, r.len - target_off_));
+        std::shared_lock<std::shared_mutex> guard{r.reg->mtx};
+        if (!r.reg->valid) {
+          invalid = true;
+        } else {
+          st = recv_some(sock_.get(), r.ptr + target_off_, k, got, err);
+          advance(got);
+        }
+      }
+    }
+    if (invalid) {
+      auto action = action_;
+      action_ = rx_action::discard;
+      on_target_invalid(action);
+      return true;
+    }
+  }
+  if (st == io_status::ok) {
+    note_progress(clock_type::now());
+    return true;
+  }
+  if (st != io_status::would_block)
+    on_socket_end(st, err);
+  return false;
+}
+
+void soft_queue_pair::deliver(const uint8_t* src, size_t n) {
+  switch (action_) {
+    case rx_action::buffer:
+      std::memcpy(buffer_.data() + buffer_off_, src, n);
+      buffer_off_ += n;
+      remaining_ -= n;
+      return;
+    case rx_action::none:
+    case rx_action::discard:
+      remaining_ -= n;
+      return;
+    case rx_action::recv:
+    case rx_action::write:
+    case rx_action::read_response:
+      break;
+  }
+  bool invalid = false;
+  {
+    std::lock_guard<std::mutex> placement{placement_mutex_};
+    if (phase_.load() != phase::running) {
+      action_ = rx_action::discard;
+      remaining_ -= n;
+      return;
+    }
+    while (n > 0) {
+      if (target_idx_ >= target_.size) {
+        invalid = true;
+        break;
+      }
+      auto& r = target_.items[target_idx_];
+      auto k = std::min(n, r.len - target_off_);
+      {
+        std::shared_lock<std::shared_mutex> guard{r.reg->mtx};
+        if (!r.reg->valid) {
+          invalid = true;
+          break;
+        }
+        std::memcpy(r.ptr + target_off_, src, k);
+      }
+      advance(k);
+      src += k;
+      n -= k;
+    }
+  }
+  if (invalid) {
+    remaining_ -= n;
+    auto action = action_;
+    action_ = rx_action::discard;
+    on_target_invalid(action);
+  }
+}
+
+void soft_queue_pair::advance(size_t n) noexcept {
+  remaining_ -= n;
+  target_off_ += n;
+  if (target_idx_ < target_.size
+      && target_off_ == target_.items[target_idx_].len) {
+    ++target_idx_;
+    target_off_ = 0;
+  }
+}
+
+void soft_queue_pair::on_frame(const wire::header& h) {
+  cur_ = h;
+  if (!wire::is_request(h.type)) {
+    on_response(h);
+    return;
+  }
+  if (h.type == wire::frame_type::send
+      && h.length > params_.max_message_len_bytes) {
+    violation("SEND of " + std::to_string(h.length)
+              + " bytes exceeds the negotiated max message length of "
+              + std::to_string(params_.max_message_len_bytes) + " bytes");
+    return;
+  }
+  if (h.length > limits::max_rdma_bytes) {
+    violation("RDMA operation of " + std::to_string(h.length)
+              + " bytes exceeds 2 GiB");
+    return;
+  }
+  decide_request(clock_type::now());
+}
+
+void soft_queue_pair::on_response(const wire::header& h) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running) {
+    start_payload(rx_action::discard, wire::payload_bytes(h));
+    return;
+  }
+  if (transmitted_ == 0 || outstanding_.empty()) {
+    violation_locked("a response arrived while no request was outstanding");
+    return;
+  }
+  auto& front = outstanding_.front();
+  switch (h.type) {
+    case wire::frame_type::ack: {
+      if (front.opcode == wc_opcode::rdma_read) {
+        violation_locked("an ACK answered an RDMA READ");
+        return;
+      }
+      auto done = std::move(front);
+      outstanding_.pop_front();
+      --transmitted_;
+      if (done.signaled)
+        complete_locked(make_wc(done.wr_id, wc_status::success, done.opcode,
+                                done.byte_len));
+      settle_front_locked();
+      return;
+    }
+    case wire::frame_type::nak:
+      fail_locked({std::string{"the peer answered work request "}
+                       + std::to_string(front.wr_id) + " with "
+                       + wire::status_name(h.status),
+                   h.status});
+      return;
+    case wire::frame_type::read_response: {
+      if (front.opcode != wc_opcode::rdma_read || h.length != front.byte_len) {
+        violation_locked("a READ response does not match the oldest "
+                         "outstanding request");
+        return;
+      }
+      target_ = front.read_into;
+      target_idx_ = 0;
+      target_off_ = 0;
+      start_payload(rx_action::read_response, h.length);
+      return;
+    }
+    default:
+      violation_locked("unexpected frame type");
+      return;
+  }
+}
+
+void soft_queue_pair::decide_request(time_point now) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  const auto& h = cur_;
+  if (phase_.load() != phase::running) {
+    stalled_.store(false);
+    start_payload(rx_action::discard, wire::payload_bytes(h));
+    return;
+  }
+  bool needs_recv = consumes_receive(h);
+  uint64_t payload = wire::payload_bytes(h);
+  if (pending_.empty() && (!needs_recv || !rq_.empty())) {
+    stalled_.store(false);
+    rnr_deadline_.reset();
+    execute_inline_locked(now);
+    return;
+  }
+  if (pending_.size() < limits::max_pending_requests
+      && payload <= limits::pending_budget_bytes - pending_bytes_) {
+    stalled_.store(false);
+    if (pending_.empty() && !rnr_deadline_)
+      rnr_deadline_ = now + rnr_timeout_;
+    pending_bytes_ += payload;
+    buffer_.assign(static_cast<size_t>(payload), 0);
+    buffer_off_ = 0;
+    start_payload(rx_action::buffer, payload);
+    return;
+  }
+  // Backpressure: stop reading until a receive or the RNR timer comes.
+  if (pending_.empty() && !rnr_deadline_)
+    rnr_deadline_ = now + rnr_timeout_;
+  stalled_.store(true);
+  rx_phase_ = rx_phase::stalled;
+}
+
+void soft_queue_pair::execute_inline_locked(time_point now) {
+  const auto& h = cur_;
+  switch (h.type) {
+    case wire::frame_type::send: {
+      auto& r = rq_.front();
+      if (!r.valid || h.length > r.capacity) {
+        auto status = r.valid ? wc_status::local_length_error
+                              : wc_status::local_protection_error;
+        auto why = r.valid ? "inbound message of " + std::to_string(h.length)
+                                 + " bytes is larger than receive "
+                                 + std::to_string(r.wr_id) + " ("
+                                 + std::to_string(r.capacity) + " bytes)"
+                           : "receive " + std::to_string(r.wr_id)
+                                 + " has an invalid scatter/gather element";
+        complete_locked(make_wc(r.wr_id, status, wc_opcode::recv));
+        rq_.pop_front();
+        fail_locked({why, wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        start_payload(rx_action::discard, h.length);
+        return;
+      }
+      target_ = r.ranges;
+      target_idx_ = 0;
+      target_off_ = 0;
+      start_payload(rx_action::recv, h.length);
+      return;
+    }
+    case wire::frame_type::write: {
+      guarded_range dst;
+      if (!resolve_remote(h, access::remote_write, dst)) {
+        fail_locked({"inbound RDMA WRITE of " + std::to_string(h.length)
+                         + " bytes to " + std::to_string(h.addr)
+                         + " is outside any registration of rkey "
+                         + std::to_string(h.rkey) + " with remote_write",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        start_payload(rx_action::discard, h.length);
+        return;
+      }
+      target_ = range_list{};
+      if (h.length > 0) {
+        target_.items[0] = std::move(dst);
+        target_.size = 1;
+      }
+      target_idx_ = 0;
+      target_off_ = 0;
+      start_payload(rx_action::write, h.length);
+      return;
+    }
+    case wire::frame_type::read: {
+      guarded_range src;
+      if (!resolve_remote(h, access::remote_read, src)) {
+        fail_locked({"inbound RDMA READ of " + std::to_string(h.length)
+                         + " bytes from " + std::to_string(h.addr)
+                         + " is outside any registration of rkey "
+                         + std::to_string(h.rkey) + " with remote_read",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        rx_phase_ = rx_phase::header;
+        return;
+      }
+      wire::header resp;
+      resp.type = wire::frame_type::read_response;
+      resp.length = h.length;
+      range_list from;
+      if (h.length > 0) {
+        from.items[0] = std::move(src);
+        from.size = 1;
+      }
+      rx_phase_ = rx_phase::header;
+      respond_locked(resp, from, now);
+      return;
+    }
+    default:
+      violation_locked("a response was treated as a request");
+      return;
+  }
+}
+
+void soft_queue_pair::start_payload(rx_action action, uint64_t len) noexcept {
+  action_ = action;
+  remaining_ = len;
+  rx_phase_ = rx_phase::payload; // a zero-length payload finishes at once
+}
+
+void soft_queue_pair::finish_payload() {
+  auto action = action_;
+  action_ = rx_action::none;
+  rx_phase_ = rx_phase::header;
+  target_ = range_list{};
+  target_idx_ = 0;
+  target_off_ = 0;
+  const auto h = cur_;
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running) {
+    buffer_ = {};
+    return;
+  }
+  auto now = clock_type::now();
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  switch (action) {
+    case rx_action::recv: {
+      if (rq_.empty()) {
+        violation_locked("internal: the receive in use disappeared");
+        return;
+      }
+      auto r = std::move(rq_.front());
+      rq_.pop_front();
+      auto imm = h.has_imm ? std::optional<uint32_t>{h.imm} : std::nullopt;
+      complete_locked(
+          make_wc(r.wr_id, wc_status::success, wc_opcode::recv, h.length, imm));
+      respond_locked(ack, {}, now);
+      return;
+    }
+    case rx_action::write: {
+      if (h.has_imm) {
+        if (rq_.empty()) {
+          violation_locked("internal: the receive in use disappeared");
+          return;
+        }
+        auto r = std::move(rq_.front());
+        rq_.pop_front();
+        complete_locked(make_wc(r.wr_id, wc_status::success,
+                                wc_opcode::recv_rdma_with_imm, h.length,
+                                h.imm));
+      }
+      respond_locked(ack, {}, now);
+      return;
+    }
+    case rx_action::read_response: {
+      if (outstanding_.empty() || transmitted_ == 0) {
+        violation_locked("internal: the READ in progress disappeared");
+        return;
+      }
+      auto done = std::move(outstanding_.front());
+      outstanding_.pop_front();
+      --transmitted_;
+      complete_locked(make_wc(done.wr_id, wc_status::success,
+                              wc_opcode::rdma_read, done.byte_len));
+      settle_front_locked();
+      return;
+    }
+    case rx_action::buffer:
+      pending_.push_back(inbound_request{h, std::move(buffer_)});
+      buffer_ = {};
+      drain_pending_locked(now);
+      return;
+    case rx_action::none:
+    case rx_action::discard:
+      return;
+  }
+}
+
+void soft_queue_pair::on_target_invalid(rx_action action) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running)
+    return;
+  switch (action) {
+    case rx_action::recv:
+      if (!rq_.empty()) {
+        complete_locked(make_wc(rq_.front().wr_id,
+                                wc_status::local_protection_error,
+                                wc_opcode::recv));
+        rq_.pop_front();
+      }
+      fail_locked({"a receive buffer was deregistered while a message "
+                   "arrived in it",
+                   wc_status::work_request_flushed,
+                   wc_status::remote_operation_error});
+      return;
+    case rx_action::write:
+      fail_locked({"the target of an inbound RDMA WRITE was deregistered "
+                   "during the write",
+                   wc_status::work_request_flushed,
+                   wc_status::remote_access_error});
+      return;
+    case rx_action::read_response:
+      fail_locked({"the destination of an RDMA READ was deregistered "
+                   "while the data arrived",
+                   wc_status::local_protection_error});
+      return;
+    default:
+      return;
+  }
+}
+
+void soft_queue_pair::on_socket_end(io_status st, int err) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running) {
+    finish_locked();
+    return;
+  }
+  if (st == io_status::eof)
+    fail_locked({"the peer closed the connection"});
+  else
+    fail_locked({std::string{"the connection failed: "} + std::strerror(err)});
+}
+
+void soft_queue_pair::violation(const std::string& what) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  violation_locked(what);
+}
+
+} // namespace rdmactor::transport::soft

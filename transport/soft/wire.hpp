@@ -1,0 +1,114 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/fabric.hpp"
+
+/// The soft fabric's wire format: the hello each side sends once after the
+/// TCP connection is up, then a stream of frames (a fixed header, then the
+/// payload the header announces).  Every integer is little-endian.
+///
+/// Hello (24 bytes): magic "RDMACTSF", u32 version, u32
+/// max_message_len_bytes, u32 recv_depth, u32 rnr_timeout_ms.
+///
+/// Frame header (32 bytes): u8 type, u8 flags (bit 0: immediate data
+/// present), u8 status (NAK only: a `wc_status`), u8 zero, u32 seq (per
+/// direction, from 0), u32 length, u32 imm, u32 rkey, u32 check (FNV-1a of
+/// the other 28 bytes), u64 remote address.
+namespace rdmactor::transport::soft::wire {
+
+/// Protocol version; a peer with another version is refused.
+constexpr uint32_t version = 1;
+
+/// First bytes of every hello.
+constexpr std::array<uint8_t, 8> magic
+    = {'R', 'D', 'M', 'A', 'C', 'T', 'S', 'F'};
+
+/// Size of a hello on the wire.
+constexpr size_t hello_size = 24;
+
+/// What each side announces once after connecting: its protocol version,
+/// its connection-parameter offer and its RNR timeout (which bounds how
+/// long the peer may see no answer from it while it waits for a receive).
+struct hello {
+  uint32_t version = wire::version;
+  uint32_t max_message_len_bytes = 0;
+  uint32_t recv_depth = 0;
+  uint32_t rnr_timeout_ms = 0;
+};
+
+/// Outcome of decoding a hello.
+enum class hello_status {
+  ok,
+  bad_magic,   ///< not an rdmactor soft-fabric peer
+  bad_version, ///< an rdmactor peer speaking another version
+  bad_params,  ///< an offer outside the supported ranges
+};
+
+/// Writes `x` to `out[0..hello_size)`.
+void encode(const hello& x, uint8_t* out) noexcept;
+
+/// Reads a hello from `in[0..hello_size)` into `out`.  `out.version` is
+/// set even for `bad_version`.
+hello_status decode(const uint8_t* in, hello& out) noexcept;
+
+/// Kinds of frames.  Requests flow from the initiator to the responder;
+/// every request is answered, in order, by exactly one response.
+enum class frame_type : uint8_t {
+  send = 1,          ///< request: payload for the oldest posted receive
+  write = 2,         ///< request: payload for [addr, addr + length) / rkey
+  read = 3,          ///< request: `length` bytes from addr / rkey
+  ack = 4,           ///< response: the request was executed
+  nak = 5,           ///< response: the request failed with `status`
+  read_response = 6, ///< response: the `length` bytes a READ asked for
+};
+
+/// Size of a frame header on the wire.
+constexpr size_t header_size = 32;
+
+/// A decoded frame header.
+struct header {
+  frame_type type = frame_type::ack;
+  bool has_imm = false;
+  /// NAK only: remote_access_error, remote_operation_error or
+  /// rnr_retry_exceeded.
+  wc_status status = wc_status::success;
+  uint32_t seq = 0;
+  /// Payload bytes (send, write, read_response) or bytes requested (read).
+  uint32_t length = 0;
+  uint32_t imm = 0;
+  uint32_t rkey = 0;
+  uint64_t addr = 0;
+};
+
+/// Writes `x` with its check word to `out[0..header_size)`.
+void encode(const header& x, uint8_t* out) noexcept;
+
+/// Reads a header from `in[0..header_size)`; returns false when the bytes
+/// are not a well-formed header (bad check word, unknown type, fields that
+/// the type does not allow).
+bool decode(const uint8_t* in, header& out) noexcept;
+
+/// Returns the name of a NAK status ("remote_access_error", ...).
+const char* status_name(wc_status st) noexcept;
+
+/// Damages an encoded header so that `decode` rejects it (fault injection).
+void corrupt(uint8_t* encoded) noexcept;
+
+/// Returns the payload bytes that follow a header on the wire.
+constexpr uint32_t payload_bytes(const header& h) noexcept {
+  return h.type == frame_type::send || h.type == frame_type::write
+                 || h.type == frame_type::read_response
+             ? h.length
+             : 0;
+}
+
+/// Returns true for send, write and read.
+constexpr bool is_request(frame_type t) noexcept {
+  return t == frame_type::send || t == frame_type::write
+         || t == frame_type::read;
+}
+
+} // namespace rdmactor::transport::soft::wire
