@@ -46,6 +46,21 @@ template <class T>
 struct mailbox {
   std::deque<T> items;
   std::deque<waiter<T>> waiters;
+  uint64_t queued_bytes = 0; // of `items`
+};
+
+uint64_t weight(const local_mr& x) {
+  return x.size();
+}
+
+uint64_t weight(const remote_mr&) {
+  return 0;
+}
+
+/// A memory region kept alive for the peer.
+struct owned_mr {
+  local_mr mr;
+  bool by_peer; // allocated by the peer's AllocMR (counts to its quota)
 };
 
 /// One SendData call split into chunks.
@@ -64,7 +79,10 @@ struct agent_state {
   std::mt19937_64 rng{std::random_device{}()};
   uint64_t next_waiter = 1;
   std::unordered_map<uint64_t, completion_fn> pending;
-  std::map<mr_token, local_mr> owned;
+  std::map<mr_token, owned_mr> owned;
+  uint64_t peer_alloc_bytes = 0; // sum over owned entries with by_peer
+  uint32_t peer_mrs = 0;
+  uint32_t violations = 0; // refusals in a row
   mailbox<local_mr> data;
   mailbox<local_mr> local_mrs;
   mailbox<remote_mr> remote_mrs;
@@ -144,6 +162,14 @@ void send_request(self_ptr self, pb::Message msg, local_mr payload,
          make_error(errc::peer_gone, "the peer " + st.link.peer + " is gone"));
     return;
   }
+  if (st.pending.size() >= st.opts.peer_max_pending_requests) {
+    done(nullptr, make_error(errc::quota_exceeded,
+                             std::to_string(st.pending.size()) + " requests to "
+                                 + st.link.peer
+                                 + " are waiting for answers (peer-max-pending-"
+                                   "requests); wait for some to finish"));
+    return;
+  }
   auto id = msg.request().request_id();
   auto buf = encode(self, msg);
   if (!buf) {
@@ -177,6 +203,7 @@ void put(self_ptr self, mailbox<T>& box, T item) {
     w.rp.deliver(std::move(item));
     return;
   }
+  box.queued_bytes += weight(item);
   box.items.emplace_back(std::move(item));
 }
 
@@ -184,6 +211,7 @@ template <class T>
 caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
   auto rp = self->make_response_promise<T>();
   if (!box.items.empty()) {
+    box.queued_bytes -= weight(box.items.front());
     rp.deliver(std::move(box.items.front()));
     box.items.pop_front();
     return rp;
@@ -217,6 +245,7 @@ void fail_all(mailbox<T>& box, const caf::error& err) {
     w.rp.deliver(err);
   box.waiters.clear();
   box.items.clear();
+  box.queued_bytes = 0;
 }
 
 mr_token to_token(const pb::MrToken& t) {
@@ -229,15 +258,69 @@ pb::MrToken to_pb(const mr_token& t) {
 
 // -- requests from the peer ---------------------------------------------------
 
+/// Counts one refusal or malformed frame; disconnects a peer that keeps
+/// violating.
+void count_violation(self_ptr self) {
+  auto& st = self->state;
+  if (++st.violations < st.opts.peer_max_violations || st.down)
+    return;
+  log().error("agent {}: {} refused requests or malformed frames in a row; "
+              "disconnecting the peer",
+              st.link.peer, st.violations);
+  self->send_exit(st.transport,
+                  make_error(errc::quota_exceeded,
+                             "the peer kept violating the protocol or its "
+                             "limits (peer-max-violations)"));
+}
+
 void reject(self_ptr self, pb::Message res, const char* what) {
   ++self->state.counters.rejected_requests;
   log().warn("agent {}: rejected {} from the peer", self->state.link.peer,
              what);
   send_unsolicited(self, res);
+  count_violation(self);
+}
+
+/// Forgets an owned region; the memory returns when the last handle goes.
+local_mr erase_owned(self_ptr self, std::map<mr_token, owned_mr>::iterator i) {
+  auto& st = self->state;
+  if (i->second.by_peer) {
+    st.peer_alloc_bytes -= i->second.mr.size();
+    st.peer_mrs -= 1;
+  }
+  auto mr = std::move(i->second.mr);
+  st.owned.erase(i);
+  return mr;
+}
+
+/// Marks a request from the peer as served within its limits.
+void accepted(self_ptr self) {
+  self->state.violations = 0;
 }
 
 void on_alloc_mr(self_ptr self, uint64_t id, const pb::AllocMR& req) {
   auto& st = self->state;
+  if (auto err = st.pool->check_layout(req.size(), req.align())) {
+    reject(self,
+           pb::make_alloc_mr_response(id, pb::to_status(code_of(err)),
+                                      what_of(err)),
+           "AllocMR with an invalid layout");
+    return;
+  }
+  if (st.peer_mrs >= st.opts.peer_max_mrs
+      || req.size() > st.opts.peer_max_alloc_bytes - st.peer_alloc_bytes) {
+    reject(self,
+           pb::make_alloc_mr_response(
+               id, pb::QUOTA_EXCEEDED,
+               "you hold " + std::to_string(st.peer_mrs) + " regions of "
+                   + std::to_string(st.peer_alloc_bytes)
+                   + " bytes here; the limits are peer-max-mrs="
+                   + std::to_string(st.opts.peer_max_mrs)
+                   + " and peer-max-alloc-"
+                   + "bytes=" + std::to_string(st.opts.peer_max_alloc_bytes)),
+           "AllocMR over the peer's quota");
+    return;
+  }
   auto mr = st.pool->allocate(req.size(), req.align(), peer_access);
   if (!mr) {
     auto code = code_of(mr.error());
@@ -248,7 +331,10 @@ void on_alloc_mr(self_ptr self, uint64_t id, const pb::AllocMR& req) {
     return;
   }
   auto token = mr->token();
-  st.owned.emplace(token, std::move(*mr));
+  st.peer_alloc_bytes += mr->size();
+  st.peer_mrs += 1;
+  st.owned.emplace(token, owned_mr{std::move(*mr), true});
+  accepted(self);
   send_unsolicited(self,
                    pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token)));
 }
@@ -264,7 +350,8 @@ void on_release_mr(self_ptr self, uint64_t id, const pb::ReleaseMR& req) {
            "ReleaseMR of an unknown token");
     return;
   }
-  st.owned.erase(i);
+  erase_owned(self, i);
+  accepted(self);
   send_unsolicited(self, pb::make_release_mr_response(id, pb::OK, {}));
 }
 
@@ -273,9 +360,20 @@ void on_send_mr(self_ptr self, uint64_t id, const pb::SendMR& req) {
   auto token = to_token(req.token());
   if (req.kind() == pb::SendMR::LOCAL) {
     // The peer lends us its memory.
+    if (st.remote_mrs.items.size() >= st.opts.peer_max_queued_mrs) {
+      reject(self,
+             pb::make_send_mr_response(
+                 id, pb::QUOTA_EXCEEDED,
+                 "too many unclaimed memory regions queued here "
+                 "(peer-max-queued-mrs="
+                     + std::to_string(st.opts.peer_max_queued_mrs) + ")"),
+             "SendMR LOCAL over the queue limit");
+      return;
+    }
     auto state = std::make_shared<remote_mr_state>(
         token, caf::actor_cast<caf::actor_addr>(self));
     put(self, st.remote_mrs, remote_mr{std::move(state)});
+    accepted(self);
     send_unsolicited(self, pb::make_send_mr_response(id, pb::OK, {}));
     return;
   }
@@ -289,9 +387,8 @@ void on_send_mr(self_ptr self, uint64_t id, const pb::SendMR& req) {
            "SendMR REMOTE of a token we do not own");
     return;
   }
-  auto mr = std::move(i->second);
-  st.owned.erase(i);
-  put(self, st.local_mrs, std::move(mr));
+  put(self, st.local_mrs, erase_owned(self, i));
+  accepted(self);
   send_unsolicited(self, pb::make_send_mr_response(id, pb::OK, {}));
 }
 
@@ -305,6 +402,17 @@ void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
            pb::make_send_data_response(id, pb::LENGTH_MISMATCH,
                                        "payload outside the message"),
            "SendData");
+    return;
+  }
+  if (view->size() > st.opts.peer_max_queued_bytes - st.data.queued_bytes) {
+    reject(
+        self,
+        pb::make_send_data_response(
+            id, pb::QUOTA_EXCEEDED,
+            std::to_string(st.data.queued_bytes)
+                + " bytes you sent are not claimed yet (peer-max-queued-bytes="
+                + std::to_string(st.opts.peer_max_queued_bytes) + ")"),
+        "SendData over the queue limit");
     return;
   }
   local_mr chunk;
@@ -336,6 +444,7 @@ void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
     chunk = std::move(*copy);
   }
   put(self, st.data, std::move(chunk));
+  accepted(self);
   send_unsolicited(self, pb::make_send_data_response(id, pb::OK, {}));
 }
 
@@ -368,6 +477,7 @@ void on_message(self_ptr self, local_mr& buf) {
       = pb::decode(buf.data(), buf.size(), st.link.max_message_len_bytes, msg);
   if (frame.code != errc::none) {
     ++st.counters.protocol_errors;
+    count_violation(self);
     log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({})",
                st.link.peer, buf.size(), to_string(frame.code),
                describe(frame.code));
@@ -394,6 +504,7 @@ void on_message(self_ptr self, local_mr& buf) {
         log().warn("agent {}: dropped a response for unknown request {}",
                    st.link.peer, id);
         ++st.counters.protocol_errors;
+        count_violation(self);
         return;
       }
       complete(self, id, &msg.response(), caf::error{});
@@ -439,6 +550,8 @@ void shut_down(self_ptr self, const caf::error& cause) {
     rmr.state()->take(); // the peer freed it already
   fail_all(st.remote_mrs, err);
   st.owned.clear(); // everything held for the peer returns to the pool
+  st.peer_alloc_bytes = 0;
+  st.peer_mrs = 0;
   self->quit(err);
 }
 
@@ -488,7 +601,7 @@ caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                           "and not released yet"));
     return rp;
   }
-  st.owned.emplace(token, mr);
+  st.owned.emplace(token, owned_mr{mr, false});
   auto id = new_request_id(self);
   send_request(self, pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)),
                local_mr{},
@@ -655,6 +768,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         s.queued_data = st.data.items.size();
         s.queued_local_mrs = st.local_mrs.items.size();
         s.queued_remote_mrs = st.remote_mrs.items.size();
+        s.peer_alloc_bytes = st.peer_alloc_bytes;
+        s.queued_data_bytes = st.data.queued_bytes;
         return s;
       },
       [self](release_atom, mr_token token) {

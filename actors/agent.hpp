@@ -28,12 +28,17 @@ struct agent_stats {
   uint64_t protocol_errors = 0;
   /// Requests from the peer answered with an error status.
   uint64_t rejected_requests = 0;
+  /// Bytes the peer has allocated on our side.
+  uint64_t peer_alloc_bytes = 0;
+  /// Received data bytes not yet claimed.
+  uint64_t queued_data_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
-           x.queued_remote_mrs, x.protocol_errors, x.rejected_requests);
+           x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
+           x.peer_alloc_bytes, x.queued_data_bytes);
 }
 
 /// The agent actor: one per peer; speaks the async-rdma agent protocol.
@@ -56,6 +61,9 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
 ///
 /// From the transport: `recv_atom`, `qp_down_atom`.  Internal:
 /// `(release_atom, mr_token)` from a dropped `remote_mr`, `timeout_atom`.
+/// Per-peer limits (options peer_max_*) are enforced here: over a limit the
+/// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
+/// malformed frames in a row it is disconnected.
 /// When the peer goes, every pending request fails with `peer_gone`,
 /// everything held for the peer is released and the agent quits.
 using agent_actor = caf::typed_actor<

@@ -60,8 +60,7 @@ caf::expected<memory_pool::arena*> memory_pool::add_arena(uint64_t size,
   return arenas_.back().get();
 }
 
-caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
-                                              uint32_t access) {
+caf::error memory_pool::check_layout(uint64_t size, uint64_t align) const {
   if (!is_pow2(align))
     return make_error(errc::invalid_layout, "alignment " + std::to_string(align)
                                                 + " is not a power of two");
@@ -69,6 +68,13 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
     return make_error(errc::size_limit, "allocation of " + std::to_string(size)
                                             + " bytes exceeds max-alloc-bytes ("
                                             + std::to_string(max_alloc_) + ")");
+  return {};
+}
+
+caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
+                                              uint32_t access) {
+  if (auto err = check_layout(size, align))
+    return err;
   auto len = round_up(std::max<uint64_t>(size, 1), granule_bytes);
   auto al = std::max(align, granule_bytes);
   std::unique_lock<std::mutex> guard{mtx_};

@@ -59,6 +59,9 @@ public:
   caf::expected<local_mr> allocate(uint64_t size, uint64_t align,
                                    uint32_t access);
 
+  /// Checks a layout without allocating: `invalid_layout` or `size_limit`.
+  caf::error check_layout(uint64_t size, uint64_t align) const;
+
   /// Returns the current accounting.
   allocator_stats stats() const;
 

@@ -49,6 +49,21 @@ struct options {
   /// Largest single allocation (local or on behalf of a peer).
   uint64_t max_alloc_bytes = 1024ull * 1024 * 1024;
 
+  // -- per-peer limits (a peer over a limit gets QUOTA_EXCEEDED answers;
+  //    after peer_max_violations refusals in a row it is disconnected) ----
+  /// Bytes a peer may have allocated on our side (AllocMR) at once.
+  uint64_t peer_max_alloc_bytes = 256ull * 1024 * 1024;
+  /// Memory regions a peer may have allocated on our side at once.
+  uint32_t peer_max_mrs = 4096;
+  /// Received SendData bytes not yet claimed by receive_data.
+  uint64_t peer_max_queued_bytes = 64ull * 1024 * 1024;
+  /// Memory-region tokens from the peer not yet claimed.
+  uint32_t peer_max_queued_mrs = 1024;
+  /// Our requests to one peer waiting for an answer.
+  uint32_t peer_max_pending_requests = 4096;
+  /// Refused requests or malformed frames in a row before disconnecting.
+  uint32_t peer_max_violations = 64;
+
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.
   uint32_t verbs_mtu_bytes = 0;
@@ -56,7 +71,8 @@ struct options {
   uint32_t verbs_timeout_exp = 14;
   /// Transport retry count (0..7).
   uint32_t verbs_retry_count = 7;
-  /// RNR retry count (0..7; 7 = infinite on hardware).
+  /// RNR retry count (0..7).  7 ("infinite" in verbs) is bounded here:
+  /// the wait is derived from rnr_timeout_ms (at most about 3.9 s).
   uint32_t verbs_rnr_retry = 7;
   /// Minimum RNR NAK timer code (ibv_qp_attr.min_rnr_timer, 0..31).
   uint32_t verbs_min_rnr_timer = 12;

@@ -28,6 +28,7 @@ public:
   std::string connect;
   std::string fabric;
   std::string device;
+  std::string host = "127.0.0.1";
   uint32_t max_message_len = 0;
 
   demo_config() {
@@ -37,6 +38,9 @@ public:
         .add(connect, "connect", "run the client against HOST:PORT")
         .add(fabric, "fabric", "soft or verbs (default: rdmactor.fabric)")
         .add(device, "device", "verbs device name (default: first)")
+        .add(host, "host",
+             "address both sides use in one process (default: 127.0.0.1; on "
+             "verbs, an address of the RDMA interface)")
         .add(max_message_len, "max-message-len",
              "largest message in bytes (default: "
              "rdmactor.max-message-len-bytes)");
@@ -117,10 +121,10 @@ int main(int argc, char** argv) {
   if (!server_node)
     return fail(server_node.error());
   auto acceptor = demo::spawn_acceptor(sys);
-  auto port = (*server_node)->listen("127.0.0.1:0", acceptor);
+  auto port = (*server_node)->listen(cfg.host + ":0", acceptor);
   if (!port)
     return fail(port.error());
-  auto conn = n.connect("127.0.0.1:" + std::to_string(*port));
+  auto conn = n.connect(cfg.host + ":" + std::to_string(*port));
   if (!conn)
     return fail(conn.error());
   auto ok = demo::run_client(sys, *conn);

@@ -29,8 +29,18 @@ forwarder(transport::transport_subscriber::pointer self, caf::actor dst) {
   };
 }
 
+options limited_options() {
+  auto o = test_options();
+  o.peer_max_mrs = 8;
+  o.peer_max_queued_bytes = 64 * 1024;
+  o.peer_max_pending_requests = 3;
+  o.peer_max_violations = 6;
+  o.request_timeout_ms = 1000;
+  return o;
+}
+
 struct raw_peer_fixture : system_holder {
-  options opts = test_options();
+  options opts = limited_options();
   std::unique_ptr<node> server;
   caf::scoped_actor inbox{sys};
   caf::scoped_actor acceptor{sys};
@@ -209,6 +219,98 @@ BOOST_AUTO_TEST_CASE(memory_allocated_for_a_peer_returns_when_it_goes) {
   });
   BOOST_TEST(
       eventually([&] { return server->memory_stats().bytes_in_use == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(alloc_over_the_peer_quota_is_refused_other_peers_not) {
+  std::vector<pb::MrToken> tokens;
+  for (uint32_t i = 0; i < opts.peer_max_mrs; ++i) {
+    auto id = next_id++;
+    send(pb::make_alloc_mr(id, 1000, 8));
+    auto res = next_response();
+    BOOST_REQUIRE(pb::status_of(res) == pb::OK);
+    tokens.push_back(res.alloc_mr().token());
+  }
+  auto id = next_id++;
+  send(pb::make_alloc_mr(id, 1000, 8));
+  BOOST_TEST(pb::status_of(next_response()) == pb::QUOTA_EXCEEDED);
+  BOOST_TEST(server_stats().peer_alloc_bytes == opts.peer_max_mrs * 1000u);
+  // Another peer is unaffected.
+  auto other = node::open(sys, opts);
+  BOOST_REQUIRE(other);
+  auto host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+  auto port
+      = server->listen(host + ":0", caf::actor_cast<caf::actor>(acceptor));
+  BOOST_REQUIRE(port);
+  auto conn = (*other)->connect(host + ":" + std::to_string(*port));
+  BOOST_REQUIRE(conn);
+  auto rmr = call<remote_mr>(sys, *conn, request_remote_mr_atom::value,
+                             uint64_t{1000}, uint64_t{8});
+  BOOST_TEST(render(rmr) == "ok");
+  // Releasing one makes room again.
+  send(pb::make_release_mr(next_id++, tokens.back()));
+  BOOST_TEST(pb::status_of(next_response()) == pb::OK);
+  send(pb::make_alloc_mr(next_id++, 1000, 8));
+  BOOST_TEST(pb::status_of(next_response()) == pb::OK);
+  (*other)->close();
+}
+
+BOOST_AUTO_TEST_CASE(unclaimed_data_over_the_limit_is_refused) {
+  const size_t chunk = 4000;
+  size_t accepted = 0;
+  pb::Status last = pb::OK;
+  for (int i = 0; i < 20 && last == pb::OK; ++i) {
+    send(pb::make_send_data(next_id++, chunk), chunk);
+    last = pb::status_of(next_response());
+    if (last == pb::OK)
+      accepted += chunk;
+  }
+  BOOST_TEST(last == pb::QUOTA_EXCEEDED);
+  BOOST_TEST(accepted == opts.peer_max_queued_bytes / chunk * chunk);
+  BOOST_TEST(server_stats().queued_data_bytes == accepted);
+  // Claiming data makes room.
+  auto got = call<local_mr>(sys, server_conn, receive_data_atom::value);
+  BOOST_REQUIRE(got);
+  send(pb::make_send_data(next_id++, chunk), chunk);
+  BOOST_TEST(pb::status_of(next_response()) == pb::OK);
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_keeps_violating_is_disconnected) {
+  caf::scoped_actor watcher{sys};
+  watcher->monitor(server_conn);
+  for (uint32_t i = 0; i < opts.peer_max_violations; ++i)
+    send(pb::make_release_mr(next_id++, pb::make_token(64, 64, 1)));
+  watcher->receive(
+      [&](caf::down_msg& down) {
+        BOOST_TEST(code_of(down.reason) == errc::peer_gone);
+        BOOST_TEST(render(down.reason).find("peer-max-violations")
+                   != std::string::npos);
+      },
+      caf::after(std::chrono::seconds(10)) >>
+          [] { BOOST_FAIL("the violating peer was not disconnected"); });
+  BOOST_TEST(
+      eventually([&] { return server->memory_stats().bytes_in_use == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_never_answers_hits_timeouts_and_limits) {
+  caf::scoped_actor user{sys};
+  for (uint32_t i = 0; i < opts.peer_max_pending_requests; ++i)
+    user->send(server_conn, request_remote_mr_atom::value, uint64_t{64},
+               uint64_t{8});
+  // One more than the limit fails at once.
+  auto over = call<remote_mr>(sys, server_conn, request_remote_mr_atom::value,
+                              uint64_t{64}, uint64_t{8});
+  BOOST_REQUIRE(!over);
+  BOOST_TEST(code_of(over.error()) == errc::quota_exceeded);
+  // The others time out after request-timeout-ms.
+  uint32_t timeouts = 0;
+  user->receive_for(timeouts, opts.peer_max_pending_requests)(
+      [&](caf::error& err) {
+        BOOST_TEST(code_of(err) == errc::request_timeout);
+      },
+      [](remote_mr&) { BOOST_FAIL("the silent peer answered"); },
+      caf::after(std::chrono::seconds(10)) >> [] { BOOST_FAIL("no timeout"); });
+  auto s = server_stats();
+  BOOST_TEST(s.pending_requests == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

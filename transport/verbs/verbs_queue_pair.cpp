@@ -1,0 +1,484 @@
+#include "transport/verbs/verbs_queue_pair.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include <arpa/inet.h>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "transport/verbs/cm.hpp"
+#include "transport/verbs/verbs_device.hpp"
+
+namespace rdmactor::transport::verbs {
+
+namespace {
+
+/// Inline data we ask the QP for; small sends and writes skip the DMA read.
+constexpr uint32_t wanted_inline_bytes = 128;
+
+/// Send-queue slots beyond the receive depth (writes and reads).
+constexpr uint32_t extra_send_slots = 64;
+
+/// Completions taken from a CQ per ibv_poll_cq call.
+constexpr int poll_batch = 16;
+
+wc_status map_status(ibv_wc_status x) noexcept {
+  switch (x) {
+    case IBV_WC_SUCCESS:
+      return wc_status::success;
+    case IBV_WC_LOC_LEN_ERR:
+      return wc_status::local_length_error;
+    case IBV_WC_LOC_PROT_ERR:
+      return wc_status::local_protection_error;
+    case IBV_WC_REM_ACCESS_ERR:
+      return wc_status::remote_access_error;
+    case IBV_WC_REM_OP_ERR:
+      return wc_status::remote_operation_error;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return wc_status::rnr_retry_exceeded;
+    case IBV_WC_RETRY_EXC_ERR:
+      return wc_status::transport_retry_exceeded;
+    case IBV_WC_WR_FLUSH_ERR:
+      return wc_status::work_request_flushed;
+    default:
+      return wc_status::general_error;
+  }
+}
+
+uint64_t total_length(const sge* sg, size_t n) noexcept {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += sg[i].length;
+  return sum;
+}
+
+/// Copies the non-empty elements of `sg[0..n)` into `out`; returns how many.
+/// Zero-length elements are dropped: some devices read a length of 0 as
+/// 2 GiB.
+int to_ibv_sges(const sge* sg, size_t n, ibv_sge* out) noexcept {
+  int count = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (sg[i].length > 0)
+      out[count++] = ibv_sge{sg[i].addr, sg[i].length, sg[i].lkey};
+  return count;
+}
+
+} // namespace
+
+verbs_queue_pair::verbs_queue_pair(std::shared_ptr<verbs_device> dev,
+                                   cm_id_ptr id)
+    : dev_(std::move(dev)), id_(std::move(id)) {}
+
+verbs_queue_pair::~verbs_queue_pair() {
+  if (qp_)
+    close();
+  if (registered_)
+    dev_->remove(this);
+  // Members release the QP, CQs, channel, cm id and device reference in
+  // reverse order of acquisition.
+}
+
+// -- set-up --------------------------------------------------------------
+
+caf::error verbs_queue_pair::init(const conn_params& offer) {
+  auto& attr = dev_->attr();
+  auto fail = [&](const std::string& what, int err) {
+    return make_error(errc::connect_failed,
+                      what + " failed: " + errno_text(err));
+  };
+  // Everything lives on the device's own context (the PD's); check_id made
+  // sure that rdma_cm resolved the peer to that same device and port.
+  auto ctx = dev_->context();
+  channel_.reset(ibv_create_comp_channel(ctx));
+  if (!channel_)
+    return fail("ibv_create_comp_channel", errno);
+  if (!set_nonblocking(channel_->fd))
+    return fail("making the completion channel non-blocking", errno);
+  auto send_depth = std::min<uint32_t>({offer.recv_depth * 2 + extra_send_slots,
+                                        static_cast<uint32_t>(attr.max_qp_wr),
+                                        static_cast<uint32_t>(attr.max_cqe)});
+  auto recv_depth = offer.recv_depth; // checked against the limits
+  send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(send_depth), nullptr,
+                               channel_.get(), 0));
+  if (!send_cq_)
+    return fail("ibv_create_cq (send, " + std::to_string(send_depth) + ")",
+                errno);
+  recv_cq_.reset(ibv_create_cq(ctx, static_cast<int>(recv_depth), nullptr,
+                               channel_.get(), 0));
+  if (!recv_cq_)
+    return fail("ibv_create_cq (receive, " + std::to_string(recv_depth) + ")",
+                errno);
+  ibv_qp_init_attr init{};
+  init.send_cq = send_cq_.get();
+  init.recv_cq = recv_cq_.get();
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = send_depth;
+  init.cap.max_recv_wr = recv_depth;
+  init.cap.max_send_sge = static_cast<uint32_t>(max_sge);
+  init.cap.max_recv_sge = static_cast<uint32_t>(max_sge);
+  init.cap.max_inline_data = wanted_inline_bytes;
+  qp_.reset(ibv_create_qp(dev_->pd(), &init));
+  if (!qp_) {
+    // Some devices support no inline data: retry without.
+    init.cap.max_inline_data = 0;
+    qp_.reset(ibv_create_qp(dev_->pd(), &init));
+  }
+  if (!qp_)
+    return fail("ibv_create_qp (send " + std::to_string(send_depth)
+                    + ", receive " + std::to_string(recv_depth) + ")",
+                errno);
+  max_inline_ = init.cap.max_inline_data;
+  send_depth_ = send_depth;
+  // INIT: port and P_Key from rdma_cm, access rights ours.
+  ibv_qp_attr qa{};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_INIT;
+  if (rdma_init_qp_attr(id_.get(), &qa, &mask) != 0)
+    return fail("rdma_init_qp_attr (INIT)", errno);
+  qa.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
+                       | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  mask |= IBV_QP_ACCESS_FLAGS;
+  if (auto rc = ibv_modify_qp(qp_.get(), &qa, mask))
+    return fail("ibv_modify_qp (INIT)", rc);
+  return {};
+}
+
+caf::error verbs_queue_pair::ready(uint8_t responder_resources,
+                                   uint8_t initiator_depth) {
+  auto& opts = dev_->opts();
+  auto fail = [&](const std::string& what, int err) {
+    return make_error(errc::connect_failed,
+                      what + " failed: " + errno_text(err));
+  };
+  // RTR: path from rdma_cm; MTU, GID, RNR timer and read depth ours.
+  ibv_qp_attr qa{};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_RTR;
+  if (rdma_init_qp_attr(id_.get(), &qa, &mask) != 0)
+    return fail("rdma_init_qp_attr (RTR)", errno);
+  qa.path_mtu = std::min(qa.path_mtu, dev_->mtu());
+  if (qa.ah_attr.is_global)
+    qa.ah_attr.grh.sgid_index = dev_->sgid_index(qa.ah_attr.grh.sgid_index);
+  qa.min_rnr_timer = dev_->min_rnr_timer();
+  qa.max_dest_rd_atomic = std::min({qa.max_dest_rd_atomic, responder_resources,
+                                    dev_->max_responder_resources()});
+  mask |= IBV_QP_PATH_MTU | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC;
+  if (auto rc = ibv_modify_qp(qp_.get(), &qa, mask))
+    return fail("ibv_modify_qp (RTR)", rc);
+  // RTS: timeouts and retries ours.
+  qa = ibv_qp_attr{};
+  mask = 0;
+  qa.qp_state = IBV_QPS_RTS;
+  if (rdma_init_qp_attr(id_.get(), &qa, &mask) != 0)
+    return fail("rdma_init_qp_attr (RTS)", errno);
+  qa.timeout = static_cast<uint8_t>(opts.verbs_timeout_exp);
+  qa.retry_cnt = static_cast<uint8_t>(opts.verbs_retry_count);
+  qa.rnr_retry = dev_->rnr_retry();
+  qa.max_rd_atomic = std::min(
+      {qa.max_rd_atomic, initiator_depth, dev_->max_initiator_depth()});
+  mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY
+          | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (auto rc = ibv_modify_qp(qp_.get(), &qa, mask))
+    return fail("ibv_modify_qp (RTS)", rc);
+  return {};
+}
+
+caf::error verbs_queue_pair::establish(const conn_params& negotiated) {
+  params_ = negotiated;
+  peer_ = to_string(rdma_get_peer_addr(id_.get()));
+  // Register first: a DISCONNECTED that arrives right after the migration
+  // must find this QP.
+  registered_ = true;
+  dev_->add(this);
+  if (rdma_migrate_id(id_.get(), dev_->cm_channel()) != 0)
+    return make_error(errc::connect_failed,
+                      "rdma_migrate_id failed: " + errno_text(errno));
+  log().debug("verbs: connected to {} (QP {}, max message {} B, recv depth "
+              "{}, inline {} B)",
+              peer_, qp_->qp_num, params_.max_message_len_bytes,
+              params_.recv_depth, max_inline_);
+  return {};
+}
+
+// -- events --------------------------------------------------------------
+
+void verbs_queue_pair::on_cm_event(rdma_cm_event_type type, int status) {
+  switch (type) {
+    case RDMA_CM_EVENT_DISCONNECTED:
+      if (!closed_)
+        log().info("verbs: {} disconnected", peer_);
+      error_ = true;
+      to_error();
+      disconnect(); // answers the peer's disconnect request
+      break;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      fail("the RDMA device was removed");
+      break;
+    case RDMA_CM_EVENT_ESTABLISHED:
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      break;
+    default:
+      log().debug("verbs: {}: {} (status {})", peer_, rdma_event_str(type),
+                  status);
+  }
+}
+
+void verbs_queue_pair::fail(const std::string& why) {
+  if (!error_.exchange(true))
+    log().warn("verbs: connection to {} failed: {}", peer_, why);
+  to_error();
+  disconnect();
+}
+
+void verbs_queue_pair::to_error() noexcept {
+  if (!qp_ || flushed_.exchange(true))
+    return;
+  ibv_qp_attr qa{};
+  qa.qp_state = IBV_QPS_ERR;
+  if (auto rc = ibv_modify_qp(qp_.get(), &qa, IBV_QP_STATE))
+    log().warn("verbs: cannot move the QP to {} to the error state: {}", peer_,
+               errno_text(rc));
+}
+
+void verbs_queue_pair::disconnect() noexcept {
+  if (!registered_ || disconnected_.exchange(true))
+    return;
+  // EINVAL when the connection is already gone: nothing to do then.
+  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL)
+    log().debug("verbs: rdma_disconnect {}: {}", peer_, errno_text(errno));
+}
+
+// -- queue_pair interface ------------------------------------------------
+
+const conn_params& verbs_queue_pair::params() const noexcept {
+  return params_;
+}
+
+std::string verbs_queue_pair::peer_name() const {
+  return peer_;
+}
+
+caf::error verbs_queue_pair::check_post(const sge* sg, size_t n,
+                                        size_t limit) const {
+  if (error_)
+    return make_error(errc::qp_error,
+                      "the connection to " + peer_
+                          + " is in the error state; create a new one");
+  if (n > limit)
+    return make_error(errc::invalid_argument,
+                      "a work request takes at most " + std::to_string(limit)
+                          + " scatter/gather elements (got " + std::to_string(n)
+                          + ")");
+  if (n > 0 && sg == nullptr)
+    return make_error(errc::invalid_argument, "null scatter/gather list");
+  return {};
+}
+
+caf::error verbs_queue_pair::post_recv(uint64_t wr_id, const sge* sg,
+                                       size_t n) {
+  if (auto err = check_post(sg, n, max_sge))
+    return err;
+  ibv_sge list[max_sge];
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = list;
+  wr.num_sge = to_ibv_sges(sg, n, list);
+  ibv_recv_wr* bad = nullptr;
+  if (auto rc = ibv_post_recv(qp_.get(), &wr, &bad))
+    return make_error(
+        rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
+        "ibv_post_recv to " + peer_ + " failed: " + errno_text(rc)
+            + (rc == ENOMEM ? "; the receive queue is full" : ""));
+  return {};
+}
+
+caf::error verbs_queue_pair::post_sq(ibv_send_wr& wr, const sge* sg, size_t n,
+                                     wc_opcode opcode, size_t limit) {
+  if (auto err = check_post(sg, n, limit))
+    return err;
+  auto bytes = total_length(sg, n);
+  if (opcode == wc_opcode::send && bytes > params_.max_message_len_bytes)
+    return make_error(errc::invalid_argument,
+                      "SEND of " + std::to_string(bytes)
+                          + " bytes exceeds the negotiated max message length "
+                            "of "
+                          + std::to_string(params_.max_message_len_bytes)
+                          + " bytes");
+  if (bytes > dev_->max_msg_bytes())
+    return make_error(errc::invalid_argument,
+                      "one work request moves at most "
+                          + std::to_string(dev_->max_msg_bytes())
+                          + " bytes on this device (got "
+                          + std::to_string(bytes) + ")");
+  ibv_sge list[max_sge];
+  wr.sg_list = list;
+  wr.num_sge = to_ibv_sges(sg, n, list);
+  if (opcode != wc_opcode::rdma_read && wr.num_sge > 0 && bytes <= max_inline_)
+    wr.send_flags |= IBV_SEND_INLINE;
+  ibv_send_wr* bad = nullptr;
+  if (auto rc = ibv_post_send(qp_.get(), &wr, &bad))
+    return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
+                      "ibv_post_send to " + peer_ + " failed: " + errno_text(rc)
+                          + (rc == ENOMEM
+                                 ? "; the send queue is full (signal a work "
+                                   "request now and then and poll the CQ)"
+                                 : ""));
+  // Devices that free the slots of unsignaled work requests on their own
+  // never report them; only the newest send_depth_ can be outstanding.
+  if (sq_.size() >= send_depth_)
+    sq_.pop_front();
+  sq_.push_back(sq_entry{wr.wr_id, opcode, static_cast<uint32_t>(bytes)});
+  return {};
+}
+
+caf::error verbs_queue_pair::post_send(uint64_t wr_id, const sge* sg, size_t n,
+                                       std::optional<uint32_t> imm,
+                                       bool signaled) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  if (imm)
+    wr.imm_data = htonl(*imm);
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  return post_sq(wr, sg, n, wc_opcode::send, max_sge);
+}
+
+caf::error verbs_queue_pair::post_write(uint64_t wr_id, const sge* sg, size_t n,
+                                        uint64_t remote_addr, uint32_t rkey,
+                                        std::optional<uint32_t> imm,
+                                        bool signaled) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  if (imm)
+    wr.imm_data = htonl(*imm);
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  return post_sq(wr, sg, n, wc_opcode::rdma_write, max_sge);
+}
+
+caf::error verbs_queue_pair::post_read(uint64_t wr_id, const sge* sg, size_t n,
+                                       uint64_t remote_addr, uint32_t rkey) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  auto limit = std::min<size_t>(
+      max_sge, static_cast<size_t>(std::max(dev_->attr().max_sge_rd, 1)));
+  return post_sq(wr, sg, n, wc_opcode::rdma_read, limit);
+}
+
+size_t verbs_queue_pair::poll_one_cq(ibv_cq* cq, bool send_queue,
+                                     work_completion* out, size_t max) {
+  size_t count = 0;
+  ibv_wc wc[poll_batch];
+  while (count < max) {
+    auto want = static_cast<int>(std::min<size_t>(max - count, poll_batch));
+    auto got = ibv_poll_cq(cq, want, wc);
+    if (got <= 0) {
+      if (got < 0 && !error_.exchange(true))
+        log().error("verbs: ibv_poll_cq for {} failed", peer_);
+      break;
+    }
+    for (int i = 0; i < got; ++i) {
+      auto& in = wc[i];
+      auto& x = out[count++];
+      x = work_completion{};
+      x.wr_id = in.wr_id;
+      x.status = map_status(in.status);
+      // rdma_rxe completes a receive that is too small for the inbound
+      // message with LOC_QP_OP_ERR where IBA and hardware say LOC_LEN_ERR.
+      if (!send_queue && in.status == IBV_WC_LOC_QP_OP_ERR
+          && dev_->is_soft_roce())
+        x.status = wc_status::local_length_error;
+      if (x.status != wc_status::success && !error_.exchange(true)
+          && x.status != wc_status::work_request_flushed) {
+        // The QP is in the error state now; tell the peer at once so that
+        // its QP flushes too.
+        log().warn("verbs: work request to {} failed: {} (vendor error {})",
+                   peer_, ibv_wc_status_str(in.status), in.vendor_err);
+        to_error();
+        disconnect();
+      }
+      if (send_queue) {
+        // Completions of one send queue arrive in posting order; earlier
+        // unsignaled work requests completed silently.
+        x.opcode = wc_opcode::send;
+        while (!sq_.empty()) {
+          auto entry = sq_.front();
+          sq_.pop_front();
+          if (entry.wr_id == in.wr_id) {
+            x.opcode = entry.opcode;
+            x.byte_len = entry.bytes;
+            break;
+          }
+        }
+        if (x.status == wc_status::success && in.opcode == IBV_WC_RDMA_READ)
+          x.byte_len = in.byte_len;
+      } else {
+        x.opcode = wc_opcode::recv;
+        if (x.status == wc_status::success) {
+          x.byte_len = in.byte_len;
+          if (in.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+            x.opcode = wc_opcode::recv_rdma_with_imm;
+          if ((in.wc_flags & IBV_WC_WITH_IMM) != 0) {
+            x.has_imm = true;
+            x.imm_data = ntohl(in.imm_data);
+          }
+        }
+      }
+    }
+    if (got < want)
+      break;
+  }
+  return count;
+}
+
+size_t verbs_queue_pair::poll_cq(work_completion* out, size_t max) {
+  if (out == nullptr || max == 0 || !qp_)
+    return 0;
+  auto n = poll_one_cq(send_cq_.get(), true, out, max);
+  return n + poll_one_cq(recv_cq_.get(), false, out + n, max - n);
+}
+
+int verbs_queue_pair::cq_fd() const noexcept {
+  return channel_ ? channel_->fd : -1;
+}
+
+caf::error verbs_queue_pair::arm_cq() {
+  for (auto cq : {send_cq_.get(), recv_cq_.get()})
+    if (auto rc = ibv_req_notify_cq(cq, 0))
+      return make_error(errc::qp_error,
+                        "ibv_req_notify_cq failed: " + errno_text(rc));
+  return {};
+}
+
+bool verbs_queue_pair::ack_cq_event() {
+  bool any = false;
+  ibv_cq* cq = nullptr;
+  void* ctx = nullptr;
+  while (channel_ && ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    any = true;
+  }
+  return any;
+}
+
+void verbs_queue_pair::close() {
+  if (closed_.exchange(true))
+    return;
+  error_ = true;
+  to_error();
+  disconnect();
+}
+
+bool verbs_queue_pair::in_error() const noexcept {
+  return error_;
+}
+
+} // namespace rdmactor::transport::verbs

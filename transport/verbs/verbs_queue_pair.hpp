@@ -1,0 +1,140 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "transport/fabric.hpp"
+#include "transport/verbs/raii.hpp"
+
+namespace rdmactor::transport::verbs {
+
+class verbs_device;
+
+/// A reliable-connected queue pair on a verbs device (internal).
+///
+/// The QP is created by this class with `ibv_create_qp` (not attached to
+/// the rdma_cm id) and moved through INIT, RTR and RTS with the attributes
+/// `rdma_init_qp_attr` returns plus the configured MTU, GID index, ACK
+/// timeout, retry counts and RNR timer.  Sends, writes and reads complete on
+/// a send CQ, receives on a receive CQ; both share one completion channel,
+/// whose fd is `cq_fd()`.  Knowing the queue of every completion lets
+/// `poll_cq` report an opcode and a length for error completions, which
+/// `ibv_wc` leaves undefined.
+///
+/// Set-up sequence (connect or accept): construct with the cm id, `init`,
+/// `ready` (RTR, RTS), then `establish` once rdma_cm reports the connection
+/// (registers with the device and moves the id to the device's channel).
+class verbs_queue_pair final : public queue_pair {
+public:
+  verbs_queue_pair(std::shared_ptr<verbs_device> dev, cm_id_ptr id);
+
+  ~verbs_queue_pair() override;
+
+  verbs_queue_pair(const verbs_queue_pair&) = delete;
+  verbs_queue_pair& operator=(const verbs_queue_pair&) = delete;
+
+  // -- set-up ---------------------------------------------------------------
+
+  /// Creates the completion channel, CQs and the QP sized for `offer`, and
+  /// moves the QP to INIT.
+  caf::error init(const conn_params& offer);
+
+  /// Moves the QP to RTR and RTS.  `responder_resources` and
+  /// `initiator_depth` cap the RDMA READ depths rdma_cm negotiated.
+  caf::error ready(uint8_t responder_resources, uint8_t initiator_depth);
+
+  /// Completes the set-up: stores the negotiated parameters and the peer's
+  /// name, registers with the device and migrates the cm id to the device's
+  /// event channel.
+  caf::error establish(const conn_params& negotiated);
+
+  rdma_cm_id* id() const noexcept {
+    return id_.get();
+  }
+  uint32_t qp_num() const noexcept {
+    return qp_ ? qp_->qp_num : 0;
+  }
+  ibv_qp* qp() const noexcept {
+    return qp_.get();
+  }
+  bool owns_cq(const ibv_cq* cq) const noexcept {
+    return cq != nullptr && (cq == send_cq_.get() || cq == recv_cq_.get());
+  }
+
+  // -- events (device event thread, under the registry lock) ----------------
+
+  /// Handles an rdma_cm event for this QP's id.
+  void on_cm_event(rdma_cm_event_type type, int status);
+
+  /// Moves the QP to the error state because of `why` and disconnects.
+  void fail(const std::string& why);
+
+  // -- queue_pair interface -------------------------------------------------
+
+  const conn_params& params() const noexcept override;
+  std::string peer_name() const override;
+  caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) override;
+  caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
+                       std::optional<uint32_t> imm, bool signaled) override;
+  caf::error post_write(uint64_t wr_id, const sge* sg, size_t n,
+                        uint64_t remote_addr, uint32_t rkey,
+                        std::optional<uint32_t> imm, bool signaled) override;
+  caf::error post_read(uint64_t wr_id, const sge* sg, size_t n,
+                       uint64_t remote_addr, uint32_t rkey) override;
+  size_t poll_cq(work_completion* out, size_t max) override;
+  int cq_fd() const noexcept override;
+  caf::error arm_cq() override;
+  bool ack_cq_event() override;
+  void close() override;
+  bool in_error() const noexcept override;
+
+private:
+  /// One posted send-queue work request, oldest first.
+  struct sq_entry {
+    uint64_t wr_id;
+    wc_opcode opcode;
+    uint32_t bytes;
+  };
+
+  /// Posts one send-queue work request.
+  caf::error post_sq(ibv_send_wr& wr, const sge* sg, size_t n, wc_opcode opcode,
+                     size_t max_sge);
+
+  /// Checks the error state and the gather/scatter list.
+  caf::error check_post(const sge* sg, size_t n, size_t max_sge) const;
+
+  /// Moves the QP to IBV_QPS_ERR once (work requests flush).
+  void to_error() noexcept;
+
+  /// Calls rdma_disconnect once.
+  void disconnect() noexcept;
+
+  size_t poll_one_cq(ibv_cq* cq, bool send_queue, work_completion* out,
+                     size_t max);
+
+  // Members in order of acquisition; released in reverse.
+  std::shared_ptr<verbs_device> dev_;
+  cm_id_ptr id_;
+  comp_channel_ptr channel_;
+  cq_ptr send_cq_;
+  cq_ptr recv_cq_;
+  qp_ptr qp_;
+  uint32_t max_inline_ = 0;
+  uint32_t send_depth_ = 0;
+  conn_params params_;
+  std::string peer_;
+  bool registered_ = false;
+  std::deque<sq_entry> sq_; ///< owner thread only
+  std::atomic<bool> error_{false};
+  std::atomic<bool> flushed_{false};
+  std::atomic<bool> disconnected_{false};
+  std::atomic<bool> closed_{false};
+};
+
+} // namespace rdmactor::transport::verbs
