@@ -1,8 +1,8 @@
 #pragma once
 
-// Two rdmactor nodes in one actor system, connected over the fabric named by
-// RDMACTOR_TEST_FABRIC (default "soft") on RDMACTOR_TEST_HOST (default
-// 127.0.0.1), plus blocking helpers for the tests.
+// Two rdmactor nodes in two actor systems of one process, connected over
+// the fabric named by RDMACTOR_TEST_FABRIC (default "soft") on
+// RDMACTOR_TEST_HOST (default 127.0.0.1), plus blocking helpers for tests.
 
 #include <chrono>
 #include <cstdlib>
@@ -76,8 +76,11 @@ inline bool eventually(const std::function<bool()>& pred,
   return true;
 }
 
-/// Two nodes and one connection between them, seen from both ends.
+/// Two nodes, each in its own actor system, and one connection between
+/// them, seen from both ends.  `sys` is the client's system (tests make
+/// their calls from it); the server runs in `server_side.sys`.
 struct two_nodes : system_holder {
+  system_holder server_side;
   options opts;
   std::unique_ptr<node> server;
   std::unique_ptr<node> client;
@@ -86,7 +89,7 @@ struct two_nodes : system_holder {
   std::string host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
 
   explicit two_nodes(options o = test_options()) : opts(std::move(o)) {
-    auto s = node::open(sys, opts);
+    auto s = node::open(server_side.sys, opts);
     auto c = node::open(sys, opts);
     if (!s || !c)
       throw std::runtime_error("cannot open nodes: "
