@@ -503,8 +503,9 @@ void on_message(self_ptr self, local_mr& buf) {
       if (st.pending.count(id) == 0) {
         log().warn("agent {}: dropped a response for unknown request {}",
                    st.link.peer, id);
+        // Not a violation: a response may arrive after its request timed
+        // out.  Counted and dropped.
         ++st.counters.protocol_errors;
-        count_violation(self);
         return;
       }
       complete(self, id, &msg.response(), caf::error{});
@@ -681,6 +682,11 @@ caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   auto rp = self->make_response_promise<uint64_t>();
   auto& st = self->state;
+  if (!mr.valid()) {
+    rp.deliver(
+        make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
+    return rp;
+  }
   auto chunk_max
       = size_t{st.link.max_message_len_bytes} - pb::max_frame_overhead;
   auto job = std::make_shared<send_data_job>();

@@ -29,6 +29,10 @@ constexpr uint32_t credit_mask = credit_only_bit - 1;
 /// Completions drained per poll_cq call.
 constexpr size_t cq_batch = 32;
 
+/// Operations that may wait for credits or send-queue entries; more fail
+/// with quota_exceeded (a bound on memory, far above any sane pipeline).
+constexpr size_t max_queued_ops = size_t{1} << 20;
+
 static_assert(max_send_header_bytes % 64 == 0,
               "header slots stay cache-line aligned");
 
@@ -334,6 +338,13 @@ caf::typed_response_promise<uint64_t> enqueue(self_ptr self, op_kind kind,
   auto rp = self->make_response_promise<uint64_t>();
   if (st.down) {
     rp.deliver(st.failure);
+    return rp;
+  }
+  if (st.queue.size() >= max_queued_ops) {
+    rp.deliver(make_error(errc::quota_exceeded,
+                          "more than 2^20 operations wait for the connection "
+                          "to "
+                              + st.params.peer + "; wait for some to finish"));
     return rp;
   }
   auto limit = size_t{st.params.max_message_len_bytes};
