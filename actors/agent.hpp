@@ -41,10 +41,12 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.peer_alloc_bytes, x.queued_data_bytes);
 }
 
-/// The agent actor: one per peer; speaks the async-rdma agent protocol.
+/// The operations of the async-rdma agent protocol, as users see them; the
+/// agent implements them and the connection actor extends them.
 ///
-/// User operations (the connection actor delegates them here; each is
-/// answered with a value or a `caf::error` within request_timeout_ms):
+/// The agent actor (one per peer) speaks the protocol.  User operations (the
+/// connection actor delegates them here; each is answered with a value or a
+/// `caf::error` within request_timeout_ms):
 /// - `(request_remote_mr_atom, size, align) -> remote_mr`: AllocMR.
 /// - `(send_mr_atom, local_mr) -> mr_token`: SendMR LOCAL; the region stays
 ///   alive in our owned table until the peer releases it.
@@ -66,7 +68,7 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
 /// malformed frames in a row it is disconnected.
 /// When the peer goes, every pending request fails with `peer_gone`,
 /// everything held for the peer is released and the agent quits.
-using agent_actor = caf::typed_actor<
+using peer_operations = caf::typed_actor<
     caf::replies_to<request_remote_mr_atom, uint64_t,
                     uint64_t>::with<remote_mr>,
     caf::replies_to<send_mr_atom, local_mr>::with<mr_token>,
@@ -76,7 +78,11 @@ using agent_actor = caf::typed_actor<
     caf::replies_to<send_data_atom, local_mr>::with<uint64_t>,
     caf::replies_to<receive_data_atom>::with<local_mr>,
     caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
-    caf::replies_to<stats_atom>::with<agent_stats>,
+    caf::replies_to<stats_atom>::with<agent_stats>>;
+
+/// The agent's full interface: the peer operations plus what the transport
+/// and the agent itself send it.
+using agent_actor = peer_operations::extend<
     caf::reacts_to<release_atom, mr_token>,
     caf::reacts_to<timeout_atom, uint64_t>,
     caf::reacts_to<transport::recv_atom, local_mr>,

@@ -39,21 +39,11 @@ namespace rdmactor {
 /// `monitor` it to learn (the down message carries the cause).  To close
 /// it, `send_exit(conn, caf::exit_reason::user_shutdown)`; pending requests
 /// then fail with `errc::closed`.
-using connection_actor = caf::typed_actor<
+using connection_actor = peer_operations::extend<
     caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t>::with<local_mr>,
-    caf::replies_to<request_remote_mr_atom, uint64_t,
-                    uint64_t>::with<remote_mr>,
-    caf::replies_to<send_mr_atom, local_mr>::with<mr_token>,
-    caf::replies_to<send_mr_atom, remote_mr>::with<mr_token>,
-    caf::replies_to<receive_local_mr_atom>::with<local_mr>,
-    caf::replies_to<receive_remote_mr_atom>::with<remote_mr>,
-    caf::replies_to<send_data_atom, local_mr>::with<uint64_t>,
-    caf::replies_to<receive_data_atom>::with<local_mr>,
     caf::replies_to<write_atom, local_mr, remote_mr>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, remote_mr>::with<uint64_t>,
-    caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
-    caf::replies_to<peer_atom>::with<transport::link_params>,
-    caf::replies_to<stats_atom>::with<agent_stats>>;
+    caf::replies_to<peer_atom>::with<transport::link_params>>;
 
 /// Spawns the connection of one connected queue pair: its transport, its
 /// agent and itself.

@@ -1,5 +1,7 @@
 #include "actors/node.hpp"
 
+#include <algorithm>
+
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -46,14 +48,22 @@ connection_actor node::adopt(transport::queue_pair_ptr qp) {
   return conn;
 }
 
-caf::expected<connection_actor> node::connect(const std::string& host_port) {
+caf::expected<std::pair<std::string, uint16_t>>
+node::endpoint(const std::string& host_port) const {
   if (closing_)
-    return make_error(errc::closed, "node closed");
-  auto addr = transport::parse_address(host_port);
+    return make_error(errc::closed, "the node was closed");
+  return transport::parse_address(host_port);
+}
+
+transport::conn_params node::offer() const {
+  return {opts_.max_message_len_bytes, opts_.recv_depth};
+}
+
+caf::expected<connection_actor> node::connect(const std::string& host_port) {
+  auto addr = endpoint(host_port);
   if (!addr)
     return std::move(addr.error());
-  transport::conn_params offer{opts_.max_message_len_bytes, opts_.recv_depth};
-  auto qp = dev_->connect(addr->first, addr->second, offer,
+  auto qp = dev_->connect(addr->first, addr->second, offer(),
                           std::chrono::milliseconds{opts_.connect_timeout_ms});
   if (!qp)
     return std::move(qp.error());
@@ -62,13 +72,10 @@ caf::expected<connection_actor> node::connect(const std::string& host_port) {
 
 caf::expected<uint16_t> node::listen(const std::string& host_port,
                                      caf::actor handler) {
-  if (closing_)
-    return make_error(errc::closed, "node closed");
-  auto addr = transport::parse_address(host_port);
+  auto addr = endpoint(host_port);
   if (!addr)
     return std::move(addr.error());
-  transport::conn_params offer{opts_.max_message_len_bytes, opts_.recv_depth};
-  auto lst = dev_->listen(addr->first, addr->second, offer);
+  auto lst = dev_->listen(addr->first, addr->second, offer());
   if (!lst)
     return std::move(lst.error());
   auto acc = std::make_unique<acceptor>();

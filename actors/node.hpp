@@ -80,6 +80,13 @@ public:
 private:
   node(caf::actor_system& sys, options opts, transport::device_ptr dev);
 
+  /// Parses HOST:PORT; fails with `closed` once the node is closing.
+  caf::expected<std::pair<std::string, uint16_t>>
+  endpoint(const std::string& host_port) const;
+
+  /// Returns the connection parameters this node offers.
+  transport::conn_params offer() const;
+
   connection_actor adopt(transport::queue_pair_ptr qp);
 
   struct acceptor {
