@@ -1,6 +1,10 @@
 #include "actors/node.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include <google/protobuf/stubs/logging.h>
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
@@ -11,8 +15,32 @@
 
 namespace rdmactor {
 
+namespace {
+
+/// Routes protobuf's own log lines (e.g. a peer's string field with invalid
+/// UTF-8) to rdmactor's logger instead of stderr, at most 100 of them.
+void route_protobuf_log() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel level,
+                                       const char* file, int line,
+                                       const std::string& msg) {
+      static std::atomic<int> budget{100};
+      if (budget.fetch_sub(1) <= 0)
+        return;
+      if (level >= google::protobuf::LOGLEVEL_ERROR)
+        log().warn("protobuf {}:{}: {}", file, line, msg);
+      else
+        log().debug("protobuf {}:{}: {}", file, line, msg);
+    });
+  });
+}
+
+} // namespace
+
 caf::expected<std::unique_ptr<node>> node::open(caf::actor_system& sys,
                                                 options opts) {
+  route_protobuf_log();
   if (auto problem = validate(opts); !problem.empty())
     return make_error(errc::invalid_argument, problem);
   set_log_level(opts.log_level);
