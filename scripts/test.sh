@@ -6,9 +6,79 @@
 #   scripts/test.sh -L unit         pass ctest arguments (skips the VM suite
 #                                   unless the arguments select it)
 #   RDMACTOR_SKIP_VM=1 scripts/test.sh   skip the verbs suite when no device
+#
+#   scripts/test.sh --sanitize=address,undefined
+#                                   unit + soft suites built with ASan + UBSan
+#                                   in build-asan/ (install_consumer excluded:
+#                                   it builds an outside project, which would
+#                                   need the sanitizer runtimes too)
+#   scripts/test.sh --sanitize=thread
+#                                   the transport and actor suites (label
+#                                   soft, apps off) built with TSan in
+#                                   build-tsan/
+# A sanitizer run builds only what its tests run, halts on the first UBSan
+# report and fails on any report; suppressions live in
+# test/reliability/sanitizers/ and each says why.  Extra arguments go to
+# ctest, as above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+sanitize=""
+if [[ "${1:-}" == --sanitize=* ]]; then
+  sanitize=${1#--sanitize=}
+  shift
+fi
+
+if [[ -n "$sanitize" ]]; then
+  scripts/setup.sh --no-vm
+  jobs=${RDMACTOR_JOBS:-$(nproc)}
+  supp="$root/test/reliability/sanitizers"
+  case "$sanitize" in
+    thread)
+      build=${RDMACTOR_BUILD_DIR:-build-tsan}
+      cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF)
+      select=(-L soft)
+      export TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
+      ;;
+    address,undefined | undefined,address | address)
+      build=${RDMACTOR_BUILD_DIR:-build-asan}
+      cmake_extra=()
+      select=(-L "unit|soft" -E "^install_consumer$")
+      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+      export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$supp/lsan.supp}"
+      export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp}"
+      ;;
+    *)
+      echo "test.sh: --sanitize takes address,undefined or thread" >&2
+      exit 2
+      ;;
+  esac
+  echo "== configure (Debug, -fsanitize=$sanitize) in $build"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
+    -DRDMACTOR_SANITIZE="$sanitize" "${cmake_extra[@]}" >/dev/null
+  # Build what the selected tests run: the executables named in their
+  # add_test lines (CTestTestfile.cmake) are targets of the same name.
+  abs=$(cd "$build" && pwd)
+  known=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+  names=$(ctest --test-dir "$build" -N "${select[@]}" 2>/dev/null \
+    | sed -n 's/^ *Test *#[0-9]*: *//p')
+  targets=$(for n in $names; do
+      grep -rhE --include=CTestTestfile.cmake "^add_test\((\[=\[)?$n(\]=\])? " "$build"
+    done | grep -oE "\"$abs/[^\"]+\"" | tr -d '"' | xargs -rn1 basename \
+    | sort -u | grep -Fxf <(echo "$known") || true)
+  if [[ -z "$targets" ]]; then
+    echo "test.sh: no test selected in $build" >&2
+    exit 1
+  fi
+  echo "== build" $targets
+  cmake --build "$build" -j"$jobs" --target $targets
+  # Sanitizers slow the stress loops 5-20x: as many round trips as on verbs.
+  export RDMACTOR_TEST_ROUNDTRIPS=${RDMACTOR_TEST_ROUNDTRIPS:-20000}
+  echo "== ${select[*]} suites under -fsanitize=$sanitize"
+  ctest --test-dir "$build" --output-on-failure "${select[@]}" "$@"
+  exit 0
+fi
 
 scripts/setup.sh
 

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config.hpp"
+#include "apps/bench/run_spec.hpp"
+#include "common/options.hpp"
+
+namespace rdmactor::bench {
+
+/// The command line of rdmactor-bench: CAF options in category "global"
+/// (`--op=send`), plus every `rdmactor.*` option of `rdmactor::config`.
+class bench_config : public rdmactor::config {
+public:
+  std::string op = "send";
+  std::string mode = "lat";
+  std::string size;
+  std::string sizes;
+  uint64_t iters = 0;
+  int64_t warmup = -1;
+  uint32_t window = 32;
+  std::string fabric;
+  std::string device;
+  std::string listen;
+  std::string connect;
+  std::string host = "127.0.0.1";
+  std::string baseline;
+  bool json = false;
+  uint32_t timeout_ms = 30000;
+
+  bench_config();
+};
+
+/// The validated plan of one invocation.
+struct bench_plan {
+  bench_op op = bench_op::send;
+  bench_mode mode = bench_mode::lat;
+  /// One run per size, in this order.
+  std::vector<uint64_t> sizes;
+  /// 0: pick per size (see `iters_for`).
+  uint64_t iters = 0;
+  /// -1: pick per run (see `spec_for`).
+  int64_t warmup = -1;
+  uint32_t window = 32;
+  std::chrono::milliseconds op_timeout{30000};
+  bool json = false;
+  /// "" (rdmactor) or "caf-io".
+  std::string baseline;
+  std::string listen;
+  std::string connect;
+  /// Address of both nodes in one process.
+  std::string host;
+  /// rdmactor options with --fabric/--device applied.
+  options opts;
+
+  /// Returns the spec of the run for `size`.
+  run_spec spec_for(uint64_t size) const;
+
+  /// Returns true when both sides run in this process.
+  bool in_process() const noexcept {
+    return listen.empty() && connect.empty();
+  }
+};
+
+/// Parses "4096", "4K", "64K", "1M" (binary units); false on garbage.
+bool parse_size(const std::string& str, uint64_t& out);
+
+/// Builds the plan from a parsed configuration, or an `invalid_argument`
+/// error naming the bad option.
+caf::expected<bench_plan> make_plan(const bench_config& cfg);
+
+} // namespace rdmactor::bench

@@ -1,0 +1,81 @@
+#include "apps/bench/bench_server.hpp"
+
+#include <chrono>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "apps/bench/run_spec.hpp"
+#include "common/error.hpp"
+#include "common/logging.hpp"
+
+namespace rdmactor::bench {
+
+namespace {
+
+constexpr auto server_timeout = std::chrono::seconds(30);
+
+struct server_state {
+  connection_actor conn;
+
+  static inline const char* name = "rdmactor.bench.server";
+};
+
+using server_ptr = caf::stateful_actor<server_state>*;
+
+/// Quits on errors other than a receive timeout; returns true then.
+bool fatal(server_ptr self, const caf::error& err) {
+  if (code_of(err) == errc::request_timeout)
+    return false;
+  if (code_of(err) != errc::peer_gone && code_of(err) != errc::closed)
+    log().warn("bench server: {}", render(err));
+  self->quit();
+  return true;
+}
+
+void receive_chain(server_ptr self) {
+  self->request(self->state.conn, server_timeout, receive_data_atom::value)
+      .then(
+          [self](local_mr& chunk) {
+            if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
+              self->request(self->state.conn, server_timeout,
+                            send_data_atom::value, std::move(chunk))
+                  .then([](uint64_t) {},
+                        [self](caf::error& err) { fatal(self, err); });
+            receive_chain(self);
+          },
+          [self](caf::error& err) {
+            if (!fatal(self, err))
+              receive_chain(self);
+          });
+}
+
+caf::behavior server_impl(server_ptr self, connection_actor conn) {
+  self->state.conn = std::move(conn);
+  self->monitor(self->state.conn);
+  self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  for (int i = 0; i < server_receive_chains; ++i)
+    receive_chain(self);
+  return {[](caf::unit_t) {}};
+}
+
+caf::behavior acceptor_impl(caf::event_based_actor* self) {
+  return {
+      [self](accepted_atom, connection_actor& conn) {
+        spawn_bench_server(self->system(), std::move(conn));
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn) {
+  return sys.spawn(server_impl, std::move(conn));
+}
+
+caf::actor spawn_bench_acceptor(caf::actor_system& sys) {
+  return sys.spawn(acceptor_impl);
+}
+
+} // namespace rdmactor::bench

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/connection.hpp"
+
+namespace rdmactor::bench {
+
+/// Receive requests each bench server keeps outstanding.
+constexpr int server_receive_chains = 16;
+
+/// Spawns the server side of one connection: it keeps
+/// `server_receive_chains` receive_data requests outstanding, echoes every
+/// chunk whose first byte is `echo_flag` (zero copy: it sends the received
+/// buffer back) and drops the others.  It quits when the connection goes.
+caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn);
+
+/// Spawns an actor that handles `(accepted_atom, connection_actor)` from
+/// `node::listen` by spawning a bench server for the connection.
+caf::actor spawn_bench_acceptor(caf::actor_system& sys);
+
+} // namespace rdmactor::bench

@@ -1,0 +1,259 @@
+#include "apps/bench/caf_io_bench.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/publish.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "common/error.hpp"
+
+namespace rdmactor::bench::caf_io {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using bytes = std::vector<uint8_t>;
+
+caf::behavior server_impl(caf::event_based_actor*) {
+  auto cache = std::make_shared<bytes>();
+  return {
+      [](ping_atom, bytes& x) { return std::move(x); },
+      [](push_atom, const bytes& x) { return uint64_t{x.size()}; },
+      [cache](pull_atom, uint64_t n) {
+        if (cache->size() != n)
+          cache->assign(n, sink_flag);
+        return *cache;
+      },
+  };
+}
+
+struct driver_state {
+  caf::actor server;
+  run_spec spec;
+  run_channel_ptr chan;
+  bytes payload;
+  uint64_t total = 0;
+  uint64_t issued = 0;
+  uint64_t completed = 0;
+  clock_type::time_point t_start;
+  std::vector<double> samples;
+  bool done = false;
+
+  static inline const char* name = "rdmactor.bench.caf_io_driver";
+};
+
+using driver_ptr = caf::stateful_actor<driver_state>*;
+
+double micros(clock_type::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+void fail(driver_ptr self, caf::error err) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  st.chan->fail(std::move(err));
+  self->quit();
+}
+
+void issue(driver_ptr self);
+
+/// One operation completed after `t0`; `halve` for ping-pong.
+void on_done(driver_ptr self, clock_type::time_point t0, bool halve) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  auto us = micros(clock_type::now() - t0);
+  ++st.completed;
+  st.chan->tick();
+  if (st.completed > st.spec.warmup) {
+    if (st.spec.mode == bench_mode::lat)
+      st.samples.push_back(halve ? us / 2 : us);
+  } else if (st.completed == st.spec.warmup) {
+    st.t_start = clock_type::now();
+  }
+  if (st.completed == st.total) {
+    st.done = true;
+    run_outcome x;
+    x.ops = st.spec.iters;
+    x.bytes = st.spec.iters * st.spec.size;
+    x.elapsed_s
+        = std::chrono::duration<double>(clock_type::now() - st.t_start).count();
+    x.lat_us = std::move(st.samples);
+    st.chan->finish(std::move(x));
+    self->quit();
+    return;
+  }
+  if (st.issued < st.total)
+    issue(self);
+}
+
+void issue(driver_ptr self) {
+  auto& st = self->state;
+  ++st.issued;
+  auto t0 = clock_type::now();
+  auto on_error = [self](caf::error& err) { fail(self, std::move(err)); };
+  const bool ping_pong
+      = st.spec.op == bench_op::send && st.spec.mode == bench_mode::lat;
+  if (ping_pong) {
+    self->request(st.server, st.spec.op_timeout, ping_atom::value, st.payload)
+        .then([self, t0](bytes&) { on_done(self, t0, true); }, on_error);
+  } else if (st.spec.op == bench_op::read) {
+    self->request(st.server, st.spec.op_timeout, pull_atom::value, st.spec.size)
+        .then([self, t0](bytes&) { on_done(self, t0, false); }, on_error);
+  } else {
+    self->request(st.server, st.spec.op_timeout, push_atom::value, st.payload)
+        .then([self, t0](uint64_t) { on_done(self, t0, false); }, on_error);
+  }
+}
+
+caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
+                          run_channel_ptr chan) {
+  auto& st = self->state;
+  st.server = std::move(server);
+  st.spec = spec;
+  st.chan = std::move(chan);
+  st.total = spec.warmup + spec.iters;
+  if (spec.op == bench_op::raw) {
+    fail(self, make_error(errc::invalid_argument,
+                          "the caf-io baseline has no raw counterpart; use "
+                          "send, write or read"));
+    return {};
+  }
+  if (spec.op != bench_op::read)
+    st.payload.assign(spec.size,
+                      spec.mode == bench_mode::lat ? echo_flag : sink_flag);
+  if (spec.mode == bench_mode::lat)
+    st.samples.reserve(spec.iters);
+  self->monitor(st.server);
+  self->set_down_handler([self](caf::down_msg& msg) {
+    fail(self,
+         msg.reason ? msg.reason : make_error(errc::peer_gone, "server gone"));
+  });
+  st.t_start = clock_type::now();
+  auto window = spec.mode == bench_mode::lat ? 1u : spec.window;
+  for (uint32_t i = 0; i < window && st.issued < st.total; ++i)
+    issue(self);
+  return {[](caf::unit_t) {}};
+}
+
+/// Body of the forked child; returns its exit status.
+int child_main(caf::actor_system_config& cfg, int port_fd, int control_fd) {
+  uint16_t port = 0;
+  {
+    caf::actor_system sys{cfg};
+    auto srv = spawn_server(sys);
+    auto published = caf::io::publish(srv, 0, "127.0.0.1");
+    if (published)
+      port = *published;
+    else
+      std::fprintf(stderr, "caf-io server: cannot publish: %s\n",
+                   sys.render(published.error()).c_str());
+    if (::write(port_fd, &port, sizeof(port)) != sizeof(port))
+      port = 0;
+    ::close(port_fd);
+    if (port != 0) {
+      // Serve until the parent closes the control pipe (or dies).
+      char c;
+      for (;;) {
+        auto n = ::read(control_fd, &c, 1);
+        if (n == 0 || (n < 0 && errno != EINTR))
+          break;
+      }
+    }
+    caf::anon_send_exit(srv, caf::exit_reason::user_shutdown);
+  }
+  return port != 0 ? 0 : 1;
+}
+
+} // namespace
+
+void add_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<bytes>("std::vector<uint8_t>");
+}
+
+caf::actor spawn_server(caf::actor_system& sys) {
+  return sys.spawn(server_impl);
+}
+
+caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
+                        run_spec spec, run_channel_ptr chan) {
+  return sys.spawn(driver_impl, std::move(server), spec, std::move(chan));
+}
+
+caf::expected<forked_server> fork_server(caf::actor_system_config& cfg) {
+  int port_pipe[2];
+  int control_pipe[2];
+  if (::pipe(port_pipe) != 0)
+    return make_error(errc::internal_error, "pipe failed");
+  if (::pipe(control_pipe) != 0) {
+    ::close(port_pipe[0]);
+    ::close(port_pipe[1]);
+    return make_error(errc::internal_error, "pipe failed");
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  auto pid = ::fork();
+  if (pid < 0)
+    return make_error(errc::internal_error, "fork failed");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    ::close(port_pipe[0]);
+    ::close(control_pipe[1]);
+    ::_exit(child_main(cfg, port_pipe[1], control_pipe[0]));
+  }
+  ::close(port_pipe[1]);
+  ::close(control_pipe[0]);
+  forked_server srv;
+  srv.pid = pid;
+  srv.control_fd = control_pipe[1];
+  pollfd pfd{port_pipe[0], POLLIN, 0};
+  uint16_t port = 0;
+  if (::poll(&pfd, 1, 10000) == 1
+      && ::read(port_pipe[0], &port, sizeof(port)) == sizeof(port))
+    srv.port = port;
+  ::close(port_pipe[0]);
+  if (srv.port == 0) {
+    stop_forked_server(srv);
+    return make_error(errc::connect_timeout,
+                      "the caf-io server process did not report its port");
+  }
+  return srv;
+}
+
+void stop_forked_server(forked_server& srv) {
+  if (srv.control_fd >= 0) {
+    ::close(srv.control_fd);
+    srv.control_fd = -1;
+  }
+  if (srv.pid <= 0)
+    return;
+  for (int i = 0; i < 100; ++i) {
+    if (::waitpid(srv.pid, nullptr, WNOHANG) == srv.pid) {
+      srv.pid = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(srv.pid, SIGKILL);
+  ::waitpid(srv.pid, nullptr, 0);
+  srv.pid = -1;
+}
+
+} // namespace rdmactor::bench::caf_io

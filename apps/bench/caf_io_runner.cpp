@@ -1,0 +1,92 @@
+#include <cstdio>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/defaults.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/publish.hpp>
+
+#include "apps/bench/actor_guard.hpp"
+#include "apps/bench/caf_io_bench.hpp"
+#include "apps/bench/run_sizes.hpp"
+#include "apps/bench/runners.hpp"
+#include "apps/bench/signal_wait.hpp"
+#include "common/error.hpp"
+#include "transport/fabric.hpp"
+
+namespace rdmactor::bench {
+
+namespace {
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "rdmactor-bench (caf-io): %s\n", what.c_str());
+  return 1;
+}
+
+/// Publishes the server on --listen until SIGINT or SIGTERM.
+int serve(caf::actor_system& sys, const bench_plan& plan) {
+  auto addr = transport::parse_address(plan.listen);
+  if (!addr)
+    return fail(render(addr.error()));
+  actor_guard<caf::actor> server{caf_io::spawn_server(sys)};
+  auto port
+      = caf::io::publish(server.get(), addr->second, addr->first.c_str(), true);
+  if (!port)
+    return fail("cannot publish on " + plan.listen + ": "
+                + sys.render(port.error()));
+  std::printf("rdmactor-bench: caf-io server published on port %u; SIGINT "
+              "or SIGTERM stops\n",
+              *port);
+  std::fflush(stdout);
+  wait_for_stop_signal();
+  return 0;
+}
+
+/// Runs every size against the server at host:port.
+int run_against(bench_config& cfg, const bench_plan& plan,
+                const std::string& host, uint16_t port) {
+  caf::actor_system sys{cfg};
+  auto server = sys.middleman().remote_actor(host, port);
+  if (!server)
+    return fail("cannot reach the caf-io server at " + host + ":"
+                + std::to_string(port) + ": " + sys.render(server.error()));
+  run_context ctx;
+  ctx.impl = "caf-io";
+  ctx.fabric = "tcp";
+  ctx.device = host == "127.0.0.1" || host == "localhost" ? "loopback" : host;
+  ctx.topology = "two processes";
+  ctx.poll_attempts
+      = caf::get_or(cfg, "work-stealing.aggressive-poll-attempts",
+                    caf::defaults::work_stealing::aggressive_poll_attempts);
+  report_printer out{plan.json, ctx};
+  run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
+    return caf_io::spawn_driver(sys, *server, spec, std::move(chan));
+  });
+  return out.all_ok() ? 0 : 1;
+}
+
+} // namespace
+
+int run_caf_io(bench_config& cfg, const bench_plan& plan) {
+  cfg.load<caf::io::middleman>();
+  if (!plan.listen.empty()) {
+    caf::actor_system sys{cfg};
+    return serve(sys, plan);
+  }
+  if (!plan.connect.empty()) {
+    auto addr = transport::parse_address(plan.connect);
+    if (!addr)
+      return fail(render(addr.error()));
+    return run_against(cfg, plan, addr->first, addr->second);
+  }
+  // The server runs in a child forked before this process has threads:
+  // CAF io between two actor systems of one process would talk to itself.
+  auto child = caf_io::fork_server(cfg);
+  if (!child)
+    return fail(render(child.error()));
+  auto rc = run_against(cfg, plan, "127.0.0.1", child->port);
+  caf_io::stop_forked_server(*child);
+  return rc;
+}
+
+} // namespace rdmactor::bench

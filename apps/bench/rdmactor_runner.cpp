@@ -1,0 +1,196 @@
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/defaults.hpp>
+#include <caf/send.hpp>
+
+#include "actors/node.hpp"
+#include "apps/bench/actor_guard.hpp"
+#include "apps/bench/bench_server.hpp"
+#include "apps/bench/connection_driver.hpp"
+#include "apps/bench/raw_link.hpp"
+#include "apps/bench/report.hpp"
+#include "apps/bench/run_sizes.hpp"
+#include "apps/bench/runners.hpp"
+#include "apps/bench/signal_wait.hpp"
+#include "common/error.hpp"
+
+namespace rdmactor::bench {
+
+namespace {
+
+int fail(const caf::error& err) {
+  std::fprintf(stderr, "rdmactor-bench: %s\n", render(err).c_str());
+  return 1;
+}
+
+uint64_t poll_attempts(const caf::actor_system_config& cfg) {
+  return caf::get_or(cfg, "work-stealing.aggressive-poll-attempts",
+                     caf::defaults::work_stealing::aggressive_poll_attempts);
+}
+
+/// Returns HOST:PORT+1, where a bench server accepts raw endpoints.
+caf::expected<std::string> raw_address_of(const std::string& host_port) {
+  auto addr = transport::parse_address(host_port);
+  if (!addr)
+    return std::move(addr.error());
+  if (addr->second == 65535)
+    return make_error(errc::invalid_address,
+                      "the server port must leave room for PORT+1");
+  auto host = addr->first.find(':') != std::string::npos
+                  ? "[" + addr->first + "]"
+                  : addr->first;
+  return host + ":" + std::to_string(addr->second + 1);
+}
+
+/// Serves connections (agent) on --listen and raw endpoints on PORT+1
+/// until SIGINT or SIGTERM.
+int serve(caf::actor_system& sys, const bench_plan& plan) {
+  auto nd = node::open(sys, plan.opts);
+  if (!nd)
+    return fail(nd.error());
+  actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  auto port = (*nd)->listen(plan.listen, acceptor.get());
+  if (!port)
+    return fail(port.error());
+  auto addr = transport::parse_address(plan.listen);
+  auto host = addr->first.find(':') != std::string::npos
+                  ? "[" + addr->first + "]"
+                  : addr->first;
+  raw_listener raw;
+  auto raw_port
+      = raw.start(sys, (*nd)->device(), host + ":" + std::to_string(*port + 1),
+                  transport::conn_params{raw_listen_max_message_bytes,
+                                         plan.opts.recv_depth});
+  std::string raw_note;
+  if (raw_port)
+    raw_note = " and " + std::to_string(*raw_port) + " (raw)";
+  else
+    std::fprintf(stderr, "rdmactor-bench: serving without raw endpoints: %s\n",
+                 render(raw_port.error()).c_str());
+  std::printf("rdmactor-bench: fabric %s (%s); serving on port %u "
+              "(connections)%s; SIGINT or SIGTERM stops\n",
+              (*nd)->device()->kind(), (*nd)->device()->name().c_str(), *port,
+              raw_note.c_str());
+  std::fflush(stdout);
+  wait_for_stop_signal();
+  raw.stop();
+  (*nd)->close();
+  return 0;
+}
+
+/// Runs the raw plan: two transport actors, no agent.
+int run_raw(caf::actor_system& sys, const bench_plan& plan, node& client,
+            const std::string& raw_addr, report_printer& out) {
+  auto max_size = *std::max_element(plan.sizes.begin(), plan.sizes.end());
+  auto need = max_size + raw_header_bytes;
+  need = (need + 4095) / 4096 * 4096;
+  if (need > raw_listen_max_message_bytes)
+    return fail(make_error(
+        errc::invalid_argument,
+        "raw sizes stop at "
+            + std::to_string(raw_listen_max_message_bytes - raw_header_bytes)
+            + " bytes"));
+  transport::conn_params offer{
+      std::max<uint32_t>(plan.opts.max_message_len_bytes,
+                         static_cast<uint32_t>(need)),
+      plan.opts.recv_depth};
+  auto transport
+      = raw_connect(sys, client.device(), raw_addr, offer,
+                    std::chrono::milliseconds{plan.opts.connect_timeout_ms});
+  if (!transport)
+    return fail(transport.error());
+  actor_guard<transport::transport_actor> transport_guard{*transport};
+  auto payload = client.pool()->allocate(std::max<uint64_t>(max_size, 1), 64,
+                                         transport::access::all);
+  if (!payload)
+    return fail(payload.error());
+  run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
+    local_mr slice;
+    if (spec.size > 0)
+      slice = *payload->slice(0, spec.size);
+    return spawn_raw_driver(sys, *transport, std::move(slice), spec,
+                            std::move(chan));
+  });
+  return 0;
+}
+
+/// Runs the plan against the server at `addr` (raw endpoints at
+/// `raw_addr`) from the node `client`.
+int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
+               const std::string& addr, const std::string& raw_addr,
+               report_printer& out) {
+  if (plan.op == bench_op::raw) {
+    if (auto rc = run_raw(sys, plan, client, raw_addr, out); rc != 0)
+      return rc;
+    return out.all_ok() ? 0 : 1;
+  }
+  auto conn = client.connect(addr);
+  if (!conn)
+    return fail(conn.error());
+  run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
+    return spawn_connection_driver(sys, *conn, spec, std::move(chan));
+  });
+  return out.all_ok() ? 0 : 1;
+}
+
+} // namespace
+
+int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
+  caf::actor_system sys{cfg};
+  if (!plan.listen.empty())
+    return serve(sys, plan);
+  auto client = node::open(sys, plan.opts);
+  if (!client)
+    return fail(client.error());
+  run_context ctx;
+  ctx.impl = "rdmactor";
+  ctx.fabric = (*client)->device()->kind();
+  ctx.device = (*client)->device()->name();
+  ctx.poll_attempts = poll_attempts(cfg);
+  if (!plan.connect.empty()) {
+    ctx.topology = "two processes";
+    report_printer out{plan.json, ctx};
+    auto raw_addr = raw_address_of(plan.connect);
+    if (!raw_addr)
+      return fail(raw_addr.error());
+    auto rc = run_client(sys, plan, **client, plan.connect, *raw_addr, out);
+    (*client)->close();
+    return rc;
+  }
+  // Both sides in this process: a second node serves.
+  ctx.topology = "one process, two nodes";
+  report_printer out{plan.json, ctx};
+  auto server = node::open(sys, plan.opts);
+  if (!server)
+    return fail(server.error());
+  actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  auto host = plan.host.find(':') != std::string::npos ? "[" + plan.host + "]"
+                                                       : plan.host;
+  auto port = (*server)->listen(host + ":0", acceptor.get());
+  if (!port)
+    return fail(port.error());
+  // Raw endpoints only when the plan needs them.
+  raw_listener raw;
+  std::string raw_addr;
+  if (plan.op == bench_op::raw) {
+    auto raw_port
+        = raw.start(sys, (*server)->device(), host + ":0",
+                    transport::conn_params{raw_listen_max_message_bytes,
+                                           plan.opts.recv_depth});
+    if (!raw_port)
+      return fail(raw_port.error());
+    raw_addr = host + ":" + std::to_string(*raw_port);
+  }
+  auto rc = run_client(sys, plan, **client, host + ":" + std::to_string(*port),
+                       raw_addr, out);
+  (*client)->close();
+  raw.stop();
+  (*server)->close();
+  return rc;
+}
+
+} // namespace rdmactor::bench

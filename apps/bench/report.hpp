@@ -1,0 +1,73 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "apps/bench/run_channel.hpp"
+#include "apps/bench/run_spec.hpp"
+
+namespace rdmactor::bench {
+
+/// Statistics of one run as the table and the JSON line show them.
+struct run_summary {
+  /// Latency percentiles in microseconds (lat mode only).
+  bool has_lat = false;
+  double lat_min = 0;
+  double lat_p50 = 0;
+  double lat_p99 = 0;
+  double lat_p999 = 0;
+  double lat_max = 0;
+  double lat_avg = 0;
+  /// Throughput (bw mode only); MB = 2^20 bytes, as perftest counts.
+  bool has_bw = false;
+  double bw_MBps = 0;
+  double ops_per_s = 0;
+};
+
+/// Computes percentiles (nearest rank) and throughput of an outcome.
+run_summary summarize(const run_outcome& x, bench_mode mode);
+
+/// Where a run's figures came from, for the headers and JSON fields.
+struct run_context {
+  /// "rdmactor" or "caf-io".
+  std::string impl;
+  /// "soft", "verbs" or "tcp" (caf-io).
+  std::string fabric;
+  /// Device name ("soft0", "rxe0") or "loopback".
+  std::string device;
+  /// "one process" or "two processes".
+  std::string topology;
+  /// Value of work-stealing.aggressive-poll-attempts in this process.
+  uint64_t poll_attempts = 0;
+};
+
+/// Prints runs as a perftest-like table (stdout) or as JSON lines.
+class report_printer {
+public:
+  report_printer(bool json, run_context ctx)
+      : json_(json), ctx_(std::move(ctx)) {}
+
+  /// Prints one run; the first call of a table prints its header.
+  void print(const run_spec& spec, const run_outcome& x);
+
+  /// Closes the table (a rule line); nothing in JSON mode.
+  void finish();
+
+  /// Returns true when every printed run succeeded.
+  bool all_ok() const noexcept {
+    return ok_;
+  }
+
+private:
+  void header(const run_spec& spec);
+
+  bool json_;
+  run_context ctx_;
+  bool header_printed_ = false;
+  bool ok_ = true;
+};
+
+/// Escapes `str` for a JSON string literal (without the quotes).
+std::string json_escape(const std::string& str);
+
+} // namespace rdmactor::bench

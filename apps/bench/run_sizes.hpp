@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "apps/bench/bench_config.hpp"
+#include "apps/bench/report.hpp"
+#include "apps/bench/run_channel.hpp"
+
+namespace rdmactor::bench {
+
+/// Upper bound of one run, a guard against a stuck driver (each request
+/// has its own, shorter timeout).
+constexpr auto run_limit = std::chrono::minutes(10);
+
+/// Runs every size of `plan`, one driver per size from
+/// `spawn(const run_spec&, run_channel_ptr) -> caf::actor`, waits for each
+/// and prints it to `out`.
+template <class Spawn>
+void run_sizes(const bench_plan& plan, report_printer& out, Spawn spawn) {
+  for (auto size : plan.sizes) {
+    auto spec = plan.spec_for(size);
+    auto chan = std::make_shared<run_channel>(spec.warmup + spec.iters);
+    auto driver = spawn(spec, chan);
+    auto label = std::string{to_string(spec.op)} + " " + to_string(spec.mode)
+                 + " " + std::to_string(size) + " B";
+    auto x = wait_for_run(*chan, label, run_limit);
+    // The driver quits by itself; this only matters after run_limit.
+    caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+    out.print(spec, x);
+  }
+  out.finish();
+}
+
+} // namespace rdmactor::bench

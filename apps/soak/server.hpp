@@ -1,0 +1,30 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/connection.hpp"
+
+namespace rdmactor::soak {
+
+/// What the serving side verified, over all connections.
+struct server_counters {
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> data_chunks{0};
+  std::atomic<uint64_t> data_payloads{0};
+  std::atomic<uint64_t> lent_regions{0};     // SendMR LOCAL: read + checked
+  std::atomic<uint64_t> returned_regions{0}; // SendMR REMOTE: checked
+  std::atomic<uint64_t> corrupt{0};
+};
+
+/// Spawns the actor that receives `(accepted_atom, connection_actor)` and
+/// serves each connection: it claims every data chunk, lent region and
+/// returned region, checks each payload, and drops it (lent regions go back
+/// to the client with ReleaseMR).  Stops serving a connection when it goes.
+caf::actor spawn_soak_acceptor(caf::actor_system& sys,
+                               std::shared_ptr<server_counters> counters);
+
+} // namespace rdmactor::soak

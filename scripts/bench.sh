@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# bench.sh: builds Release into build-release/ and runs the standard
+# benchmark matrix of rdmactor-bench, side by side with a reference.
+#
+#   scripts/bench.sh          host half: soft fabric vs CAF io remote actors
+#   scripts/bench.sh --vm     also the VM half: verbs fabric vs perftest on
+#                             Soft-RoCE inside scripts/rxe-vm.sh
+#   scripts/bench.sh --quick  fewer iterations (a smoke test, not a result)
+#
+# Host matrix: send lat 8 B and 4 KiB; send bw 4 KiB, 64 KiB, 1 MiB; write
+# and read bw 64 KiB and 1 MiB (rdmactor soft vs --baseline=caf-io); raw
+# lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
+# agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
+# 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
+# ib_read_lat on rxe0 in the same VM run).
+#
+# Writes bench-results/<stamp>-host.json (and -vm.json): one JSON object
+# per line, as rdmactor-bench --json prints them, plus a plot
+# bench-results/<stamp>.png when gnuplot or python3 with matplotlib is
+# installed.  Prints the side-by-side table; ratio > 1 means rdmactor is
+# ahead (latency: reference / rdmactor; bandwidth: rdmactor / reference).
+#
+# Environment: BENCH_BUILD_DIR (default build-release), BENCH_OUT (default
+# bench-results), BENCH_JOBS (default nproc), BENCH_ARGS (extra arguments
+# for every rdmactor-bench run, e.g. CAF scheduler options).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+want_vm=0
+quick=0
+vm_inner=0
+for arg in "$@"; do
+  case "$arg" in
+    --vm) want_vm=1 ;;
+    --quick) quick=1 ;;
+    --vm-inner) vm_inner=1 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "bench.sh: unknown argument '$arg' (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+build=${BENCH_BUILD_DIR:-build-release}
+out_dir=${BENCH_OUT:-bench-results}
+bench="$root/$build/apps/bench/rdmactor-bench"
+# Word-split on purpose: extra options for every run.
+read -r -a extra <<<"${BENCH_ARGS:-}"
+
+lat_iters=5000
+if [[ $quick == 1 ]]; then
+  lat_iters=300
+fi
+iters_for_bw() { # SIZE -> iterations (256 MiB, 200..20000; quick: /10)
+  local n=$((268435456 / $1))
+  ((n < 200)) && n=200
+  ((n > 20000)) && n=20000
+  [[ $quick == 1 ]] && n=$((n / 10 > 50 ? n / 10 : 50))
+  echo "$n"
+}
+
+# -- VM half, inside the VM ---------------------------------------------
+# Prints "RESULT {json}" lines for the host to collect.
+if [[ $vm_inner == 1 ]]; then
+  host=${RDMACTOR_TEST_HOST:-198.18.0.1}
+  dev=rxe0
+  perf_lat_iters=$((quick == 1 ? 200 : 1000))
+  perf_bw_iters=$((quick == 1 ? 200 : 2000))
+  # perftest: server in the background, client against it; the client's
+  # report line is the one starting with the size.
+  perftest() { # TOOL SIZE ITERS -> report line
+    local tool=$1 size=$2 iters=$3 line
+    timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" ${PERFTEST_ARGS:-} >/tmp/pt-server.log 2>&1 &
+    local srv=$!
+    sleep 2
+    line=$(timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" ${PERFTEST_ARGS:-} "$host" 2>&1 |
+      awk -v s="$size" '$1 == s { print; exit }') || true
+    wait "$srv" 2>/dev/null || true
+    echo "$line"
+  }
+  # ib_*_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+  line=$(perftest ib_send_lat 8 "$perf_lat_iters")
+  echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_send_lat failed\"}" }'
+  line=$(perftest ib_read_lat 8 "$perf_lat_iters")
+  echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_read_lat failed\"}" }'
+  # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
+  line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
+  echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
+  run_verbs() { # OP MODE SIZE ITERS: one rdmactor-bench run, one RESULT line
+    local res
+    res=$("$bench" --fabric=verbs --device="$dev" --host="$host" \
+      --rdmactor.log-level=error --json "${extra[@]}" --op="$1" --mode="$2" \
+      --size="$3" --iters="$4" 2>/tmp/rb.err | grep '^{' || true)
+    if [[ -n "$res" ]]; then
+      echo "RESULT $res"
+    else
+      local why
+      why=$(grep -v '^\s*$' /tmp/rb.err | tail -1 | sed 's/^rdmactor-bench: //; s/["\\]/ /g')
+      echo "RESULT {\"impl\":\"rdmactor\",\"op\":\"$1\",\"mode\":\"$2\",\"fabric\":\"verbs\",\"size\":$3,\"error\":\"${why:-no output}\"}"
+    fi
+  }
+  run_verbs send lat 8 "$perf_lat_iters"
+  run_verbs write bw 65536 "$perf_bw_iters"
+  run_verbs read lat 8 "$perf_lat_iters"
+  exit 0
+fi
+
+# -- build ----------------------------------------------------------------
+scripts/setup.sh --no-vm
+echo "== configure (Release) in $build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRDMACTOR_BUILD_TESTS=OFF >/dev/null
+echo "== build rdmactor-bench"
+cmake --build "$build" -j"${BENCH_JOBS:-$(nproc)}" --target rdmactor-bench |
+  grep -E '(error|warning|Built target rdmactor-bench)' || true
+[[ -x "$bench" ]] || {
+  echo "bench.sh: $bench was not built" >&2
+  exit 1
+}
+
+mkdir -p "$out_dir"
+stamp=$(date +%Y%m%d-%H%M%S)
+host_json="$out_dir/$stamp-host.json"
+vm_json="$out_dir/$stamp-vm.json"
+: >"$host_json"
+
+echo "== machine: $(nproc) cores, $(lscpu | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }'), $(uname -r)"
+echo "== load before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# -- host half ------------------------------------------------------------
+# Rows are interleaved (rdmactor, then caf-io, row by row) and the whole
+# matrix runs BENCH_ROUNDS times, so that load from other processes hits
+# both sides alike; the table shows the median of the rounds.
+run() { # ROUND LABEL rdmactor-bench arguments...
+  local round=$1 label=$2
+  shift 2
+  local t0=$SECONDS
+  # pipefail: the status is rdmactor-bench's.
+  if ! "$bench" --json --rdmactor.log-level=error "${extra[@]}" "$@" \
+    2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/" >>"$host_json"; then
+    echo "   round $round $label: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
+  else
+    printf '   round %s %-28s %3d s\n' "$round" "$label:" $((SECONDS - t0))
+  fi
+}
+# Each row: LABEL and its arguments (without the implementation).
+rows=(
+  "send lat 8,4K|--op=send --mode=lat --sizes=8,4K --iters=$lat_iters"
+  "send bw 4K|--op=send --mode=bw --size=4K --iters=$(iters_for_bw 4096)"
+  "send bw 64K|--op=send --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
+  "send bw 1M|--op=send --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
+  "write bw 64K|--op=write --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
+  "write bw 1M|--op=write --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
+  "read bw 64K|--op=read --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
+  "read bw 1M|--op=read --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
+)
+rounds=${BENCH_ROUNDS:-$((quick == 1 ? 1 : 3))}
+echo "== host: rdmactor (soft fabric, two nodes in one process) vs caf-io (two processes on loopback), $rounds round(s)"
+t_host=$SECONDS
+for round in $(seq 1 "$rounds"); do
+  for row in "${rows[@]}"; do
+    label=${row%%|*}
+    read -r -a args <<<"${row#*|}"
+    run "$round" "rdmactor $label" "${args[@]}"
+    run "$round" "caf-io $label" --baseline=caf-io "${args[@]}"
+  done
+  run "$round" "rdmactor raw lat 8" --op=raw --mode=lat --size=8 --iters=$lat_iters
+  run "$round" "rdmactor raw bw 64K" --op=raw --mode=bw --size=64K --iters="$(iters_for_bw 65536)"
+done
+rm -f "$out_dir/.stderr"
+echo "== host half took $((SECONDS - t_host)) s; load now: $(cut -d' ' -f1-3 /proc/loadavg); results: $host_json"
+
+# -- side-by-side table -----------------------------------------------------
+# table FILE IMPL REF_IMPL TITLE: one row per (op, mode, size), the median
+# over the rounds of each side; raw rows compare with the reference's send.
+table() {
+  awk -v impl="$2" -v ref="$3" -v title="$4" '
+    function jget(s, k,   i, r) {
+      i = index(s, "\"" k "\":")
+      if (i == 0) return ""
+      r = substr(s, i + length(k) + 3)
+      if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
+      match(r, /^[^,}]*/)
+      return substr(r, 1, RLENGTH)
+    }
+    function num(x) { return x != "" && x != "null" }
+    function fmt(x) { return num(x) ? sprintf("%.2f", x) : "-" }
+    function ratio(a, b, lower_better) {
+      if (!num(a) || !num(b) || a + 0 == 0 || b + 0 == 0) return "-"
+      return sprintf("%.2f", lower_better ? b / a : a / b)
+    }
+    # median of the values stored under vals[id, 1..cnt[id]]
+    function median(id,   m, i, j, t, v) {
+      m = cnt[id] + 0
+      if (m == 0) return ""
+      for (i = 1; i <= m; i++) v[i] = vals[id, i] + 0
+      for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }
+    function add(id, x) { if (num(x)) vals[id, ++cnt[id]] = x }
+    {
+      who = jget($0, "impl"); op = jget($0, "op"); mode = jget($0, "mode"); size = jget($0, "size")
+      if (who != impl && who != ref) next
+      key = op SUBSEP mode SUBSEP size
+      if (who == ref && op == "raw") next
+      if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+      side = who == impl ? "a" : "b"
+      runs[side, key]++
+      e = jget($0, "error")
+      if (e != "") { fails[side, key]++; why[side, key] = e }
+      add(side SUBSEP key SUBSEP "p50", jget($0, "lat_us_p50"))
+      add(side SUBSEP key SUBSEP "p99", jget($0, "lat_us_p99"))
+      add(side SUBSEP key SUBSEP "bw", jget($0, "bw_MBps"))
+    }
+    function note(side, key, name) {
+      if (!((side, key) in runs)) return "  " name ": no result"
+      if ((side, key) in fails) return "  " name ": " fails[side, key] "/" runs[side, key] " failed (" why[side, key] ")"
+      return ""
+    }
+    END {
+      printf "\n%s\n(median of the rounds; ratio > 1: rdmactor ahead)\n", title
+      printf "%-6s %-4s %9s  %-8s %14s %14s %7s\n", "op", "mode", "bytes", "metric", impl, ref, "ratio"
+      for (i = 1; i <= n; i++) {
+        key = order[i]
+        split(key, k, SUBSEP)
+        rk = (k[1] == "raw" ? "send" : k[1]) SUBSEP k[2] SUBSEP k[3]
+        msg = note("a", key, impl) note("b", rk, ref)
+        if (k[2] == "lat") {
+          a = median("a" SUBSEP key SUBSEP "p50"); b = median("b" SUBSEP rk SUBSEP "p50")
+          printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "p50 us", fmt(a), fmt(b), ratio(a, b, 1), msg
+          a = median("a" SUBSEP key SUBSEP "p99"); b = median("b" SUBSEP rk SUBSEP "p99")
+          printf "%-6s %-4s %9s  %-8s %14s %14s %7s\n", "", "", "", "p99 us", fmt(a), fmt(b), ratio(a, b, 1)
+        } else {
+          a = median("a" SUBSEP key SUBSEP "bw"); b = median("b" SUBSEP rk SUBSEP "bw")
+          printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "MB/s", fmt(a), fmt(b), ratio(a, b, 0), msg
+        }
+      }
+    }' "$1"
+}
+table "$host_json" rdmactor caf-io \
+  "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send"
+
+# -- VM half ----------------------------------------------------------------
+if [[ $want_vm == 1 ]]; then
+  if [[ ! -x scripts/rxe-vm.sh ]]; then
+    echo "== VM half skipped: scripts/rxe-vm.sh is missing"
+  elif [[ ! -f transport/verbs/CMakeLists.txt && "${BENCH_VM_FORCE:-0}" != 1 ]]; then
+    echo "== VM half skipped: the verbs fabric is not built yet (transport/verbs/)"
+  else
+    echo "== VM half: rdmactor verbs vs perftest on rxe0 (software-emulated CPU: only ratios mean anything)"
+    t_vm=$SECONDS
+    vm_args=(--vm-inner)
+    [[ $quick == 1 ]] && vm_args+=(--quick)
+    if scripts/rxe-vm.sh env BENCH_BUILD_DIR="$build" BENCH_ARGS="${BENCH_ARGS:-}" \
+      bash "$root/scripts/bench.sh" "${vm_args[@]}" >"$out_dir/.vm.log" 2>&1; then
+      :
+    else
+      echo "   the VM run failed (status $?); its log: $out_dir/.vm.log"
+    fi
+    grep '^RESULT ' "$out_dir/.vm.log" | sed 's/^RESULT //' >"$vm_json" || true
+    echo "== VM half took $((SECONDS - t_vm)) s; results: $vm_json"
+    table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs vs perftest"
+  fi
+fi
+
+# -- plot -------------------------------------------------------------------
+png="$out_dir/$stamp.png"
+files=("$host_json")
+[[ -s "$vm_json" ]] && files+=("$vm_json")
+if command -v gnuplot >/dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  # One data file per (impl, fabric, op, mode): size and the median of the
+  # rounds (p50 or MB/s); xtics.gp labels the sizes that occur.
+  cat "${files[@]}" | awk -v dir="$tmp" '
+    function jget(s, k,   i, r) {
+      i = index(s, "\"" k "\":")
+      if (i == 0) return ""
+      r = substr(s, i + length(k) + 3)
+      if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
+      match(r, /^[^,}]*/)
+      return substr(r, 1, RLENGTH)
+    }
+    function label(x) {
+      if (x >= 1048576 && x % 1048576 == 0) return (x / 1048576) "M"
+      if (x >= 1024 && x % 1024 == 0) return (x / 1024) "K"
+      return x
+    }
+    {
+      mode = jget($0, "mode")
+      v = mode == "lat" ? jget($0, "lat_us_p50") : jget($0, "bw_MBps")
+      if (v == "" || v == "null") next
+      id = mode "-" jget($0, "impl") "-" jget($0, "fabric") "-" jget($0, "op") SUBSEP jget($0, "size")
+      vals[id, ++cnt[id]] = v + 0
+      sizes[jget($0, "size")] = 1
+    }
+    END {
+      for (id in cnt) {
+        m = cnt[id]
+        for (i = 1; i <= m; i++) w[i] = vals[id, i]
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && w[j - 1] > w[j]; j--) { t = w[j]; w[j] = w[j - 1]; w[j - 1] = t }
+        med = m % 2 ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2
+        split(id, part, SUBSEP)
+        print part[2], med >> (dir "/" part[1] ".dat")
+      }
+      sep = "set xtics ("
+      for (x in sizes) { printf "%s\"%s\" %s", sep, label(x), x > (dir "/xtics.gp"); sep = ", " }
+      print ")" > (dir "/xtics.gp")
+    }'
+  plot_cmds() { # MODE
+    local sep="plot "
+    for f in "$tmp"/"$1"-*.dat; do
+      [[ -e "$f" ]] || continue
+      sort -n -o "$f" "$f"
+      local t
+      t=$(basename "$f" .dat)
+      printf '%s"%s" using 1:2 with linespoints title "%s"' "$sep" "$f" "${t#"$1"-}"
+      sep=", "
+    done
+    echo
+  }
+  {
+    echo 'set terminal pngcairo size 1200,500 noenhanced'
+    echo "set output '$png'"
+    echo 'set multiplot layout 1,2 title "rdmactor-bench '"$stamp"'"'
+    echo 'set logscale x 2; set grid; set key top left; set xlabel "bytes"; set offsets graph 0.05, graph 0.05, 0, 0'
+    cat "$tmp/xtics.gp"
+    echo 'set title "latency p50 (us, lower is better)"; set logscale y'
+    plot_cmds lat
+    echo 'set title "bandwidth (MB/s, higher is better)"; set logscale y'
+    plot_cmds bw
+    echo 'unset multiplot'
+  } >"$tmp/plot.gp"
+  if gnuplot "$tmp/plot.gp" 2>"$tmp/err"; then
+    echo "== plot (gnuplot): $png"
+  else
+    echo "== plot: gnuplot failed: $(head -1 "$tmp/err")"
+  fi
+  rm -rf "$tmp"
+elif command -v python3 >/dev/null 2>&1 && python3 -c 'import matplotlib' 2>/dev/null; then
+  python3 - "$png" "${files[@]}" <<'PY'
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+series = {}
+for path in sys.argv[2:]:
+    for line in open(path):
+        r = json.loads(line)
+        v = r.get("lat_us_p50") if r.get("mode") == "lat" else r.get("bw_MBps")
+        if v is None:
+            continue
+        key = (r["mode"], "%s-%s-%s" % (r["impl"], r.get("fabric", ""), r["op"]))
+        series.setdefault(key, []).append((r["size"], v))
+fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+for ax, mode, title in ((axes[0], "lat", "latency p50 (us, lower is better)"),
+                        (axes[1], "bw", "bandwidth (MB/s, higher is better)")):
+    for (m, name), pts in sorted(series.items()):
+        if m != mode:
+            continue
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2); ax.set_yscale("log"); ax.grid(True)
+    ax.set_xlabel("bytes"); ax.set_title(title); ax.legend(fontsize=8)
+fig.savefig(sys.argv[1], dpi=100, bbox_inches="tight")
+PY
+  echo "== plot (python3 + matplotlib): $png"
+else
+  echo "== plot skipped: neither gnuplot nor python3 with matplotlib is installed (apt-get install gnuplot-nox)"
+fi
