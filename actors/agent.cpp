@@ -66,6 +66,11 @@ struct owned_mr {
 /// One SendData call split into chunks.
 struct send_data_job {
   caf::typed_response_promise<uint64_t> rp;
+  local_mr mr;          // what is being sent
+  size_t chunk_max = 0; // payload bytes per message
+  size_t window = 1;    // chunks in flight at most
+  size_t offset = 0;    // next byte to send
+  size_t chunks = 0;    // chunks issued so far
   size_t outstanding = 0;
   uint64_t bytes = 0;
   bool failed = false;
@@ -679,6 +684,44 @@ caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
   return rp;
 }
 
+/// Issues the next chunks of `job` while fewer than its window are in
+/// flight.  Each chunk's request timer starts when the chunk is issued, so
+/// a long transfer never times out for chunks that merely waited here.
+void pump(self_ptr self, const std::shared_ptr<send_data_job>& job) {
+  while (!job->failed && job->outstanding < job->window
+         && (job->offset < job->mr.size() || job->chunks == 0)) {
+    auto len = std::min(job->chunk_max, job->mr.size() - job->offset);
+    auto chunk = job->mr.slice(job->offset, len);
+    job->offset += len;
+    ++job->chunks;
+    ++job->outstanding;
+    auto id = new_request_id(self);
+    send_request(
+        self, pb::make_send_data(id, len), std::move(*chunk),
+        [self, job, len](const pb::Response* res, const caf::error& err) {
+          --job->outstanding;
+          if (job->failed)
+            return;
+          caf::error e = err;
+          if (!e
+              && (res->body_case() != pb::Response::kSendData
+                  || pb::status_of(*res) != pb::OK))
+            e = status_error(*res, "SendData");
+          if (e) {
+            job->failed = true;
+            job->rp.deliver(e);
+            return;
+          }
+          job->bytes += len;
+          if (job->outstanding == 0 && job->offset >= job->mr.size()) {
+            job->rp.deliver(job->bytes);
+            return;
+          }
+          pump(self, job);
+        });
+  }
+}
+
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   auto rp = self->make_response_promise<uint64_t>();
   auto& st = self->state;
@@ -687,38 +730,15 @@ caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
         make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
     return rp;
   }
-  auto chunk_max
-      = size_t{st.link.max_message_len_bytes} - pb::max_frame_overhead;
   auto job = std::make_shared<send_data_job>();
   job->rp = rp;
-  auto total = mr.size();
-  size_t offset = 0;
-  do {
-    auto len = std::min(chunk_max, total - offset);
-    auto chunk = mr.slice(offset, len);
-    auto id = new_request_id(self);
-    ++job->outstanding;
-    send_request(self, pb::make_send_data(id, len), std::move(*chunk),
-                 [job, len](const pb::Response* res, const caf::error& err) {
-                   --job->outstanding;
-                   if (job->failed)
-                     return;
-                   caf::error e = err;
-                   if (!e
-                       && (res->body_case() != pb::Response::kSendData
-                           || pb::status_of(*res) != pb::OK))
-                     e = status_error(*res, "SendData");
-                   if (e) {
-                     job->failed = true;
-                     job->rp.deliver(e);
-                     return;
-                   }
-                   job->bytes += len;
-                   if (job->outstanding == 0)
-                     job->rp.deliver(job->bytes);
-                 });
-    offset += len;
-  } while (offset < total);
+  job->mr = std::move(mr);
+  job->chunk_max
+      = size_t{st.link.max_message_len_bytes} - pb::max_frame_overhead;
+  // Half the peer's receive pool: enough to keep the link busy, while the
+  // other half stays free for other requests and their answers.
+  job->window = std::max<size_t>(1, st.link.recv_depth / 2);
+  pump(self, job);
   return rp;
 }
 

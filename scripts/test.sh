@@ -13,13 +13,19 @@
 #                                   it builds an outside project, which would
 #                                   need the sanitizer runtimes too)
 #   scripts/test.sh --sanitize=thread
-#                                   the transport and actor suites (label
-#                                   soft, apps off) built with TSan in
-#                                   build-tsan/
+#                                   the soft fabric suites (fabric_test_soft,
+#                                   soft_fabric_test: queue-pair threads, CQ,
+#                                   registrations) built with TSan in
+#                                   build-tsan/.  The actor suites are not in
+#                                   the default set: Debian's CAF is not built
+#                                   with TSan, so every message hand-off is a
+#                                   false report (docs/reliability.md); name
+#                                   them to run them anyway, e.g.
+#                                   scripts/test.sh --sanitize=thread -R hostile
 # A sanitizer run builds only what its tests run, halts on the first UBSan
 # report and fails on any report; suppressions live in
 # test/reliability/sanitizers/ and each says why.  Extra arguments go to
-# ctest, as above.
+# ctest instead of the default selection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -38,7 +44,7 @@ if [[ -n "$sanitize" ]]; then
     thread)
       build=${RDMACTOR_BUILD_DIR:-build-tsan}
       cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF)
-      select=(-L soft)
+      select=(-R "^(fabric_test_soft|soft_fabric_test)$")
       export TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
       ;;
     address,undefined | undefined,address | address)
@@ -54,6 +60,10 @@ if [[ -n "$sanitize" ]]; then
       exit 2
       ;;
   esac
+  # Arguments replace the default selection.
+  if [[ $# -gt 0 ]]; then
+    select=("$@")
+  fi
   echo "== configure (Debug, -fsanitize=$sanitize) in $build"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
     -DRDMACTOR_SANITIZE="$sanitize" "${cmake_extra[@]}" >/dev/null
@@ -76,7 +86,7 @@ if [[ -n "$sanitize" ]]; then
   # Sanitizers slow the stress loops 5-20x: as many round trips as on verbs.
   export RDMACTOR_TEST_ROUNDTRIPS=${RDMACTOR_TEST_ROUNDTRIPS:-20000}
   echo "== ${select[*]} suites under -fsanitize=$sanitize"
-  ctest --test-dir "$build" --output-on-failure "${select[@]}" "$@"
+  ctest --test-dir "$build" --output-on-failure "${select[@]}"
   exit 0
 fi
 
