@@ -25,18 +25,18 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.max_alloc_bytes, "max-alloc-bytes",
            "largest single allocation in bytes")
       .add(o.peer_max_alloc_bytes, "peer-max-alloc-bytes",
-         "bytes one peer may have allocated here")
-    .add(o.peer_max_mrs, "peer-max-mrs",
-         "memory regions one peer may have allocated here")
-    .add(o.peer_max_queued_bytes, "peer-max-queued-bytes",
-         "unclaimed received data per peer in bytes")
-    .add(o.peer_max_queued_mrs, "peer-max-queued-mrs",
-         "unclaimed memory-region tokens per peer")
-    .add(o.peer_max_pending_requests, "peer-max-pending-requests",
-         "our requests to one peer waiting for an answer")
-    .add(o.peer_max_violations, "peer-max-violations",
-         "refusals in a row before a peer is disconnected")
-    .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
+           "bytes one peer may have allocated here")
+      .add(o.peer_max_mrs, "peer-max-mrs",
+           "memory regions one peer may have allocated here")
+      .add(o.peer_max_queued_bytes, "peer-max-queued-bytes",
+           "unclaimed received data per peer in bytes")
+      .add(o.peer_max_queued_mrs, "peer-max-queued-mrs",
+           "unclaimed memory-region tokens per peer")
+      .add(o.peer_max_pending_requests, "peer-max-pending-requests",
+           "our requests to one peer waiting for an answer")
+      .add(o.peer_max_violations, "peer-max-violations",
+           "refusals in a row before a peer is disconnected")
+      .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
       .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
       .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")
       .add(o.verbs_rnr_retry, "verbs-rnr-retry", "RNR retries (7: infinite)")
