@@ -88,7 +88,11 @@ private:
     faulty_ = std::string{dev.kind()} == "soft"
               && std::bernoulli_distribution{cfg_.fault_rate}(rng_);
     if (faulty_) {
-      switch (pick(0, 2)) {
+      auto kind = cfg_.fault_kind == "drop"      ? 0
+                  : cfg_.fault_kind == "corrupt" ? 1
+                  : cfg_.fault_kind == "delay"   ? 2
+                                                 : pick(0, 2);
+      switch (kind) {
         case 0:
           plan.drop_after_bytes = pick(0, 4 * uint64_t{cfg_.max_bytes});
           break;

@@ -22,6 +22,8 @@ struct client_config {
   /// Share of connections opened with a fault plan (soft fabric only):
   /// dropped after a random byte count, one corrupted frame, or a delay.
   double fault_rate = 0.2;
+  /// Which faults: "any", "drop", "corrupt" or "delay".
+  std::string fault_kind = "any";
   /// Largest payload of one operation.
   uint32_t max_bytes = 1 << 20;
 };
@@ -29,8 +31,8 @@ struct client_config {
 /// What one client process saw.
 struct client_report {
   uint64_t ops = 0;
-  uint64_t verified = 0;          // reads checked on this side
-  uint64_t connections = 0;       // opened, including reconnects
+  uint64_t verified = 0;    // reads checked on this side
+  uint64_t connections = 0; // opened, including reconnects
   uint64_t faulty_connections = 0;
   uint64_t fault_errors = 0;      // errors on connections with a fault plan
   uint64_t unexpected_errors = 0; // errors on connections without one

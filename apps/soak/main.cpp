@@ -42,6 +42,7 @@ public:
   uint64_t ops = 2000;
   uint64_t seed = 1;
   double fault_rate = 0.2;
+  std::string fault_kind = "any";
   uint32_t max_bytes = 1 << 20;
 
   soak_config() {
@@ -54,6 +55,8 @@ public:
         .add(seed, "seed", "client: seed of the random choices")
         .add(fault_rate, "fault-rate",
              "client: share of connections with a fault plan (soft only)")
+        .add(fault_kind, "fault-kind",
+             "client: any, drop, corrupt or delay (default: any)")
         .add(max_bytes, "max-bytes", "client: largest payload in bytes");
   }
 };
@@ -89,10 +92,11 @@ int serve(caf::actor_system& sys, node& nd, const std::string& where) {
   std::cout << "server: connections " << c.connections << ", data chunks "
             << c.data_chunks << " (" << c.data_payloads
             << " whole payloads), lent regions " << c.lent_regions
-            << ", returned regions " << c.returned_regions << ", corrupt "
-            << c.corrupt << ", bytes in use with no client " << left
+            << ", returned regions " << c.returned_regions << ", corrupt: data "
+            << c.corrupt_data << ", lent " << c.corrupt_lent << ", returned "
+            << c.corrupt_returned << ", bytes in use with no client " << left
             << std::endl;
-  return c.corrupt == 0 && left == 0 ? 0 : 1;
+  return c.corrupt() == 0 && left == 0 ? 0 : 1;
 }
 
 int run_client(caf::actor_system& sys, node& nd, const soak_config& cfg) {
@@ -102,12 +106,13 @@ int run_client(caf::actor_system& sys, node& nd, const soak_config& cfg) {
   cc.ops = cfg.ops;
   cc.seed = cfg.seed;
   cc.fault_rate = cfg.fault_rate;
+  cc.fault_kind = cfg.fault_kind;
   cc.max_bytes = cfg.max_bytes;
   auto start = std::chrono::steady_clock::now();
   auto rep = soak::run_client(sys, nd, cc);
-  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                            - start)
-                  .count();
+  auto secs
+      = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   std::cout << "client " << cfg.seed << ": " << rep.ops << " ops in " << secs
             << " s over " << rep.connections << " connections ("
             << rep.faulty_connections << " with faults), verified reads "
@@ -118,9 +123,9 @@ int run_client(caf::actor_system& sys, node& nd, const soak_config& cfg) {
             << std::endl;
   nd.close();
   return rep.unexpected_errors == 0 && rep.corrupt == 0
-             && rep.bytes_in_use_after == 0
-           ? 0
-           : 1;
+                 && rep.bytes_in_use_after == 0
+             ? 0
+             : 1;
 }
 
 } // namespace

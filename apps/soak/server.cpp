@@ -39,7 +39,7 @@ void data_loop(service_ptr self) {
             auto& st = self->state;
             auto before = st.data.completed;
             if (!st.data.feed(chunk.data(), chunk.size())) {
-              ++st.counters->corrupt;
+              ++st.counters->corrupt_data;
               st.data = chunk_checker{};
             }
             ++st.counters->data_chunks;
@@ -61,15 +61,18 @@ void lent_loop(service_ptr self) {
                           rmr.size(), uint64_t{64})
                 .then(
                     [self, conn, rmr](local_mr& dst) {
+                      // Keep `rmr` until the read completed: dropping it
+                      // releases the region, and the release may overtake
+                      // the read's data (docs/reliability.md, findings).
                       self->request(conn, op_timeout, read_atom::value, dst,
                                     rmr)
                           .then(
-                              [self, dst](uint64_t) {
+                              [self, dst, rmr](uint64_t) {
                                 auto& c = *self->state.counters;
                                 if (check_payload(dst.data(), dst.size()))
                                   ++c.lent_regions;
                                 else
-                                  ++c.corrupt;
+                                  ++c.corrupt_lent;
                               },
                               [](caf::error&) {
                                 // the connection failed: not a content error
@@ -92,7 +95,7 @@ void returned_loop(service_ptr self) {
             if (check_payload(mr.data(), mr.size()))
               ++c.returned_regions;
             else
-              ++c.corrupt;
+              ++c.corrupt_returned;
             returned_loop(self);
           },
           [self](caf::error& err) {

@@ -17,7 +17,13 @@ struct server_counters {
   std::atomic<uint64_t> data_payloads{0};
   std::atomic<uint64_t> lent_regions{0};     // SendMR LOCAL: read + checked
   std::atomic<uint64_t> returned_regions{0}; // SendMR REMOTE: checked
-  std::atomic<uint64_t> corrupt{0};
+  std::atomic<uint64_t> corrupt_data{0};     // chunks that fit no payload
+  std::atomic<uint64_t> corrupt_lent{0};     // lent regions read wrong
+  std::atomic<uint64_t> corrupt_returned{0}; // returned regions wrong
+
+  uint64_t corrupt() const {
+    return corrupt_data + corrupt_lent + corrupt_returned;
+  }
 };
 
 /// Spawns the actor that receives `(accepted_atom, connection_actor)` and

@@ -168,8 +168,8 @@ std::vector<seed> seeds() {
   }
   {
     program p;
-    p.raw(frame_of(protocol::make_release_mr(
-        7, protocol::make_token(0x1000, 64, 3))));
+    p.raw(frame_of(
+        protocol::make_release_mr(7, protocol::make_token(0x1000, 64, 3))));
     p.raw(frame_of(protocol::make_alloc_mr_response(
         99, protocol::OK, "", protocol::make_token(1, 2, 3))));
     p.operation(op::hello).u32(2);

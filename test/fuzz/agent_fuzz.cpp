@@ -110,9 +110,8 @@ struct world {
   caf::scheduler::test_coordinator& sched;
 
   world()
-      : sys(init(cfg)),
-        sched(dynamic_cast<caf::scheduler::test_coordinator&>(
-            sys.scheduler())) {}
+      : sys(init(cfg)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(
+                            sys.scheduler())) {}
 
   static rdmactor::config& init(rdmactor::config& cfg) {
     cfg.set("scheduler.policy", caf::atom("testing"));
@@ -164,8 +163,8 @@ public:
                                           opts_.max_alloc_bytes);
     link_ = std::make_shared<fake_link>(
         dev_->registry, transport::conn_params{max_message_len, recv_depth});
-    tr_ = transport::spawn_transport(
-        w_.sys, dev_, std::make_unique<fake_queue_pair>(link_));
+    tr_ = transport::spawn_transport(w_.sys, dev_,
+                                     std::make_unique<fake_queue_pair>(link_));
     agent_ = spawn_agent(
         w_.sys, tr_,
         transport::link_params{max_message_len, recv_depth, "fuzzer"}, pool_,
@@ -264,11 +263,12 @@ private:
         continue;
       }
       pb::Message msg;
-      auto res = pb::decode(m.bytes.data(), m.bytes.size(), max_message_len,
-                            msg);
+      auto res
+          = pb::decode(m.bytes.data(), m.bytes.size(), max_message_len, msg);
       require(res.code == errc::none, "the agent sent an invalid frame");
       if (tracing)
-        std::fprintf(stderr, "  agent sent %s\n", msg.ShortDebugString().c_str());
+        std::fprintf(stderr, "  agent sent %s\n",
+                     msg.ShortDebugString().c_str());
       if (msg.has_request()) {
         auto& req = msg.request();
         agent_requests_.emplace_back(req.request_id());
@@ -332,8 +332,9 @@ private:
   void deliver(const std::vector<uint8_t>& frame, std::optional<uint32_t> imm) {
     pb::Message msg;
     auto res = pb::decode(frame.data(), frame.size(), max_message_len, msg);
-    bool request = (res.code == errc::none || res.code == errc::payload_mismatch)
-                   && msg.has_request();
+    bool request
+        = (res.code == errc::none || res.code == errc::payload_mismatch)
+          && msg.has_request();
     if (tracing)
       std::fprintf(stderr, "  peer sends %zu bytes (%s): %s\n", frame.size(),
                    to_string(res.code), msg.ShortDebugString().c_str());
@@ -479,8 +480,8 @@ private:
                           && err.code()
                                  == static_cast<uint8_t>(
                                      caf::sec::request_receiver_down);
-                    require(!err || code_of(err) != errc::none
-                                || receiver_down || tolerated("caf-error"),
+                    require(!err || code_of(err) != errc::none || receiver_down
+                                || tolerated("caf-error"),
                             "a user call ended in a CAF error, not an "
                             "rdmactor error (or was never answered)");
                   });
@@ -499,8 +500,8 @@ private:
   }
 
   void user(program_reader& in) {
-    auto what = static_cast<user_op>(in.u8()
-                                     % static_cast<uint8_t>(user_op::count));
+    auto what
+        = static_cast<user_op>(in.u8() % static_cast<uint8_t>(user_op::count));
     uint64_t operand = in.u16();
     if (tracing)
       std::fprintf(stderr, "  user op %d (%llu)\n", static_cast<int>(what),

@@ -74,8 +74,8 @@ class fake_region : public transport::memory_region {
 public:
   fake_region(std::shared_ptr<fake_registry> reg, void* addr, size_t length,
               uint32_t access)
-      : fake_region(reg, reg->add(addr, length, access), addr, length,
-                    access) {}
+      : fake_region(reg, reg->add(addr, length, access), addr, length, access) {
+  }
 
   ~fake_region() override {
     reg_->remove(lkey());
@@ -110,7 +110,8 @@ public:
 
   caf::expected<std::unique_ptr<transport::listener>>
   listen(const std::string&, uint16_t, const transport::conn_params&) override {
-    return make_error(errc::fabric_unavailable, "the fake fabric cannot listen");
+    return make_error(errc::fabric_unavailable,
+                      "the fake fabric cannot listen");
   }
 
   caf::expected<transport::queue_pair_ptr>

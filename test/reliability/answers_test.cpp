@@ -8,6 +8,7 @@
 
 #include "test/reliability/raw_peer.hpp"
 #include "test/reliability/reliability_options.hpp"
+#include "transport/soft/faults.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;
@@ -68,10 +69,10 @@ bool coded(const caf::error& err) {
 } // namespace
 
 // Bugs found by the reliability work (reported, not fixed yet): these cases
-// fail today, so they are disabled; run them with
-//   reliability_test --run_test=misbehaving_answers
-// and enable the suite when actors/agent.cpp is fixed.
-BOOST_FIXTURE_TEST_SUITE(misbehaving_answers, answers_fixture,
+// fail today, so the suite is disabled; run it with
+//   reliability_test --run_test=open_bugs
+// and enable it when actors/ is fixed (docs/reliability.md, findings).
+BOOST_FIXTURE_TEST_SUITE(open_bugs, answers_fixture,
                          *boost::unit_test::disabled())
 
 // A peer that answers SendMR or SendData with the body of another kind and
@@ -138,6 +139,83 @@ BOOST_AUTO_TEST_CASE(requests_stuck_without_credits_end_in_request_timeout) {
   BOOST_TEST(coded_errors == calls);
 }
 
+// Dropping a remote_mr while a read from it is in flight sends ReleaseMR
+// behind the READ; the peer runs the release (and may reuse the memory)
+// before its read response has left, so the read returns the new bytes.
+// Here the lender's outbound frames are delayed 300 ms (soft fabric).
+BOOST_AUTO_TEST_CASE(a_read_returns_the_bytes_of_the_region_it_read) {
+  if (env_or("RDMACTOR_TEST_FABRIC", "soft") != "soft")
+    return;
+  auto lender = node::open(sys, opts);
+  BOOST_REQUIRE(lender);
+  transport::soft::fault_plan plan;
+  plan.delay = 300ms;
+  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), plan));
+  auto c = (*lender)->connect(host + ":" + std::to_string(port));
+  BOOST_REQUIRE(c);
+  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), {}));
+  auto here = accept();
+  {
+    auto lent = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
+                               uint64_t{4096}, uint64_t{64});
+    BOOST_REQUIRE(lent);
+    std::memset(lent->data(), 0xaa, 4096);
+    BOOST_REQUIRE(call<mr_token>(sys, *c, send_mr_atom::value, *lent));
+  } // the lender's agent keeps the region until we release it
+  auto src = call<remote_mr>(sys, here, receive_remote_mr_atom::value);
+  BOOST_REQUIRE(src);
+  auto dst = call<local_mr>(sys, here, alloc_local_mr_atom::value,
+                            uint64_t{4096}, uint64_t{64});
+  BOOST_REQUIRE(dst);
+  caf::scoped_actor user{sys};
+  user->send(here, read_atom::value, *dst, *src);
+  *src = remote_mr{}; // the user is done with the region: ReleaseMR
+  BOOST_REQUIRE(eventually([&] {
+    auto s = call<agent_stats>(sys, *c, stats_atom::value);
+    return s && s->owned_mrs == 0;
+  }));
+  // The lender reuses the memory it got back.
+  auto reused = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
+                               uint64_t{4096}, uint64_t{64});
+  BOOST_REQUIRE(reused);
+  std::memset(reused->data(), 0xbb, 4096);
+  bool done = false;
+  user->receive([&](uint64_t) { done = true; }, [](caf::error&) {},
+                caf::after(10s) >> [] {});
+  BOOST_REQUIRE(done);
+  BOOST_TEST(dst->data()[0] == 0xaa, "the read returned the bytes of the "
+                                     "region's next owner");
+  (*lender)->close();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(limits_and_chunks, answers_fixture)
+
+// send_data of more chunks than peer-max-pending-requests goes through: the
+// agent keeps a window of chunks in flight instead of failing the chunks
+// over the limit after the first ones went out.
+BOOST_AUTO_TEST_CASE(send_data_of_many_chunks_is_not_refused_by_its_own_limit) {
+  auto o = opts;
+  o.max_message_len_bytes = 4096;
+  o.peer_max_pending_requests = 8;
+  auto sender = node::open(sys, o);
+  BOOST_REQUIRE(sender);
+  auto c = (*sender)->connect(host + ":" + std::to_string(port));
+  BOOST_REQUIRE(c);
+  auto here = accept();
+  const uint64_t bytes = 20 * 4000; // about 20 chunks
+  auto mr = call<local_mr>(sys, *c, alloc_local_mr_atom::value, bytes,
+                           uint64_t{64});
+  BOOST_REQUIRE(mr);
+  auto sent = call<uint64_t>(sys, *c, send_data_atom::value, *mr);
+  BOOST_TEST(static_cast<bool>(sent), "send_data: " << render(sent));
+  auto s = call<agent_stats>(sys, here, stats_atom::value);
+  BOOST_REQUIRE(s);
+  BOOST_TEST(s->queued_data_bytes == bytes);
+  (*sender)->close();
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // -- what a peer can reach: documented gaps --------------------------------
@@ -170,11 +248,11 @@ BOOST_AUTO_TEST_CASE(regions_of_different_peers_share_one_rkey) {
   BOOST_TEST(theirs->token().rkey == mine.alloc_mr().token().rkey());
   auto dst = peer->pool->allocate(4096, 64, transport::access::local_write);
   BOOST_REQUIRE(dst);
-  auto forged = mr_token{theirs->token().addr, 4096,
-                         mine.alloc_mr().token().rkey()};
+  auto forged
+      = mr_token{theirs->token().addr, 4096, mine.alloc_mr().token().rkey()};
   auto r = call<uint64_t>(sys, peer->tr, read_atom::value, *dst, forged);
-  BOOST_REQUIRE_MESSAGE(r, "the read outside the peer's own region failed: "
-                               << render(r));
+  BOOST_REQUIRE_MESSAGE(
+      r, "the read outside the peer's own region failed: " << render(r));
   BOOST_TEST(dst->data()[0] == 0x5e);
   BOOST_TEST(dst->data()[4095] == 0x5e);
   (*other)->close();
@@ -206,7 +284,8 @@ BOOST_AUTO_TEST_CASE(a_lent_region_exposes_every_user_allocation) {
 BOOST_AUTO_TEST_CASE(unclaimed_data_is_dropped_when_the_sender_leaves) {
   pb::Message msg = pb::make_send_data(1, 100);
   std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong() + 100);
-  auto enc = pb::encode(msg, buf.data(), buf.size(), opts.max_message_len_bytes);
+  auto enc
+      = pb::encode(msg, buf.data(), buf.size(), opts.max_message_len_bytes);
   BOOST_REQUIRE(enc.code == errc::none);
   buf.resize(enc.header_len);
   auto payload = peer->pool->allocate(100, 8, transport::access::local_write);
@@ -238,8 +317,8 @@ BOOST_AUTO_TEST_CASE(a_token_outlives_its_release_and_the_connection) {
   BOOST_REQUIRE(dst);
   auto stale = mr_token{token.addr(), 4096, token.rkey()};
   auto r = call<uint64_t>(sys, peer->tr, write_atom::value, *dst, stale);
-  BOOST_TEST(static_cast<bool>(r), "a released token no longer works: "
-                                << render(r));
+  BOOST_TEST(static_cast<bool>(r),
+             "a released token no longer works: " << render(r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -134,8 +134,8 @@ public:
       auto rc = ::waitpid(pid_, &status, WNOHANG);
       if (rc == pid_) {
         reaped_ = true;
-        status_ = WIFEXITED(status) ? WEXITSTATUS(status)
-                                    : 128 + WTERMSIG(status);
+        status_
+            = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         break;
       }
       if (std::chrono::steady_clock::now() > deadline)

@@ -165,8 +165,7 @@ int run(caf::actor_system& sys, connection_actor conn, const std::string& mode,
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s HOST:PORT MODE [BYTES] [COUNT]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s HOST:PORT MODE [BYTES] [COUNT]\n", argv[0]);
     return 2;
   }
   std::string target = argv[1];

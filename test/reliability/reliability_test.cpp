@@ -68,8 +68,7 @@ bool answered(const caf::error& err) {
   if (!err || code_of(err) != errc::none)
     return true;
   return err.category() == caf::atom("system")
-         && err.code()
-                == static_cast<uint8_t>(caf::sec::request_receiver_down);
+         && err.code() == static_cast<uint8_t>(caf::sec::request_receiver_down);
 }
 
 /// Watches one actor; `down` waits for its exit reason.
@@ -130,10 +129,9 @@ std::shared_ptr<verify_book> spawn_verifier(caf::actor_system& sys,
   auto book = std::make_shared<verify_book>();
   book->seed = seed;
   // State as spawn arguments: see test/reliability/sanitizers/ubsan.supp.
-  sys.spawn(
-      [](caf::event_based_actor* self, connection_actor c,
-         std::shared_ptr<verify_book> b) { verify_loop(self, c, b, 0); },
-      conn, book);
+  sys.spawn([](caf::event_based_actor* self, connection_actor c,
+               std::shared_ptr<verify_book> b) { verify_loop(self, c, b, 0); },
+            conn, book);
   return book;
 }
 
@@ -151,7 +149,8 @@ struct survivor_fixture : system_holder {
 
   survivor_fixture() {
     survivor = open(opts);
-    auto p = survivor->listen(host + ":0", caf::actor_cast<caf::actor>(acceptor));
+    auto p
+        = survivor->listen(host + ":0", caf::actor_cast<caf::actor>(acceptor));
     BOOST_REQUIRE_MESSAGE(p, render(p));
     port = *p;
     bystander = open(opts);
@@ -186,8 +185,8 @@ struct survivor_fixture : system_holder {
   }
 
   /// Starts reliability_peer against the survivor.
-  std::unique_ptr<peer_process>
-  start_peer(const std::string& mode, uint64_t bytes, uint64_t count = 8) {
+  std::unique_ptr<peer_process> start_peer(const std::string& mode,
+                                           uint64_t bytes, uint64_t count = 8) {
     auto p = std::make_unique<peer_process>(
         RDMACTOR_RELIABILITY_PEER,
         std::vector<std::string>{address(), mode, std::to_string(bytes),
@@ -280,8 +279,8 @@ BOOST_AUTO_TEST_CASE(peer_killed_while_we_write_100_mib_into_it) {
   BOOST_REQUIRE(peer->wait_for("lent", line_bound) != "");
   auto dst = call<remote_mr>(sys, conn, receive_remote_mr_atom::value);
   BOOST_REQUIRE_MESSAGE(dst, render(dst));
-  auto src = call<local_mr>(sys, conn, alloc_local_mr_atom::value,
-                            stream_bytes, uint64_t{64});
+  auto src = call<local_mr>(sys, conn, alloc_local_mr_atom::value, stream_bytes,
+                            uint64_t{64});
   BOOST_REQUIRE(src);
   fill(*src, 7);
   caf::scoped_actor self{sys};
@@ -456,11 +455,10 @@ BOOST_AUTO_TEST_CASE(peer_that_never_answers) {
   auto reason = expect_down(w, "stopped peer");
   BOOST_TEST(code_of(reason) == errc::peer_gone);
   auto took = std::chrono::steady_clock::now() - started;
-  BOOST_TEST_MESSAGE("the stopped peer was dropped after "
-                     << std::chrono::duration_cast<std::chrono::milliseconds>(
-                            took)
-                            .count()
-                     << " ms");
+  BOOST_TEST_MESSAGE(
+      "the stopped peer was dropped after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms");
   peer->kill();
   expect_memory_back(*survivor, "survivor");
 }
@@ -624,10 +622,10 @@ std::vector<uint64_t> drop_points() {
 
 BOOST_FIXTURE_TEST_SUITE(
     injected_faults, fault_fixture,
-    *boost::unit_test::precondition(
-        [](boost::unit_test::test_unit_id) -> boost::test_tools::assertion_result {
-          return on_soft();
-        }))
+    *boost::unit_test::precondition([](boost::unit_test::test_unit_id)
+                                        -> boost::test_tools::assertion_result {
+      return on_soft();
+    }))
 
 BOOST_AUTO_TEST_CASE(connection_dropped_after_n_bytes) {
   for (bool on_survivor : {false, true}) {
@@ -637,10 +635,10 @@ BOOST_AUTO_TEST_CASE(connection_dropped_after_n_bytes) {
       plan.drop_after_bytes = n;
       auto label = std::string{on_survivor ? "survivor" : "peer"}
                    + " drops after " + std::to_string(n) + " bytes";
-      auto [res, report] = run_case(plan, on_survivor, label,
-                                    n == drop_points().back());
-      BOOST_TEST_MESSAGE(label << ": " << res.summary() << "| survivor: "
-                               << report);
+      auto [res, report]
+          = run_case(plan, on_survivor, label, n == drop_points().back());
+      BOOST_TEST_MESSAGE(label << ": " << res.summary()
+                               << "| survivor: " << report);
       t.add(res, report);
     }
     BOOST_TEST_MESSAGE((on_survivor ? "survivor" : "peer")
@@ -660,8 +658,8 @@ BOOST_AUTO_TEST_CASE(corrupted_frames) {
       auto label = std::string{on_survivor ? "survivor" : "peer"}
                    + " corrupts frame " + std::to_string(k);
       auto [res, report] = run_case(plan, on_survivor, label);
-      BOOST_TEST_MESSAGE(label << ": " << res.summary() << "| survivor: "
-                               << report);
+      BOOST_TEST_MESSAGE(label << ": " << res.summary()
+                               << "| survivor: " << report);
       t.add(res, report);
     }
     BOOST_TEST_MESSAGE((on_survivor ? "survivor" : "peer")
@@ -677,8 +675,7 @@ BOOST_AUTO_TEST_CASE(delayed_completions_within_the_timeout) {
   auto [res, report] = run_case(plan, false, "peer delays 100 ms", true);
   BOOST_TEST_MESSAGE("delay 100 ms: " << res.summary());
   BOOST_TEST(res.all_ok(), res.summary());
-  auto [res2, report2]
-      = run_case(plan, true, "survivor delays 100 ms", true);
+  auto [res2, report2] = run_case(plan, true, "survivor delays 100 ms", true);
   BOOST_TEST_MESSAGE("survivor delays 100 ms: " << res2.summary());
   BOOST_TEST(res2.all_ok(), res2.summary());
   expect_serving("after the delays");
