@@ -20,9 +20,17 @@
 # installed.  Prints the side-by-side table; ratio > 1 means rdmactor is
 # ahead (latency: reference / rdmactor; bandwidth: rdmactor / reference).
 #
-# Environment: BENCH_BUILD_DIR (default build-release), BENCH_OUT (default
-# bench-results), BENCH_JOBS (default nproc), BENCH_ARGS (extra arguments
-# for every rdmactor-bench run, e.g. CAF scheduler options).
+# The host rows run interleaved (rdmactor, then caf-io) in BENCH_ROUNDS
+# rounds and the table shows the medians, so that load from other
+# processes hits both sides alike.  The matrix takes about 1.5-2.5 minutes
+# on a 2-core machine, plus the build.
+#
+# Environment: BENCH_ROUNDS (default 3; --quick: 1), BENCH_BUILD_DIR
+# (default build-release), BENCH_OUT (default bench-results), BENCH_JOBS
+# (default nproc), BENCH_ARGS (extra arguments for every rdmactor-bench
+# run, e.g. CAF scheduler options), PERFTEST_ARGS (extra perftest
+# arguments in the VM, e.g. -x 1), BENCH_VM_FORCE=1 (run the VM half even
+# without transport/verbs/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -310,15 +318,18 @@ if command -v gnuplot >/dev/null 2>&1; then
       for (x in sizes) { printf "%s\"%s\" %s", sep, label(x), x > (dir "/xtics.gp"); sep = ", " }
       print ")" > (dir "/xtics.gp")
     }'
+  # Distinct colours and point types: series share a panel.
+  colours=(e41a1c 377eb8 4daf4a 984ea3 ff7f00 a65628 f781bf 999999 000000 66c2a5 b8860b 1e90ff)
   plot_cmds() { # MODE
-    local sep="plot "
+    local sep="plot " i=0 f t
     for f in "$tmp"/"$1"-*.dat; do
       [[ -e "$f" ]] || continue
       sort -n -o "$f" "$f"
-      local t
       t=$(basename "$f" .dat)
-      printf '%s"%s" using 1:2 with linespoints title "%s"' "$sep" "$f" "${t#"$1"-}"
+      printf '%s"%s" using 1:2 with linespoints lw 2 pt %d lc rgb "#%s" title "%s"' \
+        "$sep" "$f" $((i % 13 + 1)) "${colours[i % ${#colours[@]}]}" "${t#"$1"-}"
       sep=", "
+      i=$((i + 1))
     done
     echo
   }

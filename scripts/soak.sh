@@ -7,7 +7,7 @@
 # bytes in use.  Not part of scripts/test.sh (it takes a few minutes).
 #
 #   scripts/soak.sh [PROCESSES] [CONNECTIONS] [OPS] [FAULT_RATE]
-#     defaults:     4           8             3000  0.2
+#     defaults:     4           8             20000 0.3
 #   (OPS per client process; the clients run at the same time)
 #
 # Builds rdmactor-soak (Release) into build-rel-soak/.  Exits 0 only when
@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 
 procs=${1:-4}
 conns=${2:-8}
-ops=${3:-3000}
-fault_rate=${4:-0.2}
+ops=${3:-20000}
+fault_rate=${4:-0.3}
 build=${RDMACTOR_BUILD_DIR:-build-rel-soak}
 jobs=${RDMACTOR_JOBS:-$(nproc)}
 host=${RDMACTOR_TEST_HOST:-127.0.0.1}
@@ -32,11 +32,13 @@ cmake --build "$build" -j"$jobs" --target rdmactor-soak
 soak="$build/apps/soak/rdmactor-soak"
 common=(--fabric=soft --rdmactor.log-level=error)
 
-logdir=$(mktemp -d)
+# Logs stay in the build directory for a look after a failure.
+logdir="$build/soak-logs"
+rm -rf "$logdir"
+mkdir -p "$logdir"
 server=""
 cleanup() {
   [[ -n "$server" ]] && kill -9 "$server" 2>/dev/null || true
-  rm -rf "$logdir"
 }
 trap cleanup EXIT
 
@@ -68,7 +70,7 @@ for i in "${!pids[@]}"; do
 done
 for i in $(seq 1 "$procs"); do
   grep -E '^client ' "$logdir/client$i" || { echo "client $i:"; tail -20 "$logdir/client$i"; }
-  grep -E 'unexpected error' "$logdir/client$i" | head -5 || true
+  grep -E '^rdmactor-soak: unexpected' "$logdir/client$i" | head -5 || true
 done
 
 kill -TERM "$server"

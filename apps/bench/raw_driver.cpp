@@ -1,3 +1,5 @@
+#include "apps/bench/raw_driver.hpp"
+
 #include <chrono>
 #include <vector>
 
@@ -6,7 +8,6 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "apps/bench/raw_link.hpp"
 #include "common/error.hpp"
 
 namespace rdmactor::bench {

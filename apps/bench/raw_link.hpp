@@ -13,7 +13,6 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
 #include "transport/fabric.hpp"
 #include "transport/transport_actor.hpp"
@@ -69,15 +68,5 @@ private:
 /// sent zero copy from the receive buffer) and drops the others.
 caf::actor spawn_raw_echo(caf::actor_system& sys,
                           transport::transport_actor transport);
-
-/// Spawns the driver of one `raw` run on `transport`: it subscribes to the
-/// transport and sends `raw_header_bytes` of header plus `payload` per
-/// message.  lat: ping-pong with the raw echo actor, a sample is half the
-/// round trip.  bw: a window of sends flagged `sink_flag`; a send
-/// completes when the fabric reports it placed on the peer.
-caf::actor spawn_raw_driver(caf::actor_system& sys,
-                            transport::transport_actor transport,
-                            local_mr payload, run_spec spec,
-                            run_channel_ptr chan);
 
 } // namespace rdmactor::bench

@@ -11,6 +11,7 @@
 #include "apps/bench/actor_guard.hpp"
 #include "apps/bench/bench_server.hpp"
 #include "apps/bench/connection_driver.hpp"
+#include "apps/bench/raw_driver.hpp"
 #include "apps/bench/raw_link.hpp"
 #include "apps/bench/report.hpp"
 #include "apps/bench/run_sizes.hpp"

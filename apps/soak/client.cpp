@@ -25,6 +25,9 @@ constexpr auto op_timeout = std::chrono::seconds(60);
 /// Regions a worker holds on the server at most.
 constexpr size_t max_held = 8;
 
+/// Operations on one connection before it is closed and replaced.
+constexpr uint64_t ops_per_connection = 200;
+
 /// Counters shared by the workers.
 struct shared_counters {
   std::atomic<uint64_t> ops{0};
@@ -58,11 +61,20 @@ public:
         connect_mtx_(connect_mtx), rng_(seed), ops_(ops) {}
 
   void run() {
+    uint64_t on_this_connection = 0;
     for (uint64_t i = 0; i < ops_; ++i) {
-      if (!conn_ && !connect())
-        continue;
+      // Connections come and go: a fresh one (maybe with a fault plan)
+      // every ops_per_connection operations.
+      if (conn_ && on_this_connection >= ops_per_connection)
+        disconnect();
+      if (!conn_) {
+        if (!connect())
+          continue;
+        on_this_connection = 0;
+      }
       auto err = step();
       ++counters_.ops;
+      ++on_this_connection;
       if (err)
         on_error(err);
     }
@@ -94,10 +106,10 @@ private:
                                                  : pick(0, 2);
       switch (kind) {
         case 0:
-          plan.drop_after_bytes = pick(0, 4 * uint64_t{cfg_.max_bytes});
+          plan.drop_after_bytes = pick(0, uint64_t{cfg_.max_bytes});
           break;
         case 1:
-          plan.corrupt_frame = pick(1, 400);
+          plan.corrupt_frame = pick(1, 200);
           break;
         default:
           plan.delay = std::chrono::milliseconds(pick(1, 30));

@@ -20,7 +20,8 @@ struct client_config {
   /// Seeds the choice of operations, sizes and faults.
   uint64_t seed = 1;
   /// Share of connections opened with a fault plan (soft fabric only):
-  /// dropped after a random byte count, one corrupted frame, or a delay.
+  /// dropped after 0..max_bytes bytes, frame 1..200 corrupted, or every
+  /// frame delayed 1..30 ms.
   double fault_rate = 0.2;
   /// Which faults: "any", "drop", "corrupt" or "delay".
   std::string fault_kind = "any";

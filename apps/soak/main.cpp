@@ -1,6 +1,7 @@
 // rdmactor-soak: a bounded load test.  One server process serves any number
 // of client processes; each client runs a fixed number of random operations
-// over several connections, some of them opened with a fault plan (soft
+// over several connections (each replaced by a new one after 200
+// operations or a failure), some of them opened with a fault plan (soft
 // fabric), checks every payload it reads back, and ends by checking that
 // all its memory returned.  The server checks every payload it receives.
 // scripts/soak.sh runs one server and several clients.

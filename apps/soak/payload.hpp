@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace rdmactor::soak {
 
@@ -50,6 +51,30 @@ inline bool check_payload(const uint8_t* p, uint64_t len) {
     if (p[i] != payload_byte(seed, i))
       return false;
   return true;
+}
+
+/// Describes what the bytes at `p` hold, for a report on a bad payload:
+/// the header fields and whether the rest matches the header's seed.
+inline std::string describe_payload(const uint8_t* p, uint64_t len) {
+  if (len < payload_header_bytes)
+    return "shorter than a header";
+  uint32_t magic = 0;
+  uint32_t stated = 0;
+  uint64_t seed = 0;
+  std::memcpy(&magic, p, 4);
+  std::memcpy(&stated, p + 4, 4);
+  std::memcpy(&seed, p + 8, 8);
+  uint64_t first_bad = len;
+  for (uint64_t i = payload_header_bytes; i < len && i < stated; ++i)
+    if (p[i] != payload_byte(seed, i)) {
+      first_bad = i;
+      break;
+    }
+  return std::string{magic == payload_magic ? "header ok" : "bad magic"}
+         + ", stated length " + std::to_string(stated) + " of "
+         + std::to_string(len) + ", seed " + std::to_string(seed)
+         + ", first byte off its own seed at "
+         + (first_bad == len ? std::string{"none"} : std::to_string(first_bad));
 }
 
 /// Checks payloads that arrive as consecutive chunks (send_data): a chunk

@@ -1,6 +1,7 @@
 #include "apps/soak/server.hpp"
 
 #include <chrono>
+#include <iostream>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -69,10 +70,15 @@ void lent_loop(service_ptr self) {
                           .then(
                               [self, dst, rmr](uint64_t) {
                                 auto& c = *self->state.counters;
-                                if (check_payload(dst.data(), dst.size()))
+                                if (check_payload(dst.data(), dst.size())) {
                                   ++c.lent_regions;
-                                else
-                                  ++c.corrupt_lent;
+                                } else if (++c.corrupt_lent <= 10) {
+                                  std::cerr << "rdmactor-soak: lent region "
+                                               "read wrong: "
+                                            << describe_payload(dst.data(),
+                                                                dst.size())
+                                            << "\n";
+                                }
                               },
                               [](caf::error&) {
                                 // the connection failed: not a content error

@@ -4,7 +4,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "test/reliability/raw_peer.hpp"
 #include "test/reliability/reliability_options.hpp"
@@ -188,9 +190,118 @@ BOOST_AUTO_TEST_CASE(a_read_returns_the_bytes_of_the_region_it_read) {
   (*lender)->close();
 }
 
+// Closing a connection releases what it lent (and what the peer allocated)
+// while its queue pair may still serve the peer: a READ arriving in that
+// window reads memory that may have a new owner already.  The lender closes
+// while the peer keeps reading and another thread keeps reusing the
+// lender's memory; timing-dependent, so 50 rounds.
+BOOST_AUTO_TEST_CASE(closing_a_lender_never_serves_reads_of_reused_memory) {
+  int wrong = 0;
+  int wrong_and_ok = 0;
+  int rounds = 0;
+  for (; rounds < 50; ++rounds) {
+    auto lender = node::open(sys, opts);
+    BOOST_REQUIRE(lender);
+    auto c = (*lender)->connect(host + ":" + std::to_string(port));
+    BOOST_REQUIRE(c);
+    auto here = accept();
+    {
+      auto lent = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
+                                 uint64_t{4096}, uint64_t{64});
+      BOOST_REQUIRE(lent);
+      std::memset(lent->data(), 0xaa, 4096);
+      BOOST_REQUIRE(call<mr_token>(sys, *c, send_mr_atom::value, *lent));
+    }
+    auto src = call<remote_mr>(sys, here, receive_remote_mr_atom::value);
+    BOOST_REQUIRE(src);
+    std::vector<local_mr> dsts;
+    for (int i = 0; i < 8; ++i) {
+      auto d = call<local_mr>(sys, here, alloc_local_mr_atom::value,
+                              uint64_t{4096}, uint64_t{64});
+      BOOST_REQUIRE(d);
+      dsts.push_back(*d);
+    }
+    std::atomic<bool> stop{false};
+    std::thread reuser([&] {
+      while (!stop) {
+        auto m = (*lender)->pool()->allocate(4096, 64, transport::access::all);
+        if (m)
+          std::memset(m->data(), 0xbb, 4096);
+      }
+    });
+    for (int i = 0; i < 8; ++i) {
+      if (i == 4)
+        caf::anon_send_exit(*c, caf::exit_reason::user_shutdown);
+      auto r = call<uint64_t>(sys, here, read_atom::value, dsts[i], *src);
+      if (dsts[i].data()[0] == 0xbb) {
+        ++wrong;
+        if (r)
+          ++wrong_and_ok;
+      }
+    }
+    stop = true;
+    reuser.join();
+    (*lender)->close();
+  }
+  BOOST_TEST(wrong == 0, wrong << " reads in " << rounds
+                               << " rounds brought reused memory ("
+                               << wrong_and_ok << " of them succeeded)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(limits_and_chunks, answers_fixture)
+BOOST_FIXTURE_TEST_SUITE(regressions, answers_fixture)
+
+// A lender that closes its connection while the peer's READ of a lent
+// region waits in its outbound queue (frames delayed 300 ms), then reuses
+// the memory: the READ must fail, never return the new owner's bytes.
+BOOST_AUTO_TEST_CASE(
+    a_read_cut_by_the_lender_closing_never_returns_reused_bytes) {
+  if (env_or("RDMACTOR_TEST_FABRIC", "soft") != "soft")
+    return;
+  auto lender = node::open(sys, opts);
+  BOOST_REQUIRE(lender);
+  transport::soft::fault_plan plan;
+  plan.delay = 300ms;
+  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), plan));
+  auto c = (*lender)->connect(host + ":" + std::to_string(port));
+  BOOST_REQUIRE(c);
+  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), {}));
+  auto here = accept();
+  {
+    auto lent = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
+                               uint64_t{4096}, uint64_t{64});
+    BOOST_REQUIRE(lent);
+    std::memset(lent->data(), 0xaa, 4096);
+    BOOST_REQUIRE(call<mr_token>(sys, *c, send_mr_atom::value, *lent));
+  }
+  auto src = call<remote_mr>(sys, here, receive_remote_mr_atom::value);
+  BOOST_REQUIRE(src);
+  auto dst = call<local_mr>(sys, here, alloc_local_mr_atom::value,
+                            uint64_t{4096}, uint64_t{64});
+  BOOST_REQUIRE(dst);
+  caf::scoped_actor user{sys};
+  user->send(here, read_atom::value, *dst, *src);
+  std::this_thread::sleep_for(50ms); // the READ reaches the lender
+  // The lender closes the connection and reuses what it got back.
+  caf::anon_send_exit(*c, caf::exit_reason::user_shutdown);
+  BOOST_REQUIRE(
+      eventually([&] { return (*lender)->memory_stats().bytes_in_use == 0; }));
+  auto reused = (*lender)->pool()->allocate(4096, 64, transport::access::all);
+  BOOST_REQUIRE(reused);
+  std::memset(reused->data(), 0xbb, 4096);
+  bool ok = false;
+  user->receive([&](uint64_t) { ok = true; },
+                [](caf::error& err) {
+                  BOOST_TEST_MESSAGE("the read failed: " << render(err));
+                },
+                caf::after(10s) >> [] {});
+  BOOST_TEST_MESSAGE("read ok: " << ok << ", first byte "
+                                 << int{dst->data()[0]});
+  BOOST_TEST((!ok || dst->data()[0] == 0xaa),
+             "the read succeeded with the bytes of the memory's next owner");
+  (*lender)->close();
+}
 
 // send_data of more chunks than peer-max-pending-requests goes through: the
 // agent keeps a window of chunks in flight instead of failing the chunks
