@@ -1,6 +1,8 @@
 #include "actors/agent.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -24,8 +26,8 @@ namespace pb = protocol;
 using transport::link_params;
 using transport::transport_actor;
 
-/// Waiter ids carry this bit; request ids never do.
-constexpr uint64_t waiter_bit = uint64_t{1} << 63;
+/// Request ids leave the top bit clear (room for a future flag).
+constexpr uint64_t reserved_id_bit = uint64_t{1} << 63;
 
 /// Access rights of memory allocated on behalf of the peer.
 constexpr uint32_t peer_access = transport::access::local_write
@@ -35,10 +37,18 @@ constexpr uint32_t peer_access = transport::access::local_write
 using completion_fn
     = std::function<void(const pb::Response* res, const caf::error& err)>;
 
+/// A request to the peer waiting for its response.
+struct pending_request {
+  completion_fn done;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+using clock_type = std::chrono::steady_clock;
+
 template <class T>
 struct waiter {
-  uint64_t id;
   caf::typed_response_promise<T> rp;
+  clock_type::time_point deadline;
 };
 
 /// A queue of items the peer sent plus the users waiting for one.
@@ -82,8 +92,12 @@ struct agent_state {
   options opts;
   link_params link;
   std::mt19937_64 rng{std::random_device{}()};
-  uint64_t next_waiter = 1;
-  std::unordered_map<uint64_t, completion_fn> pending;
+  std::unordered_map<uint64_t, pending_request> pending;
+  bool sweep_armed = false; // a timeout_atom is on its way
+  /// AllocMR requests that timed out (oldest first, bounded): a late OK
+  /// answer to one is released at once instead of staying allocated on the
+  /// peer until the connection closes.
+  std::deque<uint64_t> late_allocs;
   std::map<mr_token, owned_mr> owned;
   uint64_t peer_alloc_bytes = 0; // sum over owned entries with by_peer
   uint32_t peer_mrs = 0;
@@ -109,7 +123,7 @@ std::chrono::milliseconds request_timeout(self_ptr self) {
 uint64_t new_request_id(self_ptr self) {
   auto& st = self->state;
   for (;;) {
-    auto id = st.rng() & ~waiter_bit;
+    auto id = st.rng() & ~reserved_id_bit;
     if (id != 0 && st.pending.count(id) == 0)
       return id;
   }
@@ -129,14 +143,39 @@ caf::expected<std::vector<uint8_t>> encode(self_ptr self,
   return buf;
 }
 
-/// Sends a response (or Hello); failures only matter to the log.
+/// How often an agent with waiting requests looks for expired ones: a
+/// twentieth of the timeout, between 1 and 100 ms.  Calls end between
+/// request-timeout-ms and request-timeout-ms plus this interval.
+std::chrono::milliseconds sweep_interval(self_ptr self) {
+  auto ms = self->state.opts.request_timeout_ms / 20;
+  return std::chrono::milliseconds{std::clamp<uint64_t>(ms, 1, 100)};
+}
+
+/// Makes sure one sweep is scheduled.  One timer per agent instead of one
+/// per request: a request costs a map entry, not a clock-thread entry and
+/// a message that always comes back.
+void arm_sweep(self_ptr self) {
+  auto& st = self->state;
+  if (st.sweep_armed)
+    return;
+  st.sweep_armed = true;
+  self->delayed_send(self, sweep_interval(self), timeout_atom::value);
+}
+
+clock_type::time_point deadline(self_ptr self) {
+  return clock_type::now() + request_timeout(self);
+}
+
+/// Sends a response (or Hello); failures only matter to the log.  The
+/// transport answers every send (or fails it when the connection goes), so
+/// no timeout of its own: the agent's deadlines bound what users see.
 void send_unsolicited(self_ptr self, const pb::Message& msg) {
   auto buf = encode(self, msg);
   if (!buf) {
     log().error("agent {}: {}", self->state.link.peer, render(buf.error()));
     return;
   }
-  self->request(self->state.transport, request_timeout(self),
+  self->request(self->state.transport, caf::infinite,
                 transport::send_atom::value, std::move(*buf), local_mr{})
       .then([](uint64_t) {},
             [self](caf::error& err) {
@@ -152,9 +191,18 @@ void complete(self_ptr self, uint64_t id, const pb::Response* res,
   auto i = st.pending.find(id);
   if (i == st.pending.end())
     return;
-  auto fn = std::move(i->second);
+  auto fn = std::move(i->second.done);
   st.pending.erase(i);
   fn(res, err);
+}
+
+/// Maps an error of the transport to what users get: rdmactor codes pass,
+/// anything else (CAF's own) becomes `peer_gone` with the original text.
+caf::error transport_error(self_ptr self, const caf::error& err) {
+  if (code_of(err) != errc::none)
+    return err;
+  return make_error(errc::peer_gone, "the transport to " + self->state.link.peer
+                                         + " failed: " + render(err));
 }
 
 /// Sends a request with `payload` behind it and calls `done` with the
@@ -181,23 +229,27 @@ void send_request(self_ptr self, pb::Message msg, local_mr payload,
     done(nullptr, buf.error());
     return;
   }
-  st.pending.emplace(id, std::move(done));
-  self->request(st.transport, request_timeout(self),
-                transport::send_atom::value, std::move(*buf),
-                std::move(payload))
+  st.pending.emplace(id, pending_request{std::move(done), deadline(self)});
+  arm_sweep(self);
+  self->request(st.transport, caf::infinite, transport::send_atom::value,
+                std::move(*buf), std::move(payload))
       .then([](uint64_t) {},
-            [self, id](caf::error& err) { complete(self, id, nullptr, err); });
-  self->delayed_send(self, request_timeout(self), timeout_atom::value, id);
+            [self, id](caf::error& err) {
+              complete(self, id, nullptr, transport_error(self, err));
+            });
 }
 
 /// Turns a non-OK response status into an error.
 caf::error status_error(const pb::Response& res, const char* what) {
   auto status = pb::status_of(res);
   auto detail = pb::detail_of(res);
+  auto code = pb::to_errc(status);
+  if (code == errc::none) // only called for refusals; never "no error"
+    code = errc::malformed_message;
   return make_error(
-      pb::to_errc(status),
-      std::string{"the peer refused "} + what + ": " + pb::to_string(status)
-          + (detail.empty() ? std::string{} : " (" + detail + ")"));
+      code, std::string{"the peer refused "} + what + ": "
+                + pb::to_string(status)
+                + (detail.empty() ? std::string{} : " (" + detail + ")"));
 }
 
 template <class T>
@@ -226,22 +278,24 @@ caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
                           "the peer " + self->state.link.peer + " is gone"));
     return rp;
   }
-  auto id = waiter_bit | self->state.next_waiter++;
-  box.waiters.push_back(waiter<T>{id, rp});
-  self->delayed_send(self, request_timeout(self), timeout_atom::value, id);
+  box.waiters.push_back(waiter<T>{rp, deadline(self)});
+  arm_sweep(self);
   return rp;
 }
 
+/// Fails the waiters of `box` whose deadline passed (they queue in deadline
+/// order); returns whether any are left.
 template <class T>
-bool expire(mailbox<T>& box, uint64_t id, const caf::error& err) {
-  for (auto i = box.waiters.begin(); i != box.waiters.end(); ++i) {
-    if (i->id == id) {
-      i->rp.deliver(err);
-      box.waiters.erase(i);
-      return true;
-    }
+bool expire(self_ptr self, mailbox<T>& box, clock_type::time_point now) {
+  while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
+    box.waiters.front().rp.deliver(
+        make_error(errc::request_timeout,
+                   "nothing arrived from " + self->state.link.peer + " within "
+                       + std::to_string(self->state.opts.request_timeout_ms)
+                       + " ms (request-timeout-ms)"));
+    box.waiters.pop_front();
   }
-  return false;
+  return !box.waiters.empty();
 }
 
 template <class T>
@@ -251,6 +305,42 @@ void fail_all(mailbox<T>& box, const caf::error& err) {
   box.waiters.clear();
   box.items.clear();
   box.queued_bytes = 0;
+}
+
+/// Ends what waited past its deadline: requests with `request_timeout`,
+/// receive calls likewise; re-arms while anything still waits.
+void sweep(self_ptr self) {
+  auto& st = self->state;
+  st.sweep_armed = false;
+  auto now = clock_type::now();
+  std::vector<uint64_t> expired;
+  for (auto& kv : st.pending)
+    if (kv.second.deadline <= now)
+      expired.push_back(kv.first);
+  for (auto id : expired)
+    complete(self, id, nullptr,
+             make_error(errc::request_timeout,
+                        "no answer from " + st.link.peer + " within "
+                            + std::to_string(st.opts.request_timeout_ms)
+                            + " ms (request-timeout-ms)"));
+  bool waiting = expire(self, st.data, now);
+  waiting = expire(self, st.local_mrs, now) || waiting;
+  waiting = expire(self, st.remote_mrs, now) || waiting;
+  if ((waiting || !st.pending.empty()) && !st.down)
+    arm_sweep(self);
+}
+
+/// Checks that `res` answers a request of kind `expected` with status OK:
+/// another kind is `malformed_message`, a refusal carries the peer's code.
+caf::error check_response(const pb::Response& res,
+                          pb::Response::BodyCase expected, const char* what) {
+  if (res.body_case() != expected)
+    return make_error(errc::malformed_message,
+                      std::string{"the peer answered "} + what
+                          + " with a response of another kind");
+  if (pb::status_of(res) != pb::OK)
+    return status_error(res, what);
+  return {};
 }
 
 mr_token to_token(const pb::MrToken& t) {
@@ -305,7 +395,14 @@ void accepted(self_ptr self) {
 
 void on_alloc_mr(self_ptr self, uint64_t id, const pb::AllocMR& req) {
   auto& st = self->state;
-  if (auto err = st.pool->check_layout(req.size(), req.align())) {
+  auto err = st.pool->check_layout(req.size(), req.align());
+  if (!err && req.align() > memory_pool::arena_align_bytes)
+    err = make_error(errc::invalid_layout,
+                     "alignment " + std::to_string(req.align())
+                         + " exceeds the "
+                         + std::to_string(memory_pool::arena_align_bytes)
+                         + " bytes a peer may ask for");
+  if (err) {
     reject(self,
            pb::make_alloc_mr_response(id, pb::to_status(code_of(err)),
                                       what_of(err)),
@@ -435,8 +532,8 @@ void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
                                      });
     chunk = local_mr{std::move(block)};
   } else {
-    auto copy
-        = st.pool->allocate(view->size(), 64, transport::access::local_write);
+    auto copy = st.pool->allocate(view->size(), 64,
+                                  transport::access::local_write, false);
     if (!copy) {
       reject(self,
              pb::make_send_data_response(id, pb::OUT_OF_MEMORY,
@@ -475,6 +572,26 @@ void on_request(self_ptr self, const pb::Request& req, const local_mr& buf,
   }
 }
 
+caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
+                                              bool answer);
+
+/// Releases the region of a late OK answer to an AllocMR that timed out;
+/// returns whether `res` was one.
+bool release_late_alloc(self_ptr self, const pb::Response& res) {
+  auto& late = self->state.late_allocs;
+  auto i = std::find(late.begin(), late.end(), res.request_id());
+  if (i == late.end())
+    return false;
+  late.erase(i);
+  if (res.body_case() == pb::Response::kAllocMr && pb::status_of(res) == pb::OK
+      && res.alloc_mr().has_token()) {
+    log().info("agent {}: releasing the region of a late AllocMR answer",
+               self->state.link.peer);
+    release(self, to_token(res.alloc_mr().token()), false);
+  }
+  return true;
+}
+
 void on_message(self_ptr self, local_mr& buf) {
   auto& st = self->state;
   pb::Message msg;
@@ -505,6 +622,8 @@ void on_message(self_ptr self, local_mr& buf) {
       break;
     case pb::Message::kResponse: {
       auto id = msg.response().request_id();
+      if (st.pending.count(id) == 0 && release_late_alloc(self, msg.response()))
+        return;
       if (st.pending.count(id) == 0) {
         log().warn("agent {}: dropped a response for unknown request {}",
                    st.link.peer, id);
@@ -536,6 +655,23 @@ void on_message(self_ptr self, local_mr& buf) {
 // -- shutdown
 // -------------------------------------------------------------------
 
+/// Hands `owned` to the transport actor: the memory returns to the pool
+/// when the transport has terminated, i.e. after its queue pair is closed
+/// (CAF destroys an actor's state, and with it the QP, before it runs the
+/// actor's attachables).  Until then the peer may still READ or WRITE
+/// these regions through tokens it holds; releasing them earlier would let
+/// it reach memory that already has a new owner.
+void release_after_transport(self_ptr self,
+                             std::map<mr_token, owned_mr> owned) {
+  if (owned.empty())
+    return;
+  auto keep = std::make_shared<std::map<mr_token, owned_mr>>(std::move(owned));
+  auto ptr = caf::actor_cast<caf::strong_actor_ptr>(self->state.transport);
+  if (!ptr)
+    return; // no transport: nothing can reach the memory any more
+  ptr->get()->attach_functor([keep]() mutable { keep.reset(); });
+}
+
 void shut_down(self_ptr self, const caf::error& cause) {
   auto& st = self->state;
   if (st.down)
@@ -549,20 +685,29 @@ void shut_down(self_ptr self, const caf::error& cause) {
   auto pending = std::move(st.pending);
   st.pending.clear();
   for (auto& kv : pending)
-    kv.second(nullptr, err);
+    kv.second.done(nullptr, err);
   fail_all(st.data, err);
   fail_all(st.local_mrs, err);
   for (auto& rmr : st.remote_mrs.items)
     rmr.state()->take(); // the peer freed it already
   fail_all(st.remote_mrs, err);
-  st.owned.clear(); // everything held for the peer returns to the pool
+  // Everything held for the peer returns to the pool once the transport
+  // (and its QP) is gone.
+  release_after_transport(self, std::move(st.owned));
+  st.owned.clear();
   st.peer_alloc_bytes = 0;
   st.peer_mrs = 0;
+  self->send_exit(st.transport, err);
   self->quit(err);
 }
 
 // -- user operations
 // -----------------------------------------------------------
+
+/// Timed-out AllocMR ids remembered at most (their late answers are
+/// released; older ones are forgotten and answered by the peer's cleanup
+/// when the connection closes).
+constexpr size_t max_late_allocs = 1024;
 
 caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
@@ -570,18 +715,19 @@ request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   auto id = new_request_id(self);
   send_request(
       self, pb::make_alloc_mr(id, size, align), local_mr{},
-      [self, rp](const pb::Response* res, const caf::error& err) mutable {
+      [self, rp, id](const pb::Response* res, const caf::error& err) mutable {
         if (err) {
+          auto& late = self->state.late_allocs;
+          if (code_of(err) == errc::request_timeout) {
+            late.push_back(id);
+            if (late.size() > max_late_allocs)
+              late.pop_front();
+          }
           rp.deliver(err);
           return;
         }
-        if (res->body_case() != pb::Response::kAllocMr) {
-          rp.deliver(make_error(errc::malformed_message,
-                                "the peer answered AllocMR with another kind"));
-          return;
-        }
-        if (pb::status_of(*res) != pb::OK) {
-          rp.deliver(status_error(*res, "AllocMR"));
+        if (auto e = check_response(*res, pb::Response::kAllocMr, "AllocMR")) {
+          rp.deliver(e);
           return;
         }
         auto token = to_token(res->alloc_mr().token());
@@ -613,16 +759,18 @@ caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                local_mr{},
                [self, rp, token](const pb::Response* res,
                                  const caf::error& err) mutable {
-                 auto ok = !err && res->body_case() == pb::Response::kSendMr
-                           && pb::status_of(*res) == pb::OK;
-                 if (!ok)
-                   self->state.owned.erase(token);
-                 if (err)
-                   rp.deliver(err);
-                 else if (!ok)
-                   rp.deliver(status_error(*res, "SendMR LOCAL"));
-                 else
+                 auto e = err ? err
+                              : check_response(*res, pb::Response::kSendMr,
+                                               "SendMR LOCAL");
+                 if (!e) {
                    rp.deliver(token);
+                   return;
+                 }
+                 // Not lent: unless the connection is going (then shut_down
+                 // holds the memory until the queue pair is closed).
+                 if (!self->state.down)
+                   self->state.owned.erase(token);
+                 rp.deliver(e);
                });
   return rp;
 }
@@ -650,11 +798,11 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
   send_request(
       self, pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
       [rp, token](const pb::Response* res, const caf::error& err) mutable {
-        if (err)
-          rp.deliver(err);
-        else if (res->body_case() != pb::Response::kSendMr
-                 || pb::status_of(*res) != pb::OK)
-          rp.deliver(status_error(*res, "SendMR REMOTE"));
+        auto e = err ? err
+                     : check_response(*res, pb::Response::kSendMr,
+                                      "SendMR REMOTE");
+        if (e)
+          rp.deliver(e);
         else
           rp.deliver(token);
       });
@@ -669,8 +817,9 @@ caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
                [self, rp, token, answer](const pb::Response* res,
                                          const caf::error& err) mutable {
                  caf::error e = err;
-                 if (!e && pb::status_of(*res) != pb::OK)
-                   e = status_error(*res, "ReleaseMR");
+                 if (!e)
+                   e = check_response(*res, pb::Response::kReleaseMr,
+                                      "ReleaseMR");
                  if (e && !answer && code_of(e) != errc::peer_gone)
                    log().warn("agent {}: ReleaseMR failed: {}",
                               self->state.link.peer, render(e));
@@ -703,10 +852,8 @@ void pump(self_ptr self, const std::shared_ptr<send_data_job>& job) {
           if (job->failed)
             return;
           caf::error e = err;
-          if (!e
-              && (res->body_case() != pb::Response::kSendData
-                  || pb::status_of(*res) != pb::OK))
-            e = status_error(*res, "SendData");
+          if (!e)
+            e = check_response(*res, pb::Response::kSendData, "SendData");
           if (e) {
             job->failed = true;
             job->rp.deliver(e);
@@ -802,22 +949,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         if (!self->state.down)
           release(self, token, false);
       },
-      [self](timeout_atom, uint64_t id) {
-        auto& st = self->state;
-        if (id & waiter_bit) {
-          auto err = make_error(errc::request_timeout,
-                                "nothing arrived from " + st.link.peer
-                                    + " within request-timeout-ms");
-          expire(st.data, id, err) || expire(st.local_mrs, id, err)
-              || expire(st.remote_mrs, id, err);
-          return;
-        }
-        complete(self, id, nullptr,
-                 make_error(errc::request_timeout,
-                            "no answer from " + st.link.peer + " within "
-                                + std::to_string(st.opts.request_timeout_ms)
-                                + " ms (request-timeout-ms)"));
-      },
+      [self](timeout_atom) { sweep(self); },
       [self](transport::recv_atom, local_mr& buf) { on_message(self, buf); },
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);

@@ -62,7 +62,9 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
 /// - `(stats_atom) -> agent_stats`.
 ///
 /// From the transport: `recv_atom`, `qp_down_atom`.  Internal:
-/// `(release_atom, mr_token)` from a dropped `remote_mr`, `timeout_atom`.
+/// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
+/// the periodic sweep that ends requests and receive calls past
+/// request_timeout_ms (armed only while something waits).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
 /// malformed frames in a row it is disconnected.
@@ -84,7 +86,7 @@ using peer_operations = caf::typed_actor<
 /// and the agent itself send it.
 using agent_actor = peer_operations::extend<
     caf::reacts_to<release_atom, mr_token>,
-    caf::reacts_to<timeout_atom, uint64_t>,
+    caf::reacts_to<timeout_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 

@@ -47,6 +47,25 @@ caf::error check_one_sided(self_ptr self, const char* what,
   return {};
 }
 
+/// Posts a WRITE or READ and keeps `remote` alive until the transport
+/// answers: a user may drop its `remote_mr` right after the call, and the
+/// ReleaseMR that its last handle sends must not overtake the operation
+/// (the peer would reuse the memory while we still access it).  The
+/// transport answers every operation, or fails it when the connection
+/// goes, so the request needs no timeout of its own; the user's request
+/// has one.
+template <class Atom>
+caf::typed_response_promise<uint64_t>
+one_sided(self_ptr self, Atom a, local_mr local, remote_mr remote) {
+  auto rp = self->make_response_promise<uint64_t>();
+  auto token = remote.token();
+  self->request(self->state.transport, caf::infinite, a, std::move(local),
+                token)
+      .then([rp, remote](uint64_t n) mutable { rp.deliver(n); },
+            [rp, remote](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
 connection_actor::behavior_type
 connection_impl(self_ptr self, transport::device_ptr dev,
                 std::shared_ptr<transport::queue_pair_ptr> qp_box,
@@ -118,15 +137,13 @@ connection_impl(self_ptr self, transport::device_ptr dev,
              remote_mr& dst) -> caf::result<uint64_t> {
         if (auto err = check_one_sided(self, "write", src, dst))
           return err;
-        return self->delegate(self->state.transport, a, std::move(src),
-                              dst.token());
+        return one_sided(self, a, std::move(src), std::move(dst));
       },
       [self](read_atom a, local_mr& dst,
              remote_mr& src) -> caf::result<uint64_t> {
         if (auto err = check_one_sided(self, "read", dst, src))
           return err;
-        return self->delegate(self->state.transport, a, std::move(dst),
-                              src.token());
+        return one_sided(self, a, std::move(dst), std::move(src));
       },
       [self](release_atom a, remote_mr& mr) {
         return self->delegate(self->state.agent, a, std::move(mr));

@@ -38,9 +38,10 @@ caf::expected<memory_pool::arena*> memory_pool::add_arena(uint64_t size,
                                                           uint32_t access,
                                                           bool dedicated) {
   auto a = std::make_unique<arena>();
-  a->size = round_up(size, arena_align_bytes);
-  a->mem = static_cast<uint8_t*>(
-      std::aligned_alloc(std::max(align, arena_align_bytes), a->size));
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  auto al = std::max(align, arena_align_bytes);
+  a->size = round_up(size, al);
+  a->mem = static_cast<uint8_t*>(std::aligned_alloc(al, a->size));
   if (a->mem == nullptr)
     return make_error(errc::out_of_memory, "cannot allocate "
                                                + std::to_string(a->size)
@@ -64,6 +65,11 @@ caf::error memory_pool::check_layout(uint64_t size, uint64_t align) const {
   if (!is_pow2(align))
     return make_error(errc::invalid_layout, "alignment " + std::to_string(align)
                                                 + " is not a power of two");
+  if (align > max_align_bytes)
+    return make_error(errc::invalid_layout,
+                      "alignment " + std::to_string(align) + " exceeds "
+                          + std::to_string(max_align_bytes)
+                          + " bytes; align to a page or a huge page at most");
   if (size > max_alloc_)
     return make_error(errc::size_limit, "allocation of " + std::to_string(size)
                                             + " bytes exceeds max-alloc-bytes ("
@@ -72,7 +78,7 @@ caf::error memory_pool::check_layout(uint64_t size, uint64_t align) const {
 }
 
 caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
-                                              uint32_t access) {
+                                              uint32_t access, bool zeroed) {
   if (auto err = check_layout(size, align))
     return err;
   auto len = round_up(std::max<uint64_t>(size, 1), granule_bytes);
@@ -123,7 +129,8 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
   stats_.allocations += 1;
   guard.unlock();
   auto* data = target->mem + offset;
-  std::memset(data, 0, size);
+  if (zeroed)
+    std::memset(data, 0, size);
   auto self = shared_from_this();
   auto block = std::make_shared<mr_block>(
       data, size, target->reg->lkey(), target->reg->rkey(),

@@ -35,29 +35,36 @@ typename Inspector::result_type inspect(Inspector& f, allocator_stats& x) {
 /// Arenas of `arena_size_bytes` are registered once per access-flag set and
 /// carved first-fit with coalescing frees; an allocation larger than an
 /// arena (or aligned beyond a page) gets its own registration, released
-/// with it.  Memory is zeroed before it is handed out, so a peer never sees
-/// another user's bytes.  Handles return their memory from any thread when
-/// the last copy goes; the pool lives as long as any handle.
+/// with it.  Memory is zeroed before it is handed out (unless the caller
+/// overwrites it at once), so a peer never sees another user's bytes.  Handles
+/// return their memory from any thread when the last copy goes; the pool lives
+/// as long as any handle.
 class memory_pool : public std::enable_shared_from_this<memory_pool> {
 public:
   /// Allocation granule: sizes round up to it, offsets align to it.
   static constexpr uint64_t granule_bytes = 64;
   /// Largest alignment served from a shared arena.
   static constexpr uint64_t arena_align_bytes = 4096;
+  /// Largest alignment at all (a 2 MiB huge page): a dedicated
+  /// registration rounds its size up to the alignment.
+  static constexpr uint64_t max_align_bytes = uint64_t{1} << 21;
 
   static_assert((granule_bytes & (granule_bytes - 1)) == 0);
   static_assert(arena_align_bytes % granule_bytes == 0);
+  static_assert(max_align_bytes % arena_align_bytes == 0);
 
   memory_pool(transport::device_ptr dev, uint64_t arena_size_bytes,
               uint64_t max_alloc_bytes);
 
   ~memory_pool();
 
-  /// Allocates `size` bytes aligned to `align` with `access` flags.  Errors:
-  /// `invalid_layout` (align 0 or not a power of two), `size_limit` (over
-  /// max_alloc_bytes), `out_of_memory`/`registration_failed`.
+  /// Allocates `size` bytes aligned to `align` with `access` flags, zeroed
+  /// unless `zeroed` is false (for callers that overwrite every byte at
+  /// once).  Errors: `invalid_layout` (align 0, not a power of two or over
+  /// max_align_bytes), `size_limit` (over max_alloc_bytes),
+  /// `out_of_memory`/`registration_failed`.
   caf::expected<local_mr> allocate(uint64_t size, uint64_t align,
-                                   uint32_t access);
+                                   uint32_t access, bool zeroed = true);
 
   /// Checks a layout without allocating: `invalid_layout` or `size_limit`.
   caf::error check_layout(uint64_t size, uint64_t align) const;

@@ -6,6 +6,10 @@
 namespace rdmactor {
 
 caf::error make_error(errc code, std::string what) {
+  // A code of 0 would make an empty caf::error, i.e. "no error": a failure
+  // must never read as success.
+  if (code == errc::none)
+    code = errc::internal_error;
   return caf::error{static_cast<uint8_t>(code), error_category,
                     caf::make_message(std::move(what))};
 }
@@ -21,7 +25,7 @@ errc code_of(const caf::error& err) noexcept {
 }
 
 std::string what_of(const caf::error& err) {
-  if (err.category() != error_category)
+  if (!err || err.category() != error_category)
     return {};
   auto& ctx = err.context();
   if (ctx.size() == 1 && ctx.match_element<std::string>(0))

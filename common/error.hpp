@@ -16,6 +16,7 @@ constexpr caf::atom_value error_category = caf::atom("rdmactor");
 
 /// Builds a `caf::error` in category `rdmactor` whose context is `what`
 /// (a sentence naming the cause and, where it helps, the remedy).
+/// `errc::none` becomes `internal_error`: the result is never empty.
 caf::error make_error(errc code, std::string what);
 
 /// Builds an error whose context is `describe(code)`.

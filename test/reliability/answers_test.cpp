@@ -70,12 +70,9 @@ bool coded(const caf::error& err) {
 
 } // namespace
 
-// Bugs found by the reliability work (reported, not fixed yet): these cases
-// fail today, so the suite is disabled; run it with
-//   reliability_test --run_test=open_bugs
-// and enable it when actors/ is fixed (docs/reliability.md, findings).
-BOOST_FIXTURE_TEST_SUITE(open_bugs, answers_fixture,
-                         *boost::unit_test::disabled())
+// Bugs the reliability work found (docs/reliability.md, "Findings"), fixed
+// in session 2: each case failed before its fix.
+BOOST_FIXTURE_TEST_SUITE(found_bugs, answers_fixture)
 
 // A peer that answers SendMR or SendData with the body of another kind and
 // status OK.  Expected: the call fails with an error that carries an
