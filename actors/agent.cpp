@@ -162,8 +162,10 @@ void arm_sweep(self_ptr self) {
   self->delayed_send(self, sweep_interval(self), timeout_atom::value);
 }
 
+/// Deadlines use the actor system's clock (steady_clock, or the test
+/// coordinator's simulated one in the fuzz target).
 clock_type::time_point deadline(self_ptr self) {
-  return clock_type::now() + request_timeout(self);
+  return self->clock().now() + request_timeout(self);
 }
 
 /// Sends a response (or Hello); failures only matter to the log.  The
@@ -312,7 +314,7 @@ void fail_all(mailbox<T>& box, const caf::error& err) {
 void sweep(self_ptr self) {
   auto& st = self->state;
   st.sweep_armed = false;
-  auto now = clock_type::now();
+  auto now = self->clock().now();
   std::vector<uint64_t> expired;
   for (auto& kv : st.pending)
     if (kv.second.deadline <= now)

@@ -1,5 +1,7 @@
 #include "actors/connection.hpp"
 
+#include <unordered_map>
+
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -17,6 +19,11 @@ struct connection_state {
   allocator_actor allocator;
   transport::link_params link;
   bool closing = false;
+  /// WRITEs and READs the transport has not answered yet: failed by the
+  /// exit handler, since a promise that dies with this actor would leave
+  /// its caller waiting for its own timeout.
+  std::unordered_map<uint64_t, caf::typed_response_promise<uint64_t>> ops;
+  uint64_t next_op = 0;
 
   static inline const char* name = "rdmactor.connection";
 };
@@ -58,11 +65,19 @@ template <class Atom>
 caf::typed_response_promise<uint64_t>
 one_sided(self_ptr self, Atom a, local_mr local, remote_mr remote) {
   auto rp = self->make_response_promise<uint64_t>();
-  auto token = remote.token();
+  auto id = self->state.next_op++;
+  self->state.ops.emplace(id, rp);
+  auto finish = [self, id, remote](auto&& result) mutable {
+    auto i = self->state.ops.find(id);
+    if (i == self->state.ops.end())
+      return;
+    i->second.deliver(std::forward<decltype(result)>(result));
+    self->state.ops.erase(i);
+  };
   self->request(self->state.transport, caf::infinite, a, std::move(local),
-                token)
-      .then([rp, remote](uint64_t n) mutable { rp.deliver(n); },
-            [rp, remote](caf::error& err) mutable { rp.deliver(err); });
+                remote.token())
+      .then([finish](uint64_t n) mutable { finish(n); },
+            [finish](caf::error& err) mutable { finish(err); });
   return rp;
 }
 
@@ -96,6 +111,9 @@ connection_impl(self_ptr self, transport::device_ptr dev,
         reason
             = make_error(errc::peer_gone, "the connection to " + st.link.peer
                                               + " is gone: " + render(reason));
+      for (auto& kv : st.ops)
+        kv.second.deliver(reason);
+      st.ops.clear();
       self->send_exit(st.agent, reason);
       self->send_exit(st.transport, reason);
       if (code_of(reason) == errc::closed)
