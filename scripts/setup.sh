@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package that rdmactor's build, tests, apps and the
-# Soft-RoCE VM need. Idempotent: installs only what is missing and says so.
+# Installs every Debian package that rdmactor's build, tests, apps (the
+# benchmark plot included) and the Soft-RoCE VM need. Idempotent: installs
+# only what is missing and says so.
 #
 #   scripts/setup.sh          build + test + apps + VM packages
 #   scripts/setup.sh --no-vm  skip the packages that only the rxe VM needs
@@ -16,6 +17,7 @@ build_pkgs=(
   libspdlog-dev
   iproute2 procps
   clang libclang-rt-14-dev
+  gnuplot-nox
 )
 # The verbs suite runs inside a qemu VM with Soft-RoCE (see scripts/rxe-vm.sh).
 vm_pkgs=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio)
