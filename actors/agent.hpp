@@ -85,8 +85,7 @@ using peer_operations = caf::typed_actor<
 /// The agent's full interface: the peer operations plus what the transport
 /// and the agent itself send it.
 using agent_actor = peer_operations::extend<
-    caf::reacts_to<release_atom, mr_token>,
-    caf::reacts_to<timeout_atom>,
+    caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 

@@ -50,8 +50,10 @@ std::string validate(const options& o) {
            + "')";
   if (o.max_message_len_bytes < 256 || o.max_message_len_bytes > (1u << 30))
     return "rdmactor.max-message-len-bytes must be in [256, 2^30]";
-  if (o.recv_depth < 2 || o.recv_depth > 16384)
-    return "rdmactor.recv-depth must be in [2, 16384]";
+  // 4: the transport's credit protocol needs it (min_recv_depth in
+  // transport/transport_actor.hpp; common/ does not depend on transport/).
+  if (o.recv_depth < 4 || o.recv_depth > 16384)
+    return "rdmactor.recv-depth must be in [4, 16384]";
   if (o.request_timeout_ms == 0)
     return "rdmactor.request-timeout-ms must be > 0";
   if (o.connect_timeout_ms == 0)

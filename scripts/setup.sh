@@ -15,7 +15,7 @@ build_pkgs=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   rdmacm-utils perftest
   libspdlog-dev
-  iproute2 procps
+  iproute2 procps curl
   clang libclang-rt-14-dev
   gnuplot-nox
 )

@@ -14,14 +14,17 @@
 #                                   need the sanitizer runtimes too)
 #   scripts/test.sh --sanitize=thread
 #                                   the soft fabric suites (fabric_test_soft,
-#                                   soft_fabric_test: queue-pair threads, CQ,
-#                                   registrations) built with TSan in
-#                                   build-tsan/.  The actor suites are not in
-#                                   the default set: Debian's CAF is not built
-#                                   with TSan, so every message hand-off is a
-#                                   false report (docs/reliability.md); name
-#                                   them to run them anyway, e.g.
-#                                   scripts/test.sh --sanitize=thread -R hostile
+#                                   soft_fabric_test) and the transport and
+#                                   actor suites (transport_actor_test,
+#                                   agent_test, hostile_test,
+#                                   reliability_test) built with TSan in
+#                                   build-tsan/, against CAF 0.17.6 built
+#                                   with TSan by scripts/caf-tsan.sh in
+#                                   build-caf-tsan/ (once, ~10 min on 2
+#                                   cores): Debian's libcaf is not
+#                                   instrumented, so every message hand-off
+#                                   would be a false report
+#                                   (docs/reliability.md)
 # A sanitizer run builds only what its tests run, halts on the first UBSan
 # report and fails on any report; suppressions live in
 # test/reliability/sanitizers/ and each says why.  Extra arguments go to
@@ -43,8 +46,14 @@ if [[ -n "$sanitize" ]]; then
   case "$sanitize" in
     thread)
       build=${RDMACTOR_BUILD_DIR:-build-tsan}
-      cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF)
-      select=(-R "^(fabric_test_soft|soft_fabric_test)$")
+      # CAF built with TSan; its headers and libraries replace Debian's
+      # (explicit cache entries: an older build-tsan/ cached /usr's).
+      caf=$(scripts/caf-tsan.sh | tail -n1)
+      cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF
+                   -DCAF_INCLUDE_DIR="$caf/include"
+                   -DCAF_CORE_LIBRARY="$caf/lib/libcaf_core.so"
+                   -DCAF_IO_LIBRARY="$caf/lib/libcaf_io.so")
+      select=(-R "^(fabric_test_soft|soft_fabric_test|transport_actor_test|agent_test|hostile_test|reliability_test)$")
       export TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
       ;;
     address,undefined | undefined,address | address)
@@ -83,6 +92,17 @@ if [[ -n "$sanitize" ]]; then
   fi
   echo "== build" $targets
   cmake --build "$build" -j"$jobs" --target $targets
+  if [[ "$sanitize" == thread ]]; then
+    # The binaries must load the TSan libcaf (RUNPATH), not Debian's.
+    for t in $targets; do
+      exe=$(find "$build" -type f -name "$t" -perm -u+x | head -n1)
+      if ldd "$exe" | grep -E 'libcaf_(core|io)' | grep -vqF "$caf/lib/"; then
+        echo "test.sh: $exe does not load libcaf from $caf/lib:" >&2
+        ldd "$exe" | grep libcaf >&2
+        exit 1
+      fi
+    done
+  fi
   # Sanitizers slow the stress loops 5-20x: as many round trips as on verbs.
   export RDMACTOR_TEST_ROUNDTRIPS=${RDMACTOR_TEST_ROUNDTRIPS:-20000}
   echo "== ${select[*]} suites under -fsanitize=$sanitize"
@@ -119,7 +139,10 @@ elif [[ "${RDMACTOR_SKIP_VM:-0}" == "1" ]]; then
   echo "== verbs suite: skipped (no RDMA device, RDMACTOR_SKIP_VM=1)"
 elif [[ -x scripts/rxe-vm.sh ]]; then
   echo "== verbs suite: no RDMA device here; running it inside the Soft-RoCE VM"
-  scripts/rxe-vm.sh ctest --test-dir "$root/$build" --output-on-failure -L verbs
+  # The VM's CPU is emulated: 10-50x slower than the host, slower still on a
+  # busy host.  The suites' timeouts scale with this factor.
+  RDMACTOR_TEST_TIMEOUT_SCALE=${RDMACTOR_TEST_TIMEOUT_SCALE:-5} \
+    scripts/rxe-vm.sh ctest --test-dir "$root/$build" --output-on-failure -L verbs
 else
   echo "== verbs suite: skipped (no RDMA device and no scripts/rxe-vm.sh)"
 fi

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,7 +163,11 @@ public:
 
   /// Posts a SEND of the gather list `sg[0..n)` (zero copy: the memory must
   /// stay valid until completion).  With `signaled == false` a successful
-  /// send produces no completion (errors always do).  Caller: the owner.
+  /// send produces no completion (errors always do); as on a reliable
+  /// connection, completions come in posting order, so the completion of a
+  /// later signaled request says every earlier one finished.  An unsignaled
+  /// request keeps its send-queue entry until such a completion was
+  /// polled: signal one now and then.  Caller: the owner.
   virtual caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
                                std::optional<uint32_t> imm = std::nullopt,
                                bool signaled = true)
@@ -200,6 +205,18 @@ public:
   /// `ibv_get_cq_event` + `ibv_ack_cq_events`).  Returns false when no
   /// notification was pending.  Caller: the poller thread.
   virtual bool ack_cq_event() = 0;
+
+  /// Asks the fabric to call `fn` itself, on its own thread, for each
+  /// notification of the armed CQ instead of making `cq_fd()` readable, so
+  /// that the owner needs no poller thread between the CQ and itself.
+  /// Returns false when the fabric cannot (verbs: use `cq_fd()`).  `fn`
+  /// must be quick and must not call into this queue pair (it may run with
+  /// the fabric's locks held); it is never called after the destructor
+  /// returned.  Call it once, before the first `arm_cq`.  Caller: the owner.
+  virtual bool set_cq_notify(std::function<void()> fn) {
+    static_cast<void>(fn);
+    return false;
+  }
 
   /// Moves the QP to the error state and disconnects; outstanding work
   /// completes with `work_request_flushed`.  Idempotent.  Any thread.

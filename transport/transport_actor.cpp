@@ -1,8 +1,11 @@
 #include "transport/transport_actor.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
-#include <unordered_map>
+#include <new>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -36,17 +39,139 @@ constexpr size_t max_queued_ops = size_t{1} << 20;
 static_assert(max_send_header_bytes % 64 == 0,
               "header slots stay cache-line aligned");
 
+/// A bounded multi-producer, single-consumer queue of slot numbers
+/// (Vyukov's array queue).  Producers: any thread dropping the last handle
+/// of a received message; consumer: the transport actor.  It never holds
+/// more than `capacity` items because a slot is released at most once per
+/// posting and reposted only after the consumer took it.
+class slot_ring {
+public:
+  explicit slot_ring(uint32_t min_capacity) {
+    size_t cap = 1;
+    while (cap < min_capacity)
+      cap <<= 1;
+    cells_.reset(new cell[cap]);
+    for (size_t i = 0; i < cap; ++i)
+      cells_[i].seq.store(i, std::memory_order_relaxed);
+    mask_ = cap - 1;
+  }
+
+  /// Appends `value`.  Any thread.
+  void push(uint32_t value) noexcept {
+    auto pos = tail_.fetch_add(1, std::memory_order_relaxed);
+    auto& c = cells_[pos & mask_];
+    // The cell is free by construction (see above); wait out a consumer
+    // that is just handing it back.
+    while (c.seq.load(std::memory_order_acquire) != pos)
+      std::this_thread::yield();
+    c.value = value;
+    c.seq.store(pos + 1, std::memory_order_release);
+  }
+
+  /// Takes the oldest item; false when empty.  The consumer only.
+  bool pop(uint32_t& value) noexcept {
+    auto& c = cells_[head_ & mask_];
+    if (c.seq.load(std::memory_order_acquire) != head_ + 1)
+      return false;
+    value = c.value;
+    c.seq.store(head_ + mask_ + 1, std::memory_order_release);
+    ++head_;
+    return true;
+  }
+
+private:
+  struct cell {
+    std::atomic<uint64_t> seq{0};
+    uint32_t value = 0;
+  };
+  std::unique_ptr<cell[]> cells_;
+  uint64_t mask_ = 0;
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  alignas(64) uint64_t head_ = 0;
+};
+
+/// Bytes preallocated per receive slot for the shared-pointer control block
+/// and `mr_block` of the message it holds.
+constexpr size_t slot_block_bytes = 256;
+
 /// The registered receive buffers of one connection.  Shared by every
 /// `local_mr` that views a received message, so the memory outlives the
 /// transport actor when users keep such handles.
+///
+/// A received message is a `local_mr` whose block (and shared-pointer
+/// control block) lives in storage preallocated for its slot: receiving
+/// allocates nothing.  When the last handle goes, the slot goes into
+/// `released`; the transport drains it and reposts.  A `repost_atom`
+/// message wakes the transport only when it had drained the ring and asked
+/// for a wake-up (`wake_armed`), not once per buffer.
 struct recv_pool {
+  struct alignas(64) block_storage {
+    unsigned char bytes[slot_block_bytes];
+  };
+
   std::unique_ptr<uint8_t[]> mem;
   std::unique_ptr<memory_region> reg;
   uint32_t slot_bytes = 0;
   uint32_t depth = 0;
+  std::unique_ptr<block_storage[]> blocks;
+  std::unique_ptr<slot_ring> released;
+  std::atomic<bool> wake_armed{true};
+  /// The transport actor; set before the first receive is posted.
+  caf::weak_actor_ptr owner;
 
   uint8_t* slot(uint32_t i) const {
     return mem.get() + size_t{i} * slot_bytes;
+  }
+
+  /// Hands slot `i` back for reposting.  Any thread.
+  void release(uint32_t i) noexcept {
+    released->push(i);
+    if (wake_armed.exchange(false, std::memory_order_acq_rel))
+      if (auto strong = owner.lock())
+        caf::anon_send(caf::actor_cast<transport_actor>(strong),
+                       repost_atom::value, i);
+  }
+};
+
+/// Allocates the block of a received message in its slot's storage and
+/// releases the slot when that storage is given back: after the last
+/// handle went and the block was destroyed, so a reposted slot never meets
+/// a block still being torn down.  Holds the pool alive until then.
+template <class T>
+struct slot_allocator {
+  using value_type = T;
+
+  std::shared_ptr<recv_pool> pool;
+  uint32_t slot = 0;
+
+  slot_allocator(std::shared_ptr<recv_pool> p, uint32_t i) noexcept
+      : pool(std::move(p)), slot(i) {}
+
+  template <class U>
+  slot_allocator(const slot_allocator<U>& other) noexcept
+      : pool(other.pool), slot(other.slot) {}
+
+  T* allocate(size_t n) {
+    if (n * sizeof(T) <= slot_block_bytes
+        && alignof(T) <= alignof(recv_pool::block_storage))
+      return reinterpret_cast<T*>(pool->blocks[slot].bytes);
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+
+  void deallocate(T* p, size_t) noexcept {
+    if (reinterpret_cast<unsigned char*>(p) != pool->blocks[slot].bytes)
+      ::operator delete(p);
+    pool->release(slot);
+  }
+
+  template <class U>
+  bool operator==(const slot_allocator<U>& other) const noexcept {
+    return pool == other.pool && slot == other.slot;
+  }
+
+  template <class U>
+  bool operator!=(const slot_allocator<U>& other) const noexcept {
+    return !(*this == other);
   }
 };
 
@@ -61,8 +186,10 @@ struct queued_op {
   caf::typed_response_promise<uint64_t> rp;
 };
 
-/// An operation posted to the QP, waiting for its completion.
+/// An operation posted to the QP, waiting for its completion (or for the
+/// completion of a later signaled one).
 struct inflight_op {
+  uint64_t wr_id;
   op_kind kind;
   uint64_t bytes;
   local_mr keep_alive; // payload must stay registered until completion
@@ -89,6 +216,7 @@ struct transport_state {
   std::vector<uint8_t> header_mem;
   std::unique_ptr<memory_region> header_reg;
   std::vector<int32_t> free_header_slots;
+  /// Only when the fabric cannot notify the actor itself (verbs).
   std::unique_ptr<cq_poller> poller;
 
   link_params params;
@@ -97,7 +225,12 @@ struct transport_state {
   uint32_t owed_total = 0;       // reposted receives not yet reported
   uint32_t owed_data = 0;        // ... of which consumed by data messages
   uint64_t next_wr_id = 1;
-  std::unordered_map<uint64_t, inflight_op> inflight;
+  /// Posted operations in posting order (= completion order).
+  std::deque<inflight_op> inflight;
+  /// Signal at least every this many send-queue operations.
+  uint32_t signal_every = 1;
+  /// Unsignaled operations posted since the last signaled one.
+  uint32_t unsignaled_run = 0;
   std::deque<queued_op> queue;
 
   transport_subscriber subscriber;
@@ -121,14 +254,28 @@ void post_recv_slot(self_ptr self, uint32_t slot);
 void try_post(self_ptr self);
 void fail(self_ptr self, caf::error cause);
 
+/// Decides whether the operation about to be posted is signaled and counts
+/// the run of unsignaled ones.  Signaling every `signal_every`-th keeps the
+/// unsignaled entries far below the send-queue depth, so a completion that
+/// frees them always comes.
+bool next_signaled(transport_state& st, bool must) {
+  bool signaled = must || st.unsignaled_run + 1 >= st.signal_every;
+  st.unsignaled_run = signaled ? 0 : st.unsignaled_run + 1;
+  return signaled;
+}
+
 /// Sends a credit-only message when enough receives were reposted since
-/// the last report and nothing else is going to carry them.
+/// the last report and nothing else is going to carry them.  Called after
+/// every event that can make it true: a buffer reposted, a send completed,
+/// credits arrived (a side that owed credits but had no credit to send them
+/// with must report them once the peer's credits arrive, even with nothing
+/// of its own queued: the peer may be waiting for exactly these).  The
+/// message is unsignaled unless it ends a run of `signal_every`.
 void maybe_return_credits(self_ptr self) {
   auto& st = self->state;
   auto threshold = std::max<uint32_t>(1, st.params.recv_depth / 2);
   if (st.down || st.owed_data == 0 || st.owed_total < threshold
-      || st.credits == 0 || st.free_header_slots.empty()
-      || st.inflight.size() >= st.send_queue_depth)
+      || st.credits == 0 || st.inflight.size() >= st.send_queue_depth)
     return;
   // A queued send will carry the credits as soon as it can go.
   if (!st.queue.empty() && st.queue.front().kind == op_kind::send
@@ -136,16 +283,16 @@ void maybe_return_credits(self_ptr self) {
     return;
   auto imm = (st.owed_total & credit_mask) | credit_only_bit;
   auto wr_id = st.next_wr_id++;
-  if (auto err = st.qp->post_send(wr_id, nullptr, 0, imm)) {
+  auto signaled = next_signaled(st, false);
+  if (auto err = st.qp->post_send(wr_id, nullptr, 0, imm, signaled)) {
     fail(self, std::move(err));
     return;
   }
   --st.credits;
   st.owed_total = 0;
   st.owed_data = 0;
-  st.inflight.emplace(wr_id,
-                      inflight_op{op_kind::send, 0, local_mr{}, -1,
-                                  caf::typed_response_promise<uint64_t>{}});
+  st.inflight.push_back(inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1,
+                                    caf::typed_response_promise<uint64_t>{}});
 }
 
 void post_recv_slot(self_ptr self, uint32_t slot) {
@@ -158,21 +305,72 @@ void post_recv_slot(self_ptr self, uint32_t slot) {
     fail(self, std::move(err));
 }
 
+/// Reposts the receive buffers whose last handle went; returns how many.
+uint32_t repost_released(self_ptr self) {
+  auto& st = self->state;
+  auto& pool = *st.pool;
+  uint32_t n = 0;
+  uint32_t slot = 0;
+  auto drain = [&] {
+    while (pool.released->pop(slot)) {
+      if (slot >= pool.depth)
+        continue; // cannot happen: slots come from our own blocks
+      ++n;
+      ++st.owed_total;
+      ++st.owed_data;
+      post_recv_slot(self, slot);
+    }
+  };
+  drain();
+  // Ask for a wake-up, then look once more: a release between the last pop
+  // and arming sent no message.  The exchange synchronizes with the
+  // releasing thread's exchange, so its push is visible here.
+  if (!pool.wake_armed.exchange(true, std::memory_order_acq_rel))
+    drain();
+  return n;
+}
+
+/// True when the operation after the queue's head could be posted right
+/// after the head (so the head need not be signaled).
+bool next_can_follow(const transport_state& st) {
+  if (st.queue.size() < 2 || st.inflight.size() + 1 >= st.send_queue_depth)
+    return false;
+  const auto& head = st.queue[0];
+  const auto& next = st.queue[1];
+  if (next.kind != op_kind::send)
+    return true;
+  auto credits_after = st.credits - (head.kind == op_kind::send ? 1 : 0);
+  if (credits_after < 2)
+    return false;
+  auto slots_after
+      = st.free_header_slots.size()
+        - (head.kind == op_kind::send && !head.header.empty() ? 1 : 0);
+  return next.header.empty() || slots_after > 0;
+}
+
 /// Posts the head of the queue while credits and send-queue entries last.
+/// The last operation of a batch is signaled (its requester waits), the
+/// ones before only every `signal_every`-th: one completion finishes every
+/// operation posted before it.
 void try_post(self_ptr self) {
   auto& st = self->state;
   while (!st.down && !st.queue.empty()
          && st.inflight.size() < st.send_queue_depth) {
     auto& op = st.queue.front();
+    if (op.kind == op_kind::send) {
+      // Keep one credit in reserve for credit-only messages.
+      if (st.credits < 2
+          || (!op.header.empty() && st.free_header_slots.empty()))
+        break;
+    }
+    auto signaled
+        = next_signaled(st, op.kind == op_kind::read || !next_can_follow(st));
     auto wr_id = st.next_wr_id++;
     sge sg[2];
     size_t n = 0;
     int32_t slot = -1;
     caf::error err;
     if (op.kind == op_kind::send) {
-      // Keep one credit in reserve for credit-only messages.
-      if (st.credits < 2 || st.free_header_slots.empty())
-        break;
       if (!op.header.empty()) {
         slot = st.free_header_slots.back();
         st.free_header_slots.pop_back();
@@ -184,7 +382,8 @@ void try_post(self_ptr self) {
       }
       if (op.local.size() > 0)
         sg[n++] = op.local.to_sge();
-      err = st.qp->post_send(wr_id, sg, n, st.owed_total & credit_mask);
+      err = st.qp->post_send(wr_id, sg, n, st.owed_total & credit_mask,
+                             signaled);
       if (!err) {
         --st.credits;
         st.owed_total = 0;
@@ -193,7 +392,8 @@ void try_post(self_ptr self) {
     } else {
       sg[n++] = op.local.to_sge();
       if (op.kind == op_kind::write)
-        err = st.qp->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey);
+        err = st.qp->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey,
+                                std::nullopt, signaled);
       else
         err = st.qp->post_read(wr_id, sg, n, op.remote.addr, op.remote.rkey);
     }
@@ -206,8 +406,8 @@ void try_post(self_ptr self) {
       return;
     }
     uint64_t bytes = op.local.size() + op.header.size();
-    st.inflight.emplace(wr_id, inflight_op{op.kind, bytes, std::move(op.local),
-                                           slot, std::move(op.rp)});
+    st.inflight.push_back(inflight_op{
+        wr_id, op.kind, bytes, std::move(op.local), slot, std::move(op.rp)});
     st.queue.pop_front();
   }
 }
@@ -230,9 +430,9 @@ void fail(self_ptr self, caf::error cause) {
                                 + st.params.peer + " failed: " + render(cause));
   // Answer now; the entries (and the memory they keep registered) stay
   // until the QP is closed with the state.
-  for (auto& kv : st.inflight)
-    if (kv.second.rp.pending())
-      kv.second.rp.deliver(flushed);
+  for (auto& op : st.inflight)
+    if (op.rp.pending())
+      op.rp.deliver(flushed);
   for (auto& op : st.queue)
     op.rp.deliver(flushed);
   st.queue.clear();
@@ -254,24 +454,43 @@ void on_recv(self_ptr self, const work_completion& wc) {
     ++st.owed_total;
     post_recv_slot(self, slot);
     try_post(self);
+    // Credits that arrived may be what kept us from reporting ours.
+    maybe_return_credits(self);
     return;
   }
-  // View the receive buffer; repost it when the last handle goes.
-  auto pool = st.pool;
-  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  auto block = std::make_shared<mr_block>(
-      pool->slot(slot), wc.byte_len, pool->reg->lkey(), pool->reg->rkey(),
-      [pool, weak, slot] {
-        if (auto strong = weak.lock())
-          caf::anon_send(caf::actor_cast<transport_actor>(strong),
-                         repost_atom::value, slot);
-      });
+  // View the receive buffer; its slot is released for reposting when the
+  // last handle goes.  Block and control block live in the slot's storage.
+  auto& pool = st.pool;
+  auto len = std::min<uint32_t>(wc.byte_len, pool->slot_bytes);
+  auto block = std::allocate_shared<mr_block>(
+      slot_allocator<mr_block>{pool, slot}, pool->slot(slot), len,
+      pool->reg->lkey(), pool->reg->rkey(), mr_block::release_fn{});
   local_mr msg{std::move(block)};
   if (st.subscriber)
     self->send(st.subscriber, recv_atom::value, std::move(msg));
   else
     st.early.emplace_back(std::move(msg));
   try_post(self);
+  maybe_return_credits(self);
+}
+
+/// Finishes one posted operation with `status`.
+void finish(self_ptr self, inflight_op& op, wc_status status) {
+  auto& st = self->state;
+  if (op.header_slot >= 0)
+    st.free_header_slots.push_back(op.header_slot);
+  if (status != wc_status::success) {
+    auto err
+        = make_error(to_errc(status), std::string{to_string(op.kind)} + " to "
+                                          + st.params.peer + " completed with "
+                                          + to_string(status));
+    if (op.rp.pending())
+      op.rp.deliver(err);
+    fail(self, std::move(err));
+    return;
+  }
+  if (op.rp.pending())
+    op.rp.deliver(op.bytes);
 }
 
 void on_completion(self_ptr self, const work_completion& wc) {
@@ -287,31 +506,33 @@ void on_completion(self_ptr self, const work_completion& wc) {
     on_recv(self, wc);
     return;
   }
-  auto i = st.inflight.find(wc.wr_id);
-  if (i == st.inflight.end())
+  if (st.down)
     return; // answered already (failure path)
-  auto op = std::move(i->second);
-  st.inflight.erase(i);
-  if (op.header_slot >= 0)
-    st.free_header_slots.push_back(op.header_slot);
-  if (wc.status != wc_status::success) {
-    auto err
-        = make_error(to_errc(wc.status),
-                     std::string{to_string(op.kind)} + " to " + st.params.peer
-                         + " completed with " + to_string(wc.status));
-    if (op.rp.pending())
-      op.rp.deliver(err);
-    fail(self, std::move(err));
+  auto i = std::find_if(
+      st.inflight.begin(), st.inflight.end(),
+      [&](const inflight_op& op) { return op.wr_id == wc.wr_id; });
+  if (i == st.inflight.end())
     return;
+  // Completions come in posting order: every unsignaled operation posted
+  // before this one finished successfully.
+  while (st.inflight.front().wr_id != wc.wr_id) {
+    auto op = std::move(st.inflight.front());
+    st.inflight.pop_front();
+    finish(self, op, wc_status::success);
   }
-  if (op.rp.pending())
-    op.rp.deliver(op.bytes);
+  auto op = std::move(st.inflight.front());
+  st.inflight.pop_front();
+  finish(self, op, wc.status);
+  if (st.down)
+    return;
   try_post(self);
   maybe_return_credits(self);
 }
 
 void drain_cq(self_ptr self) {
   auto& st = self->state;
+  if (!st.down && repost_released(self) > 0)
+    maybe_return_credits(self);
   work_completion wcs[cq_batch];
   for (int round = 0; round < 2 && !st.down; ++round) {
     for (;;) {
@@ -393,14 +614,30 @@ transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
   const auto& cp = st.qp->params();
   st.params = link_params{cp.max_message_len_bytes, cp.recv_depth,
                           st.qp->peer_name()};
+  if (cp.recv_depth < min_recv_depth) {
+    auto err = make_error(
+        errc::invalid_argument,
+        "the connection to " + st.params.peer + " has a receive depth of "
+            + std::to_string(cp.recv_depth) + "; rdmactor needs at least "
+            + std::to_string(min_recv_depth)
+            + " (set recv-depth >= 4 on both sides)");
+    log().error("transport: {}", render(err));
+    st.down = true;
+    self->quit(err);
+    return transport_actor::behavior_type::make_empty_behavior();
+  }
   st.credits = cp.recv_depth;
   st.send_queue_depth = 2 * cp.recv_depth + 2;
+  st.signal_every = std::clamp<uint32_t>(st.send_queue_depth / 4, 1, 16);
   // Receive pool: recv_depth slots of max_message_len bytes, one
   // registration, reposted as consumers release them.
   auto pool = std::make_shared<recv_pool>();
   pool->slot_bytes = cp.max_message_len_bytes;
   pool->depth = cp.recv_depth;
   pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
+  pool->blocks.reset(new recv_pool::block_storage[pool->depth]);
+  pool->released = std::make_unique<slot_ring>(pool->depth);
+  pool->owner = caf::actor_cast<caf::weak_actor_ptr>(self);
   auto reg = st.dev->register_memory(pool->mem.get(),
                                      size_t{pool->slot_bytes} * pool->depth,
                                      access::local_write);
@@ -423,12 +660,16 @@ transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
     st.free_header_slots.push_back(i - 1);
   for (uint32_t i = 0; i < st.pool->depth; ++i)
     post_recv_slot(self, i);
+  // Completion notifications: straight from the fabric's thread where it
+  // can (soft), else a poller thread on the CQ's fd (verbs).
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  st.poller = std::make_unique<cq_poller>(*st.qp, [weak] {
+  auto notify = [weak] {
     if (auto strong = weak.lock())
       caf::anon_send(caf::actor_cast<transport_actor>(strong),
                      cq_event_atom::value);
-  });
+  };
+  if (!st.qp->set_cq_notify(notify))
+    st.poller = std::make_unique<cq_poller>(*st.qp, notify);
   if (auto err = st.qp->arm_cq())
     fail(self, std::move(err));
   self->set_exit_handler([self](caf::exit_msg& msg) {
@@ -457,14 +698,12 @@ transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
         return st.params;
       },
       [self](cq_event_atom) { drain_cq(self); },
-      [self](repost_atom, uint32_t slot) {
+      [self](repost_atom, uint32_t) {
         auto& st = self->state;
-        if (st.down || slot >= st.pool->depth)
+        if (st.down)
           return;
-        ++st.owed_total;
-        ++st.owed_data;
-        post_recv_slot(self, slot);
-        maybe_return_credits(self);
+        if (repost_released(self) > 0)
+          maybe_return_credits(self);
       },
   };
 }

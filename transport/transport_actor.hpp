@@ -18,6 +18,12 @@ namespace rdmactor::transport {
 /// Largest header (bytes before the payload) of one `send`.
 constexpr size_t max_send_header_bytes = 256;
 
+/// Smallest receive depth the credit protocol works with: a data message
+/// needs 2 credits and credits are returned in batches of half the pool;
+/// with 2 receives both sides can end holding 1 credit each and owing the
+/// other 1 (a stall).  A connection negotiated below it is refused.
+constexpr uint32_t min_recv_depth = 4;
+
 /// Negotiated parameters of a connection as the transport reports them.
 struct link_params {
   uint32_t max_message_len_bytes = 0;
@@ -54,8 +60,10 @@ using transport_subscriber
 ///   flushes messages that arrived before.
 /// Operations execute in the order they were requested.
 ///
-/// Internal: `cq_event_atom` (from the poller thread), `repost_atom`
-/// (receive buffer released).  On failure or exit every pending request is
+/// Internal: `cq_event_atom` (completions are ready: from the fabric's own
+/// thread where it can notify, else from a poller thread), `repost_atom`
+/// (receive buffers were released while the actor waited for that; the
+/// argument is informational).  On failure or exit every pending request is
 /// answered with an error; the actor then quits with the cause.
 using transport_actor = caf::typed_actor<
     caf::replies_to<send_atom, std::vector<uint8_t>, local_mr>::with<uint64_t>,

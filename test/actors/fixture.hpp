@@ -25,13 +25,23 @@ inline std::string env_or(const char* name, const char* fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
+/// Multiplies the suites' timeouts: RDMACTOR_TEST_TIMEOUT_SCALE (default 1).
+/// scripts/test.sh sets it for the verbs suite in the Soft-RoCE VM, whose
+/// emulated CPU runs 10-50x slower than the host (and slower still when the
+/// host is busy), so that a slow machine does not read as a failure.
+inline uint32_t timeout_scale() {
+  auto v = std::strtoul(env_or("RDMACTOR_TEST_TIMEOUT_SCALE", "1").c_str(),
+                        nullptr, 10);
+  return v >= 1 && v <= 100 ? static_cast<uint32_t>(v) : 1;
+}
+
 inline options test_options() {
   options o;
   o.fabric = env_or("RDMACTOR_TEST_FABRIC", "soft");
   o.max_message_len_bytes = 4096;
   o.recv_depth = 16;
-  o.request_timeout_ms = 3000;
-  o.connect_timeout_ms = 3000;
+  o.request_timeout_ms = 3000 * timeout_scale();
+  o.connect_timeout_ms = 3000 * timeout_scale();
   o.rnr_timeout_ms = 1000;
   o.arena_size_bytes = 1 << 20;
   o.max_alloc_bytes = 64 << 20;
@@ -57,7 +67,8 @@ template <class T, class Handle, class... Ts>
 caf::expected<T> call(caf::actor_system& sys, const Handle& hdl, Ts&&... xs) {
   caf::scoped_actor self{sys};
   caf::expected<T> result{make_error(errc::internal_error, "no answer")};
-  self->request(hdl, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+  self->request(hdl, std::chrono::seconds(30 * timeout_scale()),
+                std::forward<Ts>(xs)...)
       .receive([&](T& x) { result = std::move(x); },
                [&](caf::error& err) { result = std::move(err); });
   return result;

@@ -21,7 +21,7 @@ inline options reliability_options() {
   auto o = test_options();
   o.max_message_len_bytes = 64 * 1024;
   o.recv_depth = 16;
-  o.request_timeout_ms = 5000;
+  o.request_timeout_ms = 5000 * timeout_scale();
   o.arena_size_bytes = 4 << 20;
   o.max_alloc_bytes = 256ull << 20;
   o.peer_max_alloc_bytes = 160ull << 20;

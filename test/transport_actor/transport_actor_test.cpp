@@ -6,6 +6,8 @@
 // remote access errors, credits under a long loop, and peer departure.
 
 #include <cstring>
+#include <future>
+#include <thread>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -40,7 +42,9 @@ struct pair_fixture : system_holder {
   endpoint a;
   endpoint b;
 
-  pair_fixture() {
+  explicit pair_fixture(uint32_t recv_depth = 0) {
+    if (recv_depth != 0)
+      opts.recv_depth = recv_depth;
     auto d = open_device(opts);
     BOOST_REQUIRE_MESSAGE(d, render(d));
     dev = *d;
@@ -92,6 +96,34 @@ struct pair_fixture : system_holder {
     return out;
   }
 };
+
+/// A pair with a tiny receive pool: credits run out all the time.
+struct tiny_pool_fixture : pair_fixture {
+  tiny_pool_fixture() : pair_fixture(tiny_depth()) {}
+
+  static uint32_t tiny_depth() {
+    return static_cast<uint32_t>(
+        std::stoul(env_or("RDMACTOR_TEST_TINY_DEPTH", "4")));
+  }
+};
+
+/// Answers every message with a header-only send (like the agent's
+/// SendDataResponse) and releases the buffer at once.
+transport_subscriber::behavior_type
+responder(transport_subscriber::pointer self, transport_actor tr) {
+  return {
+      [self, tr](recv_atom, local_mr& mr) {
+        std::vector<uint8_t> h(mr.size() >= 4 ? 4 : 0);
+        if (!h.empty())
+          std::memcpy(h.data(), mr.data(), 4);
+        mr = local_mr{};
+        self->request(tr, caf::infinite, send_atom::value, std::move(h),
+                      local_mr{})
+            .then([](uint64_t) {}, [](caf::error&) {});
+      },
+      [](qp_down_atom, caf::error&) {},
+  };
+}
 
 void fill(local_mr& mr, uint8_t seed) {
   for (size_t i = 0; i < mr.size(); ++i)
@@ -207,6 +239,86 @@ BOOST_AUTO_TEST_CASE(hundred_thousand_messages_never_run_the_pool_dry) {
   caf::anon_send_exit(sender, caf::exit_reason::user_shutdown);
 }
 
+BOOST_AUTO_TEST_CASE(batched_sends_are_all_answered_in_order) {
+  // Sends queued together go out mostly unsignaled; the completion of a
+  // later signaled one answers the earlier ones, in order, with their
+  // sizes.  Writes interleave and are answered the same way.
+  const int count = 300;
+  auto target = alloc(4096);
+  auto src = alloc(4096);
+  fill(src, 4);
+  auto answers = std::make_shared<std::vector<uint64_t>>();
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::vector<local_mr> payloads;
+  for (int i = 0; i < count; ++i)
+    payloads.push_back(alloc(static_cast<size_t>(i % 7) * 100));
+  auto driver = sys.spawn([tr = a.tr, count, answers, done, payloads, src,
+                           tok = target.token()](caf::event_based_actor* self) {
+    for (int i = 0; i < count; ++i) {
+      auto on_answer = [answers, done, count](uint64_t n) {
+        answers->push_back(n);
+        if (answers->size() == static_cast<size_t>(count))
+          done->set_value();
+      };
+      auto on_error = [](caf::error& err) {
+        BOOST_ERROR("operation failed: " << render(err));
+      };
+      if (i % 10 == 9)
+        self->request(tr, caf::infinite, write_atom::value, src, tok)
+            .then(on_answer, on_error);
+      else
+        self->request(tr, caf::infinite, send_atom::value,
+                      std::vector<uint8_t>{1, 2}, payloads[i])
+            .then(on_answer, on_error);
+    }
+  });
+  // The receiver releases each message at once, so credits keep flowing.
+  int received = 0;
+  (*b.inbox)->receive_for(received, count - count / 10)(
+      [](recv_atom, local_mr&) {},
+      caf::after(std::chrono::seconds(20)) >> [] { BOOST_FAIL("stalled"); });
+  BOOST_REQUIRE(fut.wait_for(std::chrono::seconds(20))
+                == std::future_status::ready);
+  for (int i = 0; i < count; ++i) {
+    auto want = i % 10 == 9 ? uint64_t{4096} : uint64_t(2 + (i % 7) * 100);
+    BOOST_TEST_CONTEXT("operation " << i) {
+      BOOST_TEST((*answers)[i] == want);
+    }
+  }
+  caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(buffers_released_out_of_order_on_other_threads) {
+  // Hold every buffer the sender may fill (from a fresh start: all credits
+  // but the reserve), release them in reverse order from other threads,
+  // and check the credits came back: the pool's ring of released slots
+  // must repost each one exactly once.
+  std::vector<local_mr> held;
+  for (uint32_t i = 0; i < opts.recv_depth - 1; ++i) {
+    BOOST_REQUIRE(call<uint64_t>(sys, a.tr, send_atom::value,
+                                 std::vector<uint8_t>{uint8_t(i)}, local_mr{}));
+    held.push_back(next_message(b));
+  }
+  std::vector<std::thread> releasers;
+  for (int t = 0; t < 3; ++t)
+    releasers.emplace_back([&held, t] {
+      for (auto i = held.size(); i-- > 0;)
+        if (static_cast<int>(i % 3) == t)
+          held[i] = local_mr{};
+    });
+  for (auto& th : releasers)
+    th.join();
+  // Several pools' worth again, released at once: impossible unless every
+  // slot came back.
+  for (uint32_t i = 0; i < 4 * opts.recv_depth; ++i) {
+    BOOST_REQUIRE(call<uint64_t>(sys, a.tr, send_atom::value,
+                                 std::vector<uint8_t>{7}, local_mr{}));
+    auto msg = next_message(b);
+    BOOST_REQUIRE_EQUAL(msg.size(), 1u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(peer_departure_fails_pending_work_and_tells_once) {
   // Hold every receive buffer on b so a's sends queue for credits.
   std::vector<local_mr> held;
@@ -233,6 +345,99 @@ BOOST_AUTO_TEST_CASE(peer_departure_fails_pending_work_and_tells_once) {
                         caf::after(std::chrono::milliseconds(500)) >>
                             [&] { more = false; });
   BOOST_TEST(downs == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(tiny_pool_suite, tiny_pool_fixture)
+
+BOOST_AUTO_TEST_CASE(request_response_streams_never_stall_on_credits) {
+  // a streams data messages with a window of outstanding sends; b answers
+  // each with a small message (the agent's SendData / SendDataResponse
+  // pattern).  With 4 receives per side both run short of credits all the
+  // time, and credits come back in credit-only messages that cross each
+  // other.  Guards the credit protocol against lost wake-ups (credits that
+  // arrive while the other side has nothing queued must still make it
+  // report what it owes).  RDMACTOR_TEST_TINY_DEPTH sets the pool size.
+  const int count = std::stoi(env_or("RDMACTOR_TEST_ROUNDTRIPS", "100000")) / 5;
+  const int window = 8;
+  auto resp = sys.spawn(responder, b.tr);
+  BOOST_REQUIRE(call<link_params>(sys, b.tr, subscribe_atom::value,
+                                  transport_subscriber{resp}));
+  auto payload = alloc(1000);
+  auto progress = caf::actor_cast<caf::actor>(*a.inbox);
+  // The pinger keeps `window` messages unanswered: a new one goes out when
+  // an answer arrives, so a's queue is often empty (the case that stalled).
+  auto pinger = sys.spawn([tr = a.tr, count, window, payload,
+                           progress](transport_subscriber::pointer self)
+                              -> transport_subscriber::behavior_type {
+    auto next = std::make_shared<int>(0);
+    auto ping = [self, tr, payload, next] {
+      std::vector<uint8_t> h(4);
+      std::memcpy(h.data(), next.get(), 4);
+      ++*next;
+      self->request(tr, caf::infinite, send_atom::value, std::move(h), payload)
+          .then([](uint64_t) {}, [](caf::error&) {});
+    };
+    for (int i = 0; i < window && i < count; ++i)
+      ping();
+    return {
+        [=](recv_atom, local_mr& mr) {
+          int got = -1;
+          if (mr.size() == 4)
+            std::memcpy(&got, mr.data(), 4);
+          mr = local_mr{};
+          caf::anon_send(progress, got);
+          if (*next < count)
+            ping();
+        },
+        [](qp_down_atom, caf::error&) {},
+    };
+  });
+  BOOST_REQUIRE(call<link_params>(sys, a.tr, subscribe_atom::value, pinger));
+  int answered = 0;
+  bool in_order = true;
+  (*a.inbox)->receive_for(answered, count)(
+      [&](int got) { in_order = in_order && got == answered; },
+      caf::after(std::chrono::seconds(10)) >>
+          [&] { BOOST_FAIL("stalled after " << answered << " answers"); });
+  BOOST_TEST(answered == count);
+  BOOST_TEST(in_order);
+  caf::anon_send_exit(pinger, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(resp, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(limits_suite)
+
+// Below min_recv_depth the credit protocol can stall (both sides holding
+// one credit and owing one): the transport refuses such a connection at
+// once with an error that names the remedy, instead of stalling later.
+BOOST_AUTO_TEST_CASE(a_receive_depth_below_the_minimum_is_refused) {
+  system_holder h;
+  auto opts = test_options();
+  auto d = open_device(opts);
+  BOOST_REQUIRE_MESSAGE(d, render(d));
+  auto host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+  conn_params offer{opts.max_message_len_bytes, min_recv_depth - 1};
+  auto lst = (*d)->listen(host, 0, offer);
+  BOOST_REQUIRE_MESSAGE(lst, render(lst));
+  caf::expected<queue_pair_ptr> server_qp{caf::error{}};
+  std::thread acceptor(
+      [&] { server_qp = (*lst)->accept(std::chrono::seconds(10)); });
+  auto client_qp
+      = (*d)->connect(host, (*lst)->port(), offer, std::chrono::seconds(10));
+  acceptor.join();
+  BOOST_REQUIRE_MESSAGE(client_qp, render(client_qp));
+  auto tr = spawn_transport(h.sys, *d, std::move(*client_qp));
+  caf::scoped_actor self{h.sys};
+  self->monitor(tr);
+  caf::error reason;
+  self->receive([&](caf::down_msg& msg) { reason = msg.reason; },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(code_of(reason) == errc::invalid_argument, render(reason));
+  BOOST_TEST(what_of(reason).find("at least 4") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,13 +5,23 @@
 namespace rdmactor::transport::soft {
 
 bool completion_queue::push(const work_completion& wc) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (entries_.size() >= limits::max_cq_entries)
-    return false;
-  entries_.push_back(wc);
-  if (armed_) {
-    armed_ = false;
-    efd_.signal();
+  bool fire = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (entries_.size() >= limits::max_cq_entries)
+      return false;
+    entries_.push_back(wc);
+    if (armed_) {
+      armed_ = false;
+      fire = true;
+    }
+  }
+  // Outside our lock: the owner may be polling right now.
+  if (fire) {
+    if (notify_)
+      notify_();
+    else
+      efd_.signal();
   }
   return true;
 }
@@ -27,13 +37,23 @@ size_t completion_queue::poll(work_completion* out, size_t max) {
 }
 
 void completion_queue::arm() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (!entries_.empty()) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (entries_.empty()) {
+      armed_ = true;
+      return;
+    }
     armed_ = false;
-    efd_.signal();
-    return;
   }
-  armed_ = true;
+  if (notify_)
+    notify_();
+  else
+    efd_.signal();
+}
+
+void completion_queue::set_notify(std::function<void()> fn) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  notify_ = std::move(fn);
 }
 
 } // namespace rdmactor::transport::soft

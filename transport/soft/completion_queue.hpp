@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 
 #include "transport/fabric.hpp"
@@ -16,7 +17,8 @@ namespace rdmactor::transport::soft {
 /// notification; the next `push` signals the eventfd and disarms.  If
 /// completions are already queued when `arm` is called, it signals at once,
 /// so a completion that slipped in between the last poll and arming is never
-/// missed.  `ack` consumes the signal.  Thread-safe.
+/// missed.  `ack` consumes the signal.  With a notify function set, a
+/// notification calls it instead of signalling the eventfd.  Thread-safe.
 class completion_queue {
 public:
   explicit completion_queue(event_fd efd) noexcept : efd_(std::move(efd)) {}
@@ -37,6 +39,11 @@ public:
   /// Requests one notification.
   void arm();
 
+  /// Calls `fn` for each notification from now on instead of signalling the
+  /// eventfd (see `queue_pair::set_cq_notify`).  Call before the first
+  /// `arm`.
+  void set_notify(std::function<void()> fn);
+
   /// Consumes a pending notification; returns false when none was pending.
   bool ack() noexcept {
     return efd_.drain();
@@ -47,6 +54,8 @@ private:
   std::deque<work_completion> entries_;
   bool armed_ = false;
   event_fd efd_;
+  /// Set once before the first arm; read without the lock afterwards.
+  std::function<void()> notify_;
 };
 
 } // namespace rdmactor::transport::soft

@@ -137,10 +137,12 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
   std::lock_guard<std::mutex> guard{mutex_};
   if (phase_.load() != phase::running)
     return qp_error();
-  if (outstanding_.size() >= limits::max_send_wr)
+  if (outstanding_.size() + unreaped_ >= limits::max_send_wr)
     return make_error(errc::quota_exceeded,
                       "send queue full: " + std::to_string(limits::max_send_wr)
-                          + " work requests outstanding; wait for completions");
+                          + " work requests outstanding or unsignaled since "
+                            "the last signaled completion; wait for "
+                            "completions (signal a request now and then)");
   auto now = clock_type::now();
   if (outstanding_.empty() && tx_.empty())
     note_progress(now);
@@ -272,6 +274,11 @@ bool soft_queue_pair::ack_cq_event() {
   return cq_.ack();
 }
 
+bool soft_queue_pair::set_cq_notify(std::function<void()> fn) {
+  cq_.set_notify(std::move(fn));
+  return true;
+}
+
 void soft_queue_pair::close() {
   {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -366,6 +373,9 @@ void soft_queue_pair::respond_locked(const wire::header& h,
   if (tx_.empty() && outstanding_.empty())
     note_progress(now);
   tx_.push(h, payload, now);
+  // The loop writes the answers to one batch of inbound frames at once.
+  if (std::this_thread::get_id() == loop_id_ && batching_responses_)
+    return;
   pump_locked(now);
   if (!tx_.empty())
     wake_.signal();
@@ -538,6 +548,7 @@ void soft_queue_pair::fail_locked(failure f) {
     front = false;
   }
   outstanding_.clear();
+  unreaped_ = 0;
   transmitted_ = 0;
   sq_blocked_ = false;
   for (auto& r : rq_)

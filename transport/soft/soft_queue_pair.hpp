@@ -41,11 +41,13 @@ class soft_device;
 /// executes them in that order.  Each completes when the peer's answer
 /// arrives, i.e. after the peer placed the data (SEND, WRITE) or when the
 /// data arrived (READ).  A successful unsignaled SEND or WRITE completes
-/// silently; errors always complete.  A local sge that is not registered,
-/// lies outside its registration or (READ destination) lacks local_write
-/// does not fail the post: when the request reaches the front of the send
-/// queue it completes with `local_protection_error` and the queue pair
-/// enters the error state, as on hardware.
+/// silently; errors always complete.  As on hardware, an unsignaled request
+/// keeps its send-queue entry (it counts against `limits::max_send_wr`)
+/// until a later signaled request of this queue pair completed.  A local sge
+/// that is not registered, lies outside its registration or (READ destination)
+/// lacks local_write does not fail the post: when the request reaches the front
+/// of the send queue it completes with `local_protection_error` and the queue
+/// pair enters the error state, as on hardware.
 ///
 /// Responder.  An inbound SEND (or WRITE with immediate) consumes the
 /// oldest posted receive.  Without one the loop keeps reading (it buffers
@@ -125,6 +127,10 @@ public:
   caf::error arm_cq() override;
 
   bool ack_cq_event() override;
+
+  /// The loop thread (or the owner, in `arm_cq`) calls `fn` instead of
+  /// signalling the CQ's eventfd.  Always succeeds.
+  bool set_cq_notify(std::function<void()> fn) override;
 
   void close() override;
 
@@ -243,6 +249,9 @@ private:
   /// Written under mutex_ (and placement_mutex_ when leaving running).
   std::atomic<phase> phase_{phase::running};
   std::deque<outstanding_request> outstanding_;
+  /// Unsignaled requests that completed silently since the last signaled
+  /// completion: their send-queue entries are not free yet.
+  size_t unreaped_ = 0;
   /// Outstanding requests, from the front, whose frame is fully written.
   size_t transmitted_ = 0;
   /// A request with a bad local sge is queued: later ones stay off the wire.
@@ -280,6 +289,12 @@ private:
   size_t buffer_off_ = 0;
   uint64_t remaining_ = 0;
   uint32_t rx_seq_ = 0;
+
+  /// The loop thread's id (written under mutex_ when it starts).
+  std::thread::id loop_id_;
+  /// The loop is executing one read's worth of inbound frames: their
+  /// answers wait in tx_ until it is done.  Loop thread only.
+  bool batching_responses_ = false;
 
   std::atomic<clock_type::rep> last_progress_{0};
   std::thread thread_;

@@ -26,6 +26,10 @@ constexpr int max_steps_per_wakeup = 256;
 } // namespace
 
 void soft_queue_pair::run() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    loop_id_ = std::this_thread::get_id();
+  }
   for (;;) {
     auto now = clock_type::now();
     if (stalled_.load() && phase_.load() == phase::running)
@@ -84,7 +88,11 @@ void soft_queue_pair::run() {
     auto rev = fds[0].revents;
     if (rx_ready || (rev & (POLLIN | POLLHUP | POLLERR))) {
       if ((events & POLLIN) != 0) {
+        // Answers to the frames of one read go out together, in one write,
+        // at the top of the next iteration.
+        batching_responses_ = true;
         on_readable();
+        batching_responses_ = false;
       } else if (rev & (POLLHUP | POLLERR)) {
         // Not reading (stalled) and the connection is gone.
         std::lock_guard<std::mutex> guard{mutex_};
@@ -353,9 +361,13 @@ void soft_queue_pair::on_response(const wire::header& h) {
       auto done = std::move(front);
       outstanding_.pop_front();
       --transmitted_;
-      if (done.signaled)
+      if (done.signaled) {
+        unreaped_ = 0;
         complete_locked(make_wc(done.wr_id, wc_status::success, done.opcode,
                                 done.byte_len));
+      } else {
+        ++unreaped_;
+      }
       settle_front_locked();
       return;
     }
@@ -555,6 +567,7 @@ void soft_queue_pair::finish_payload() {
       auto done = std::move(outstanding_.front());
       outstanding_.pop_front();
       --transmitted_;
+      unreaped_ = 0; // a READ is always signaled
       complete_locked(make_wc(done.wr_id, wc_status::success,
                               wc_opcode::rdma_read, done.byte_len));
       settle_front_locked();
