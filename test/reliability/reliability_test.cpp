@@ -29,8 +29,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Generous bounds: they tell "prompt" from "hangs", nothing finer.
-constexpr auto down_bound = 20s;
+/// Generous bounds: they tell "prompt" from "hangs", nothing finer.  They
+/// scale with the request timeout (RDMACTOR_TEST_TIMEOUT_SCALE, set for the
+/// emulated VM): a peer that is stopped and then killed while our chunks
+/// wait for its credits is only noticed by the chunks' deadlines there.
+const std::chrono::seconds down_bound{20 * timeout_scale()};
 constexpr auto line_bound = 60s;
 
 bool on_soft() {
