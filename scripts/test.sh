@@ -48,12 +48,21 @@ if [[ -n "$sanitize" ]]; then
       build=${RDMACTOR_BUILD_DIR:-build-tsan}
       # CAF built with TSan; its headers and libraries replace Debian's
       # (explicit cache entries: an older build-tsan/ cached /usr's).
-      caf=$(scripts/caf-tsan.sh | tail -n1)
-      cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF
-                   -DCAF_INCLUDE_DIR="$caf/include"
-                   -DCAF_CORE_LIBRARY="$caf/lib/libcaf_core.so"
-                   -DCAF_IO_LIBRARY="$caf/lib/libcaf_io.so")
-      select=(-R "^(fabric_test_soft|soft_fabric_test|transport_actor_test|agent_test|hostile_test|reliability_test)$")
+      if caf=$(scripts/caf-tsan.sh | tail -n1) && [[ -d "$caf/lib" ]]; then
+        cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF
+                     -DCAF_INCLUDE_DIR="$caf/include"
+                     -DCAF_CORE_LIBRARY="$caf/lib/libcaf_core.so"
+                     -DCAF_IO_LIBRARY="$caf/lib/libcaf_io.so")
+        select=(-R "^(fabric_test_soft|soft_fabric_test|transport_actor_test|agent_test|hostile_test|reliability_test)$")
+      else
+        # Without CAF's source (no route to deb.debian.org) only the suites
+        # that do not rely on CAF's synchronization can run under TSan.
+        echo "== WARNING: scripts/caf-tsan.sh failed (is deb.debian.org" \
+             "reachable?): TSan runs the soft fabric suites only" >&2
+        caf=""
+        cmake_extra=(-DRDMACTOR_BUILD_APPS=OFF)
+        select=(-R "^(fabric_test_soft|soft_fabric_test)$")
+      fi
       export TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
       ;;
     address,undefined | undefined,address | address)
@@ -92,7 +101,7 @@ if [[ -n "$sanitize" ]]; then
   fi
   echo "== build" $targets
   cmake --build "$build" -j"$jobs" --target $targets
-  if [[ "$sanitize" == thread ]]; then
+  if [[ "$sanitize" == thread && -n "$caf" ]]; then
     # The binaries must load the TSan libcaf (RUNPATH), not Debian's.
     for t in $targets; do
       exe=$(find "$build" -type f -name "$t" -perm -u+x | head -n1)
