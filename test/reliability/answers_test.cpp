@@ -55,6 +55,37 @@ struct answers_fixture : system_holder {
     return c;
   }
 
+  /// A second node (the lender) connects with its outbound frames delayed
+  /// 300 ms (soft fabric) and lends the server a 4096-byte region of 0xaa;
+  /// the lender's agent keeps the region until the server releases it.
+  struct lent_region {
+    caf::expected<std::unique_ptr<node>> lender;
+    caf::expected<connection_actor> conn; // the lender's end
+    connection_actor here;                // the server's end
+    caf::expected<remote_mr> src;
+  };
+
+  lent_region lend_delayed() {
+    lent_region l{node::open(sys, opts), caf::error{}, {}, caf::error{}};
+    BOOST_REQUIRE(l.lender);
+    auto& dev = *(*l.lender)->device();
+    transport::soft::fault_plan plan;
+    plan.delay = 300ms;
+    BOOST_REQUIRE(!transport::soft::set_faults(dev, plan));
+    l.conn = (*l.lender)->connect(host + ":" + std::to_string(port));
+    BOOST_REQUIRE(l.conn);
+    BOOST_REQUIRE(!transport::soft::set_faults(dev, {}));
+    l.here = accept();
+    auto mr = call<local_mr>(sys, *l.conn, alloc_local_mr_atom::value,
+                             uint64_t{4096}, uint64_t{64});
+    BOOST_REQUIRE(mr);
+    std::memset(mr->data(), 0xaa, 4096);
+    BOOST_REQUIRE(call<mr_token>(sys, *l.conn, send_mr_atom::value, *mr));
+    l.src = call<remote_mr>(sys, l.here, receive_remote_mr_atom::value);
+    BOOST_REQUIRE(l.src);
+    return l;
+  }
+
   local_mr local(uint64_t size) {
     auto mr = call<local_mr>(sys, conn, alloc_local_mr_atom::value, size,
                              uint64_t{64});
@@ -145,24 +176,11 @@ BOOST_AUTO_TEST_CASE(requests_stuck_without_credits_end_in_request_timeout) {
 BOOST_AUTO_TEST_CASE(a_read_returns_the_bytes_of_the_region_it_read) {
   if (env_or("RDMACTOR_TEST_FABRIC", "soft") != "soft")
     return;
-  auto lender = node::open(sys, opts);
-  BOOST_REQUIRE(lender);
-  transport::soft::fault_plan plan;
-  plan.delay = 300ms;
-  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), plan));
-  auto c = (*lender)->connect(host + ":" + std::to_string(port));
-  BOOST_REQUIRE(c);
-  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), {}));
-  auto here = accept();
-  {
-    auto lent = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
-                               uint64_t{4096}, uint64_t{64});
-    BOOST_REQUIRE(lent);
-    std::memset(lent->data(), 0xaa, 4096);
-    BOOST_REQUIRE(call<mr_token>(sys, *c, send_mr_atom::value, *lent));
-  } // the lender's agent keeps the region until we release it
-  auto src = call<remote_mr>(sys, here, receive_remote_mr_atom::value);
-  BOOST_REQUIRE(src);
+  auto l = lend_delayed();
+  auto& lender = l.lender;
+  auto& c = l.conn;
+  auto& here = l.here;
+  auto& src = l.src;
   auto dst = call<local_mr>(sys, here, alloc_local_mr_atom::value,
                             uint64_t{4096}, uint64_t{64});
   BOOST_REQUIRE(dst);
@@ -256,24 +274,11 @@ BOOST_AUTO_TEST_CASE(
     a_read_cut_by_the_lender_closing_never_returns_reused_bytes) {
   if (env_or("RDMACTOR_TEST_FABRIC", "soft") != "soft")
     return;
-  auto lender = node::open(sys, opts);
-  BOOST_REQUIRE(lender);
-  transport::soft::fault_plan plan;
-  plan.delay = 300ms;
-  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), plan));
-  auto c = (*lender)->connect(host + ":" + std::to_string(port));
-  BOOST_REQUIRE(c);
-  BOOST_REQUIRE(!transport::soft::set_faults(*(*lender)->device(), {}));
-  auto here = accept();
-  {
-    auto lent = call<local_mr>(sys, *c, alloc_local_mr_atom::value,
-                               uint64_t{4096}, uint64_t{64});
-    BOOST_REQUIRE(lent);
-    std::memset(lent->data(), 0xaa, 4096);
-    BOOST_REQUIRE(call<mr_token>(sys, *c, send_mr_atom::value, *lent));
-  }
-  auto src = call<remote_mr>(sys, here, receive_remote_mr_atom::value);
-  BOOST_REQUIRE(src);
+  auto l = lend_delayed();
+  auto& lender = l.lender;
+  auto& c = l.conn;
+  auto& here = l.here;
+  auto& src = l.src;
   auto dst = call<local_mr>(sys, here, alloc_local_mr_atom::value,
                             uint64_t{4096}, uint64_t{64});
   BOOST_REQUIRE(dst);
