@@ -82,17 +82,13 @@ one_sided(self_ptr self, Atom a, local_mr local, remote_mr remote) {
 }
 
 connection_actor::behavior_type
-connection_impl(self_ptr self, transport::device_ptr dev,
-                std::shared_ptr<transport::queue_pair_ptr> qp_box,
-                memory_pool_ptr pool, allocator_actor allocator, options opts) {
+connection_impl(self_ptr self, transport::transport_actor transport,
+                transport::link_params link, memory_pool_ptr pool,
+                allocator_actor allocator, options opts) {
   auto& st = self->state;
-  auto& qp = *qp_box;
-  const auto& cp = qp->params();
-  st.link = transport::link_params{cp.max_message_len_bytes, cp.recv_depth,
-                                   qp->peer_name()};
+  st.link = std::move(link);
   st.allocator = std::move(allocator);
-  st.transport = transport::spawn_transport(self->system(), std::move(dev),
-                                            std::move(qp));
+  st.transport = std::move(transport);
   st.agent = spawn_agent(self->system(), st.transport, st.link, std::move(pool),
                          opts);
   self->link_to(st.transport);
@@ -177,8 +173,15 @@ connection_actor
 spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
                  transport::queue_pair_ptr qp, memory_pool_ptr pool,
                  allocator_actor allocator, const options& opts) {
-  auto box = std::make_shared<transport::queue_pair_ptr>(std::move(qp));
-  return sys.spawn(connection_impl, std::move(dev), std::move(box),
+  const auto& cp = qp->params();
+  transport::link_params link{cp.max_message_len_bytes, cp.recv_depth,
+                              qp->peer_name()};
+  // Spawned here, not in the connection's first activation: the transport
+  // posts its receives before this returns, so a peer may talk to us as
+  // soon as the caller learns about the connection.
+  auto transport
+      = transport::spawn_transport(sys, std::move(dev), std::move(qp));
+  return sys.spawn(connection_impl, std::move(transport), std::move(link),
                    std::move(pool), std::move(allocator), opts);
 }
 

@@ -116,7 +116,8 @@ struct recv_pool {
   std::unique_ptr<block_storage[]> blocks;
   std::unique_ptr<slot_ring> released;
   std::atomic<bool> wake_armed{true};
-  /// The transport actor; set before the first receive is posted.
+  /// The transport actor; set before its first completion is polled (no
+  /// slot is released before).
   caf::weak_actor_ptr owner;
 
   uint8_t* slot(uint32_t i) const {
@@ -606,60 +607,81 @@ caf::typed_response_promise<uint64_t> enqueue(self_ptr self, op_kind kind,
   return rp;
 }
 
-transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
-                                              std::shared_ptr<queue_pair> qp) {
-  auto& st = self->state;
-  st.dev = std::move(dev);
-  st.qp = std::move(qp);
-  const auto& cp = st.qp->params();
-  st.params = link_params{cp.max_message_len_bytes, cp.recv_depth,
-                          st.qp->peer_name()};
-  if (cp.recv_depth < min_recv_depth) {
-    auto err = make_error(
+/// Creates the receive pool of `qp` and posts every receive, so that the
+/// peer's first messages find buffers: called by `spawn_transport` on the
+/// spawning thread, before the actor (and anything that lets our side
+/// talk to the peer) exists.  The peer may send as soon as the connection
+/// is established, slightly earlier; the RNR retries of the QP bridge that
+/// gap, which is now only the time between `connect`/`accept` returning
+/// and this call, not the time until a scheduler thread runs the actor.
+caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
+                                                         queue_pair& qp) {
+  const auto& cp = qp.params();
+  if (cp.recv_depth < min_recv_depth)
+    return make_error(
         errc::invalid_argument,
-        "the connection to " + st.params.peer + " has a receive depth of "
+        "the connection to " + qp.peer_name() + " has a receive depth of "
             + std::to_string(cp.recv_depth) + "; rdmactor needs at least "
             + std::to_string(min_recv_depth)
             + " (set recv-depth >= 4 on both sides)");
-    log().error("transport: {}", render(err));
-    st.down = true;
-    self->quit(err);
-    return transport_actor::behavior_type::make_empty_behavior();
-  }
-  st.credits = cp.recv_depth;
-  st.send_queue_depth = 2 * cp.recv_depth + 2;
-  st.signal_every = std::clamp<uint32_t>(st.send_queue_depth / 4, 1, 16);
-  // Receive pool: recv_depth slots of max_message_len bytes, one
-  // registration, reposted as consumers release them.
+  // recv_depth slots of max_message_len bytes, one registration, reposted
+  // as consumers release them.
   auto pool = std::make_shared<recv_pool>();
   pool->slot_bytes = cp.max_message_len_bytes;
   pool->depth = cp.recv_depth;
   pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
   pool->blocks.reset(new recv_pool::block_storage[pool->depth]);
   pool->released = std::make_unique<slot_ring>(pool->depth);
-  pool->owner = caf::actor_cast<caf::weak_actor_ptr>(self);
-  auto reg = st.dev->register_memory(pool->mem.get(),
-                                     size_t{pool->slot_bytes} * pool->depth,
-                                     access::local_write);
+  auto reg = dev.register_memory(pool->mem.get(),
+                                 size_t{pool->slot_bytes} * pool->depth,
+                                 access::local_write);
+  if (!reg)
+    return std::move(reg.error());
+  pool->reg = std::move(*reg);
+  for (uint32_t i = 0; i < pool->depth; ++i) {
+    sge sg{reinterpret_cast<uint64_t>(pool->slot(i)), pool->slot_bytes,
+           pool->reg->lkey()};
+    if (auto err = qp.post_recv(recv_wr_bit | i, &sg, 1))
+      return err;
+  }
+  return pool;
+}
+
+transport_actor::behavior_type
+transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
+               caf::expected<std::shared_ptr<recv_pool>> pool) {
+  auto& st = self->state;
+  st.dev = std::move(dev);
+  st.qp = std::move(qp);
+  const auto& cp = st.qp->params();
+  st.params = link_params{cp.max_message_len_bytes, cp.recv_depth,
+                          st.qp->peer_name()};
+  if (!pool) {
+    log().error("transport to {}: cannot set up its receive buffers: {}",
+                st.params.peer, render(pool.error()));
+    st.down = true;
+    self->quit(pool.error());
+    return transport_actor::behavior_type::make_empty_behavior();
+  }
+  st.credits = cp.recv_depth;
+  st.send_queue_depth = 2 * cp.recv_depth + 2;
+  st.signal_every = std::clamp<uint32_t>(st.send_queue_depth / 4, 1, 16);
+  (*pool)->owner = caf::actor_cast<caf::weak_actor_ptr>(self);
+  st.pool = std::move(*pool);
   // Header slots: one per send-queue entry.
   st.header_mem.resize(size_t{st.send_queue_depth} * max_send_header_bytes);
   auto hreg
       = st.dev->register_memory(st.header_mem.data(), st.header_mem.size(), 0);
-  if (!reg || !hreg) {
-    auto err = !reg ? reg.error() : hreg.error();
+  if (!hreg) {
     log().error("transport to {}: cannot register buffers: {}", st.params.peer,
-                render(err));
+                render(hreg.error()));
     st.down = true;
-    self->quit(err);
+    self->quit(hreg.error());
     return transport_actor::behavior_type::make_empty_behavior();
   }
-  pool->reg = std::move(*reg);
   st.header_reg = std::move(*hreg);
-  st.pool = std::move(pool);
   for (auto i = static_cast<int32_t>(st.send_queue_depth); i > 0; --i)
     st.free_header_slots.push_back(i - 1);
-  for (uint32_t i = 0; i < st.pool->depth; ++i)
-    post_recv_slot(self, i);
   // Completion notifications: straight from the fabric's thread where it
   // can (soft), else a poller thread on the CQ's fd (verbs).
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
@@ -672,6 +694,9 @@ transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
     st.poller = std::make_unique<cq_poller>(*st.qp, notify);
   if (auto err = st.qp->arm_cq())
     fail(self, std::move(err));
+  // Messages that arrived between posting the receives (spawn_transport)
+  // and arming did not notify: look once.
+  self->send(self, cq_event_atom::value);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     fail(self, msg.reason ? msg.reason
                           : make_error(errc::closed, "transport closed"));
@@ -713,7 +738,9 @@ transport_actor::behavior_type transport_impl(self_ptr self, device_ptr dev,
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp) {
   std::shared_ptr<queue_pair> shared{std::move(qp)};
-  return sys.spawn(transport_impl, std::move(dev), std::move(shared));
+  auto pool = make_recv_pool(*dev, *shared);
+  return sys.spawn(transport_impl, std::move(dev), std::move(shared),
+                   std::move(pool));
 }
 
 } // namespace rdmactor::transport

@@ -73,9 +73,12 @@ using transport_actor = caf::typed_actor<
     caf::reacts_to<cq_event_atom>, caf::reacts_to<repost_atom, uint32_t>>;
 
 /// Spawns a transport actor owning `qp`.  The actor takes ownership of the
-/// QP; it posts `qp->params().recv_depth` receive buffers of
-/// `max_message_len_bytes` each before handling its first message.  Fails
-/// (the actor quits at once) when the receive pool cannot be registered.
+/// QP.  Before this returns, on the calling thread, it registers and posts
+/// `qp->params().recv_depth` receive buffers of `max_message_len_bytes`
+/// each, so the peer's first messages do not depend on when a scheduler
+/// thread first runs the actor.  Fails (the actor quits at once) when the
+/// receive pool cannot be registered or posted, or the negotiated receive
+/// depth is below `min_recv_depth`.
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp);
 
