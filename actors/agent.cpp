@@ -177,13 +177,9 @@ void send_unsolicited(self_ptr self, const pb::Message& msg) {
     log().error("agent {}: {}", self->state.link.peer, render(buf.error()));
     return;
   }
-  self->request(self->state.transport, caf::infinite,
-                transport::send_atom::value, std::move(*buf), local_mr{})
-      .then([](uint64_t) {},
-            [self](caf::error& err) {
-              log().debug("agent {}: response not sent: {}",
-                          self->state.link.peer, render(err));
-            });
+  // No answer wanted: a failed send takes the connection down (qp_down).
+  self->send(self->state.transport, transport::post_atom::value,
+             std::move(*buf), local_mr{});
 }
 
 /// Finishes a pending request exactly once.
@@ -196,15 +192,6 @@ void complete(self_ptr self, uint64_t id, const pb::Response* res,
   auto fn = std::move(i->second.done);
   st.pending.erase(i);
   fn(res, err);
-}
-
-/// Maps an error of the transport to what users get: rdmactor codes pass,
-/// anything else (CAF's own) becomes `peer_gone` with the original text.
-caf::error transport_error(self_ptr self, const caf::error& err) {
-  if (code_of(err) != errc::none)
-    return err;
-  return make_error(errc::peer_gone, "the transport to " + self->state.link.peer
-                                         + " failed: " + render(err));
 }
 
 /// Sends a request with `payload` behind it and calls `done` with the
@@ -233,12 +220,12 @@ void send_request(self_ptr self, pb::Message msg, local_mr payload,
   }
   st.pending.emplace(id, pending_request{std::move(done), deadline(self)});
   arm_sweep(self);
-  self->request(st.transport, caf::infinite, transport::send_atom::value,
-                std::move(*buf), std::move(payload))
-      .then([](uint64_t) {},
-            [self, id](caf::error& err) {
-              complete(self, id, nullptr, transport_error(self, err));
-            });
+  // The peer's response completes the request; a send that fails takes
+  // the connection down, and `shut_down` fails every pending request.  So
+  // the transport need not answer the send itself (one message less per
+  // request on the data path).
+  self->send(st.transport, transport::post_atom::value, std::move(*buf),
+             std::move(payload));
 }
 
 /// Turns a non-OK response status into an error.

@@ -6,6 +6,7 @@
 namespace rdmactor::transport {
 
 using send_atom = caf::atom_constant<caf::atom("send")>;
+using post_atom = caf::atom_constant<caf::atom("post")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;

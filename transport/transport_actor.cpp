@@ -401,7 +401,8 @@ void try_post(self_ptr self) {
     if (err) {
       if (slot >= 0)
         st.free_header_slots.push_back(slot);
-      op.rp.deliver(err);
+      if (op.rp.pending())
+        op.rp.deliver(err);
       st.queue.pop_front();
       fail(self, std::move(err));
       return;
@@ -435,7 +436,8 @@ void fail(self_ptr self, caf::error cause) {
     if (op.rp.pending())
       op.rp.deliver(flushed);
   for (auto& op : st.queue)
-    op.rp.deliver(flushed);
+    if (op.rp.pending())
+      op.rp.deliver(flushed);
   st.queue.clear();
   if (st.subscriber)
     self->send(st.subscriber, qp_down_atom::value, cause);
@@ -553,57 +555,86 @@ void drain_cq(self_ptr self) {
   }
 }
 
-caf::typed_response_promise<uint64_t> enqueue(self_ptr self, op_kind kind,
-                                              std::vector<uint8_t> header,
-                                              local_mr local, mr_token remote) {
+/// Refuses an operation: answers its requester, or, for a post (no
+/// requester), fails the connection, so that the refusal cannot vanish.
+void refuse(self_ptr self, caf::typed_response_promise<uint64_t>& rp,
+            caf::error err) {
+  if (rp.pending()) {
+    rp.deliver(std::move(err));
+    return;
+  }
+  log().error("transport to {}: refused a post: {}", self->state.params.peer,
+              render(err));
+  fail(self, std::move(err));
+}
+
+/// Queues an operation and posts what it can.  `rp` is the requester's
+/// promise, or empty for a post (nobody waits for the answer).
+void enqueue(self_ptr self, caf::typed_response_promise<uint64_t> rp,
+             op_kind kind, std::vector<uint8_t> header, local_mr local,
+             mr_token remote) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<uint64_t>();
   if (st.down) {
-    rp.deliver(st.failure);
-    return rp;
+    if (rp.pending())
+      rp.deliver(st.failure);
+    return;
   }
   if (st.queue.size() >= max_queued_ops) {
-    rp.deliver(make_error(errc::quota_exceeded,
-                          "more than 2^20 operations wait for the connection "
-                          "to "
-                              + st.params.peer + "; wait for some to finish"));
-    return rp;
+    refuse(self, rp,
+           make_error(errc::quota_exceeded,
+                      "more than 2^20 operations wait for the connection "
+                      "to "
+                          + st.params.peer + "; wait for some to finish"));
+    return;
   }
   auto limit = size_t{st.params.max_message_len_bytes};
   if (kind == op_kind::send) {
     if (header.size() > max_send_header_bytes) {
-      rp.deliver(make_error(errc::invalid_argument,
-                            "send header of " + std::to_string(header.size())
-                                + " bytes exceeds max_send_header_bytes"));
-      return rp;
+      refuse(self, rp,
+             make_error(errc::invalid_argument,
+                        "send header of " + std::to_string(header.size())
+                            + " bytes exceeds max_send_header_bytes"));
+      return;
     }
     if (header.size() + local.size() > limit) {
-      rp.deliver(make_error(
-          errc::invalid_argument,
-          "message of " + std::to_string(header.size() + local.size())
-              + " bytes exceeds the negotiated max message length of "
-              + std::to_string(limit) + " bytes; split it or raise "
-              + "max-message-len-bytes on both sides"));
-      return rp;
+      refuse(self, rp,
+             make_error(
+                 errc::invalid_argument,
+                 "message of " + std::to_string(header.size() + local.size())
+                     + " bytes exceeds the negotiated max message length of "
+                     + std::to_string(limit) + " bytes; split it or raise "
+                     + "max-message-len-bytes on both sides"));
+      return;
     }
   } else {
     if (!local.valid() || local.size() != remote.len) {
-      rp.deliver(make_error(errc::length_mismatch,
-                            std::string{to_string(kind)} + " of "
-                                + std::to_string(local.size())
-                                + " local bytes to a remote range of "
-                                + std::to_string(remote.len) + " bytes"));
-      return rp;
+      refuse(self, rp,
+             make_error(errc::length_mismatch,
+                        std::string{to_string(kind)} + " of "
+                            + std::to_string(local.size())
+                            + " local bytes to a remote range of "
+                            + std::to_string(remote.len) + " bytes"));
+      return;
     }
     if (local.size() > (uint64_t{1} << 31)) {
-      rp.deliver(make_error(errc::invalid_argument,
-                            "one RDMA operation moves at most 2 GiB"));
-      return rp;
+      refuse(self, rp,
+             make_error(errc::invalid_argument,
+                        "one RDMA operation moves at most 2 GiB"));
+      return;
     }
   }
   st.queue.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, rp});
   try_post(self);
+}
+
+/// Queues an operation for a requester and returns its promise.
+caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
+                                                 std::vector<uint8_t> header,
+                                                 local_mr local,
+                                                 mr_token remote) {
+  auto rp = self->make_response_promise<uint64_t>();
+  enqueue(self, rp, kind, std::move(header), std::move(local), remote);
   return rp;
 }
 
@@ -703,14 +734,18 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   });
   return {
       [self](send_atom, std::vector<uint8_t>& header, local_mr& payload) {
-        return enqueue(self, op_kind::send, std::move(header),
-                       std::move(payload), mr_token{});
+        return request_op(self, op_kind::send, std::move(header),
+                          std::move(payload), mr_token{});
+      },
+      [self](post_atom, std::vector<uint8_t>& header, local_mr& payload) {
+        enqueue(self, caf::typed_response_promise<uint64_t>{}, op_kind::send,
+                std::move(header), std::move(payload), mr_token{});
       },
       [self](write_atom, local_mr& src, mr_token dst) {
-        return enqueue(self, op_kind::write, {}, std::move(src), dst);
+        return request_op(self, op_kind::write, {}, std::move(src), dst);
       },
       [self](read_atom, local_mr& dst, mr_token src) {
-        return enqueue(self, op_kind::read, {}, std::move(dst), src);
+        return request_op(self, op_kind::read, {}, std::move(dst), src);
       },
       [self](subscribe_atom, transport_subscriber& sub) -> link_params {
         auto& st = self->state;

@@ -54,6 +54,11 @@ using transport_subscriber
 ///   into a registered slot, at most `max_send_header_bytes`) followed by
 ///   `payload` (zero copy; may be an empty handle).  Sends wait for a send
 ///   credit (a posted receive on the peer), so the peer never sees RNR.
+/// - `(post_atom, header, payload)`: the same SEND without an answer, for
+///   senders that learn the outcome otherwise (the agent: from the peer's
+///   response, or from `qp_down` when the connection fails).  A post the
+///   transport must refuse (too large, too many queued) is a bug of the
+///   sender; it fails the connection with the reason rather than vanish.
 /// - `(write_atom, src, dst) -> bytes`: RDMA WRITE of `src` to `dst`.
 /// - `(read_atom, dst, src) -> bytes`: RDMA READ of `src` into `dst`.
 /// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
@@ -67,6 +72,7 @@ using transport_subscriber
 /// answered with an error; the actor then quits with the cause.
 using transport_actor = caf::typed_actor<
     caf::replies_to<send_atom, std::vector<uint8_t>, local_mr>::with<uint64_t>,
+    caf::reacts_to<post_atom, std::vector<uint8_t>, local_mr>,
     caf::replies_to<write_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench_smoke.sh BENCH: rdmactor-bench works end to end.  Runs every
+# operation and mode briefly on the soft fabric (one process, then two
+# processes with --listen/--connect), the CAF io baseline, and checks that
+# each run prints one JSON object with the documented fields and a number
+# where the mode has one.  Timings are not judged here (apps/bench and
+# scripts/bench.sh measure); only that the tool does what its --help says.
+set -uo pipefail
+bench=${1:?usage: bench_smoke.sh PATH/TO/rdmactor-bench}
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# check_line WHAT LINE OP MODE IMPL: the JSON object has the fields of
+# its mode with numbers in them.
+check_line() {
+  local what=$1 line=$2 op=$3 mode=$4 impl=$5
+  local num='-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?'
+  [[ -n "$line" ]] || { fail "$what: no JSON line"; return; }
+  for field in '"op":"'"$op"'"' '"mode":"'"$mode"'"' '"impl":"'"$impl"'"' \
+    '"iters":50' '"fabric":"' '"size":'; do
+    grep -q -- "$field" <<<"$line" || fail "$what: no $field in $line"
+  done
+  if [[ $mode == lat ]]; then
+    for f in lat_us_p50 lat_us_p99 lat_us_p999; do
+      grep -Eq "\"$f\":$num" <<<"$line" || fail "$what: $f is not a number"
+    done
+  else
+    for f in bw_MBps ops_per_s; do
+      grep -Eq "\"$f\":$num" <<<"$line" || fail "$what: $f is not a number"
+    done
+  fi
+}
+
+# One process, two nodes: every operation in both modes.
+for op in send write read raw; do
+  for mode in lat bw; do
+    out=$("$bench" --op=$op --mode=$mode --size=4K --iters=50 --json 2>/dev/null)
+    rc=$?
+    [[ $rc -eq 0 ]] || fail "$op $mode: exit status $rc"
+    check_line "$op $mode" "$(grep '^{' <<<"$out" | head -1)" $op $mode rdmactor
+  done
+done
+
+# A sweep prints one object per size.
+out=$("$bench" --op=send --mode=bw --sizes=8,4K,64K --iters=50 --json 2>/dev/null)
+n=$(grep -c '^{' <<<"$out")
+[[ $n -eq 3 ]] || fail "--sizes=8,4K,64K printed $n JSON lines, not 3"
+
+# The human-readable table has a header and a row.
+out=$("$bench" --op=write --mode=bw --size=64K --iters=50 2>/dev/null)
+grep -q 'MB/s' <<<"$out" || fail "table: no MB/s column in: $out"
+
+# The CAF io baseline (a forked server process on loopback).
+out=$("$bench" --baseline=caf-io --op=send --mode=lat --size=8 --iters=50 --json 2>/dev/null)
+check_line "caf-io send lat" "$(grep '^{' <<<"$out" | head -1)" send lat caf-io
+out=$("$bench" --baseline=caf-io --op=send --mode=bw --size=64K --iters=50 --json 2>/dev/null)
+check_line "caf-io send bw" "$(grep '^{' <<<"$out" | head -1)" send bw caf-io
+
+# Two processes: a server, and a client against it.
+port=$((20000 + RANDOM % 20000))
+"$bench" --listen=127.0.0.1:$port >/dev/null 2>&1 &
+server=$!
+ok=0
+for _ in $(seq 50); do
+  out=$("$bench" --connect=127.0.0.1:$port --op=send --mode=lat --size=8 --iters=50 --json 2>/dev/null) && { ok=1; break; }
+  sleep 0.2
+done
+[[ $ok -eq 1 ]] || fail "two processes: the client never ran against the server"
+check_line "two-process send lat" "$(grep '^{' <<<"$out" | head -1)" send lat rdmactor
+kill -INT $server 2>/dev/null
+wait $server 2>/dev/null
+
+# --help succeeds; a wrong option fails with a message that names it.
+"$bench" --help >/dev/null 2>&1 || fail "--help exited with $?"
+err=$("$bench" --op=bogus 2>&1)
+rc=$?
+[[ $rc -ne 0 ]] || fail "--op=bogus exited 0"
+grep -q -- "--op must be" <<<"$err" || fail "--op=bogus: message was: $err"
+
+if [[ $failures -gt 0 ]]; then
+  echo "bench_smoke: $failures failure(s)" >&2
+  exit 1
+fi
+echo "bench_smoke: all checks passed"
