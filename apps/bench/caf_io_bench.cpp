@@ -20,13 +20,13 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/run_progress.hpp"
 #include "common/error.hpp"
 
 namespace rdmactor::bench::caf_io {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 using bytes = std::vector<uint8_t>;
 
 caf::behavior server_impl(caf::event_based_actor*) {
@@ -44,81 +44,53 @@ caf::behavior server_impl(caf::event_based_actor*) {
 
 struct driver_state {
   caf::actor server;
-  run_spec spec;
-  run_channel_ptr chan;
+  run_progress run;
   bytes payload;
-  uint64_t total = 0;
-  uint64_t issued = 0;
-  uint64_t completed = 0;
-  clock_type::time_point t_start;
-  std::vector<double> samples;
-  bool done = false;
 
   static inline const char* name = "rdmactor.bench.caf_io_driver";
 };
 
 using driver_ptr = caf::stateful_actor<driver_state>*;
 
-double micros(clock_type::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
-
 void fail(driver_ptr self, caf::error err) {
-  auto& st = self->state;
-  if (st.done)
-    return;
-  st.done = true;
-  st.chan->fail(std::move(err));
-  self->quit();
+  if (self->state.run.fail(std::move(err)))
+    self->quit();
 }
 
 void issue(driver_ptr self);
 
 /// One operation completed after `t0`; `halve` for ping-pong.
-void on_done(driver_ptr self, clock_type::time_point t0, bool halve) {
-  auto& st = self->state;
-  if (st.done)
+void on_done(driver_ptr self, run_progress::clock_type::time_point t0,
+             bool halve) {
+  auto& run = self->state.run;
+  if (run.done())
     return;
-  auto us = micros(clock_type::now() - t0);
-  ++st.completed;
-  st.chan->tick();
-  if (st.completed > st.spec.warmup) {
-    if (st.spec.mode == bench_mode::lat)
-      st.samples.push_back(halve ? us / 2 : us);
-  } else if (st.completed == st.spec.warmup) {
-    st.t_start = clock_type::now();
-  }
-  if (st.completed == st.total) {
-    st.done = true;
-    run_outcome x;
-    x.ops = st.spec.iters;
-    x.bytes = st.spec.iters * st.spec.size;
-    x.elapsed_s
-        = std::chrono::duration<double>(clock_type::now() - st.t_start).count();
-    x.lat_us = std::move(st.samples);
-    st.chan->finish(std::move(x));
+  auto us = run_progress::micros_since(t0);
+  run.complete(halve ? us / 2 : us);
+  if (run.finish_if_done()) {
     self->quit();
     return;
   }
-  if (st.issued < st.total)
+  if (run.more_to_issue())
     issue(self);
 }
 
 void issue(driver_ptr self) {
   auto& st = self->state;
-  ++st.issued;
-  auto t0 = clock_type::now();
+  st.run.issued();
+  auto t0 = run_progress::clock_type::now();
   auto on_error = [self](caf::error& err) { fail(self, std::move(err)); };
+  const auto& spec = st.run.spec();
   const bool ping_pong
-      = st.spec.op == bench_op::send && st.spec.mode == bench_mode::lat;
+      = spec.op == bench_op::send && spec.mode == bench_mode::lat;
   if (ping_pong) {
-    self->request(st.server, st.spec.op_timeout, ping_atom::value, st.payload)
+    self->request(st.server, spec.op_timeout, ping_atom::value, st.payload)
         .then([self, t0](bytes&) { on_done(self, t0, true); }, on_error);
-  } else if (st.spec.op == bench_op::read) {
-    self->request(st.server, st.spec.op_timeout, pull_atom::value, st.spec.size)
+  } else if (spec.op == bench_op::read) {
+    self->request(st.server, spec.op_timeout, pull_atom::value, spec.size)
         .then([self, t0](bytes&) { on_done(self, t0, false); }, on_error);
   } else {
-    self->request(st.server, st.spec.op_timeout, push_atom::value, st.payload)
+    self->request(st.server, spec.op_timeout, push_atom::value, st.payload)
         .then([self, t0](uint64_t) { on_done(self, t0, false); }, on_error);
   }
 }
@@ -127,9 +99,7 @@ caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
                           run_channel_ptr chan) {
   auto& st = self->state;
   st.server = std::move(server);
-  st.spec = spec;
-  st.chan = std::move(chan);
-  st.total = spec.warmup + spec.iters;
+  st.run = run_progress{spec, std::move(chan)};
   if (spec.op == bench_op::raw) {
     fail(self, make_error(errc::invalid_argument,
                           "the caf-io baseline has no raw counterpart; use "
@@ -139,16 +109,14 @@ caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
   if (spec.op != bench_op::read)
     st.payload.assign(spec.size,
                       spec.mode == bench_mode::lat ? echo_flag : sink_flag);
-  if (spec.mode == bench_mode::lat)
-    st.samples.reserve(spec.iters);
   self->monitor(st.server);
   self->set_down_handler([self](caf::down_msg& msg) {
     fail(self,
          msg.reason ? msg.reason : make_error(errc::peer_gone, "server gone"));
   });
-  st.t_start = clock_type::now();
+  st.run.start_clock();
   auto window = spec.mode == bench_mode::lat ? 1u : spec.window;
-  for (uint32_t i = 0; i < window && st.issued < st.total; ++i)
+  for (uint32_t i = 0; i < window && st.run.more_to_issue(); ++i)
     issue(self);
   return {[](caf::unit_t) {}};
 }

@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/run_progress.hpp"
 #include "common/error.hpp"
 #include "protocol/codec.hpp"
 
@@ -15,46 +16,28 @@ namespace rdmactor::bench {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = run_progress::clock_type;
 
 struct driver_state {
   connection_actor conn;
-  run_spec spec;
-  run_channel_ptr chan;
+  run_progress run;
   local_mr local;
   remote_mr remote;
   /// send lat: chunks the peer echoes per ping.
   uint64_t chunks_per_msg = 1;
-  /// Warmup plus measured operations.
-  uint64_t total = 0;
-  uint64_t issued = 0;
-  uint64_t completed = 0;
-  /// send lat: echoed bytes of the current ping and open send_data acks.
+  /// send lat: echoed bytes of the current ping.
   uint64_t echo_bytes = 0;
-  uint64_t acks_pending = 0;
   /// lat: start of the current operation.
   clock_type::time_point t_op;
-  /// Start of the measured part.
-  clock_type::time_point t_start;
-  std::vector<double> samples;
-  bool done = false;
 
   static inline const char* name = "rdmactor.bench.driver";
 };
 
 using driver_ptr = caf::stateful_actor<driver_state>*;
 
-double micros(clock_type::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
-
 void fail(driver_ptr self, caf::error err) {
-  auto& st = self->state;
-  if (st.done)
-    return;
-  st.done = true;
-  st.chan->fail(std::move(err));
-  self->quit();
+  if (self->state.run.fail(std::move(err)))
+    self->quit();
 }
 
 /// Returns a handler that fails the run with the error of a request.
@@ -63,68 +46,45 @@ auto on_error(driver_ptr self) {
 }
 
 void maybe_finish(driver_ptr self) {
-  auto& st = self->state;
-  if (st.done || st.completed < st.total || st.acks_pending > 0)
-    return;
-  st.done = true;
-  run_outcome x;
-  x.ops = st.spec.iters;
-  x.bytes = st.spec.iters * st.spec.size;
-  x.elapsed_s
-      = std::chrono::duration<double>(clock_type::now() - st.t_start).count();
-  x.lat_us = std::move(st.samples);
-  st.chan->finish(std::move(x));
-  self->quit();
-}
-
-/// Counts one completed operation; `sample` is its latency in us.
-void complete(driver_ptr self, double sample) {
-  auto& st = self->state;
-  ++st.completed;
-  st.chan->tick();
-  if (st.completed > st.spec.warmup) {
-    if (st.spec.mode == bench_mode::lat)
-      st.samples.push_back(sample);
-  } else if (st.completed == st.spec.warmup) {
-    st.t_start = clock_type::now();
-  }
+  if (self->state.run.finish_if_done())
+    self->quit();
 }
 
 void issue(driver_ptr self);
 
 /// Completion of one write, read or (bw) send_data.
 void on_done(driver_ptr self, clock_type::time_point t0) {
-  auto& st = self->state;
-  if (st.done)
+  auto& run = self->state.run;
+  if (run.done())
     return;
-  complete(self, micros(clock_type::now() - t0));
-  if (st.completed == st.total) {
+  run.complete(run_progress::micros_since(t0));
+  if (run.all_completed()) {
     maybe_finish(self);
     return;
   }
-  if (st.issued < st.total)
+  if (run.more_to_issue())
     issue(self);
 }
 
 /// Issues one write, read or (bw) send_data.
 void issue(driver_ptr self) {
   auto& st = self->state;
-  ++st.issued;
+  st.run.issued();
   auto t0 = clock_type::now();
   auto done = [self, t0](uint64_t) { on_done(self, t0); };
-  switch (st.spec.op) {
+  switch (st.run.spec().op) {
     case bench_op::write:
-      self->request(st.conn, st.spec.op_timeout, write_atom::value, st.local,
-                    st.remote)
+      self->request(st.conn, st.run.spec().op_timeout, write_atom::value,
+                    st.local, st.remote)
           .then(done, on_error(self));
       break;
     case bench_op::read:
-      self->request(st.conn, st.spec.op_timeout, read_atom::value, st.local,
-                    st.remote)
+      self->request(st.conn, st.run.spec().op_timeout, read_atom::value,
+                    st.local, st.remote)
           .then(done, on_error(self));
       break;
     default:
-      self->request(st.conn, st.spec.op_timeout, send_data_atom::value,
+      self->request(st.conn, st.run.spec().op_timeout, send_data_atom::value,
                     st.local)
           .then(done, on_error(self));
   }
@@ -135,13 +95,13 @@ void ping(driver_ptr self);
 /// send lat: one echoed chunk arrived.
 void on_echo(driver_ptr self, const local_mr& chunk) {
   auto& st = self->state;
-  if (st.done)
+  if (st.run.done())
     return;
   st.echo_bytes += chunk.size();
-  if (st.echo_bytes < st.spec.size)
+  if (st.echo_bytes < st.run.spec().size)
     return;
-  complete(self, micros(clock_type::now() - st.t_op) / 2);
-  if (st.completed == st.total)
+  st.run.complete(run_progress::micros_since(st.t_op) / 2);
+  if (st.run.all_completed())
     maybe_finish(self);
   else
     ping(self);
@@ -151,61 +111,65 @@ void on_echo(driver_ptr self, const local_mr& chunk) {
 void ping(driver_ptr self) {
   auto& st = self->state;
   st.echo_bytes = 0;
-  ++st.issued;
+  st.run.issued();
   for (uint64_t i = 0; i < st.chunks_per_msg; ++i)
-    self->request(st.conn, st.spec.op_timeout, receive_data_atom::value)
+    self->request(st.conn, st.run.spec().op_timeout, receive_data_atom::value)
         .then([self](local_mr& chunk) { on_echo(self, chunk); },
               on_error(self));
-  ++st.acks_pending;
+  ++st.run.acks_pending;
   st.t_op = clock_type::now();
-  self->request(st.conn, st.spec.op_timeout, send_data_atom::value, st.local)
+  self->request(st.conn, st.run.spec().op_timeout, send_data_atom::value,
+                st.local)
       .then(
           [self](uint64_t) {
-            --self->state.acks_pending;
+            --self->state.run.acks_pending;
             maybe_finish(self);
           },
           on_error(self));
 }
 
 void start(driver_ptr self) {
-  auto& st = self->state;
-  st.t_start = clock_type::now();
-  if (st.spec.op == bench_op::send && st.spec.mode == bench_mode::lat) {
+  auto& run = self->state.run;
+  run.start_clock();
+  const auto& spec = run.spec();
+  if (spec.op == bench_op::send && spec.mode == bench_mode::lat) {
     ping(self);
     return;
   }
-  auto window = st.spec.mode == bench_mode::lat ? 1u : st.spec.window;
-  for (uint32_t i = 0; i < window && st.issued < st.total; ++i)
+  auto window = spec.mode == bench_mode::lat ? 1u : spec.window;
+  for (uint32_t i = 0; i < window && run.more_to_issue(); ++i)
     issue(self);
 }
 
 /// Allocates the memory of the run, then starts it.
 void setup(driver_ptr self) {
   auto& st = self->state;
-  self->request(st.conn, st.spec.op_timeout, peer_atom::value)
+  self->request(st.conn, st.run.spec().op_timeout, peer_atom::value)
       .then(
           [self](transport::link_params& link) {
             auto& st = self->state;
             auto chunk_max = uint64_t{link.max_message_len_bytes}
                              - protocol::max_frame_overhead;
-            st.chunks_per_msg = (st.spec.size + chunk_max - 1) / chunk_max;
-            self->request(st.conn, st.spec.op_timeout,
-                          alloc_local_mr_atom::value, st.spec.size,
+            st.chunks_per_msg
+                = (st.run.spec().size + chunk_max - 1) / chunk_max;
+            self->request(st.conn, st.run.spec().op_timeout,
+                          alloc_local_mr_atom::value, st.run.spec().size,
                           uint64_t{64})
                 .then(
                     [self](local_mr& mr) {
                       auto& st = self->state;
-                      auto flag = st.spec.mode == bench_mode::lat ? echo_flag
-                                                                  : sink_flag;
+                      const auto& spec = st.run.spec();
+                      auto flag = spec.mode == bench_mode::lat ? echo_flag
+                                                               : sink_flag;
                       if (mr.size() > 0)
                         std::memset(mr.data(), flag, mr.size());
                       st.local = std::move(mr);
-                      if (st.spec.op == bench_op::send) {
+                      if (spec.op == bench_op::send) {
                         start(self);
                         return;
                       }
-                      self->request(st.conn, st.spec.op_timeout,
-                                    request_remote_mr_atom::value, st.spec.size,
+                      self->request(st.conn, st.run.spec().op_timeout,
+                                    request_remote_mr_atom::value, spec.size,
                                     uint64_t{64})
                           .then(
                               [self](remote_mr& rmr) {
@@ -223,11 +187,7 @@ caf::behavior driver_impl(driver_ptr self, connection_actor conn, run_spec spec,
                           run_channel_ptr chan) {
   auto& st = self->state;
   st.conn = std::move(conn);
-  st.spec = spec;
-  st.chan = std::move(chan);
-  st.total = spec.warmup + spec.iters;
-  if (spec.mode == bench_mode::lat)
-    st.samples.reserve(spec.iters);
+  st.run = run_progress{spec, std::move(chan)};
   self->monitor(st.conn);
   self->set_down_handler([self](caf::down_msg& msg) {
     fail(self, msg.reason ? msg.reason

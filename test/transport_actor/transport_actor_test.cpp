@@ -319,6 +319,47 @@ BOOST_AUTO_TEST_CASE(buffers_released_out_of_order_on_other_threads) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(posts_arrive_in_order_and_answer_nothing) {
+  auto payload = alloc(1000);
+  fill(payload, 3);
+  caf::scoped_actor self{sys};
+  for (uint8_t i = 0; i < 10; ++i)
+    self->send(a.tr, post_atom::value, std::vector<uint8_t>{i}, payload);
+  for (uint8_t i = 0; i < 10; ++i) {
+    auto msg = next_message(b);
+    BOOST_REQUIRE_EQUAL(msg.size(), 1001u);
+    BOOST_TEST(msg.data()[0] == i);
+    BOOST_TEST(std::memcmp(msg.data() + 1, payload.data(), 1000) == 0);
+  }
+  // A request after the posts is answered; the posts were not.
+  BOOST_REQUIRE(call<uint64_t>(sys, a.tr, send_atom::value,
+                               std::vector<uint8_t>{99}, local_mr{}));
+  next_message(b);
+  int answers = 0;
+  for (bool more = true; more;)
+    self->receive([&](uint64_t) { ++answers; },
+                  [&](caf::error&) { ++answers; },
+                  caf::after(std::chrono::milliseconds(300)) >>
+                      [&] { more = false; });
+  BOOST_TEST(answers == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_post_fails_the_connection_with_its_reason) {
+  // Nobody waits for a post, so a refusal must not vanish: the connection
+  // goes, and the subscriber learns why.
+  auto big = alloc(opts.max_message_len_bytes);
+  caf::scoped_actor self{sys};
+  self->send(a.tr, post_atom::value, std::vector<uint8_t>{1}, big);
+  caf::error reason;
+  (*a.inbox)->receive([&](qp_down_atom, caf::error& err) { reason = err; },
+                      caf::after(std::chrono::seconds(10)) >>
+                          [] { BOOST_FAIL("no qp_down after a refused post"); });
+  BOOST_TEST(code_of(reason) == errc::invalid_argument, render(reason));
+  auto n = call<uint64_t>(sys, a.tr, send_atom::value, std::vector<uint8_t>{},
+                          local_mr{});
+  BOOST_TEST(!n);
+}
+
 BOOST_AUTO_TEST_CASE(peer_departure_fails_pending_work_and_tells_once) {
   // Hold every receive buffer on b so a's sends queue for credits.
   std::vector<local_mr> held;
