@@ -103,6 +103,8 @@ struct agent_state {
   uint32_t peer_mrs = 0;
   uint32_t violations = 0; // refusals in a row
   mailbox<local_mr> data;
+  /// Takes every chunk as it arrives instead of `data` (subscribe_data).
+  data_subscriber subscriber;
   mailbox<local_mr> local_mrs;
   mailbox<remote_mr> remote_mrs;
   /// Receive buffers held by users through zero-copy SendData handles.
@@ -168,9 +170,8 @@ clock_type::time_point deadline(self_ptr self) {
   return self->clock().now() + request_timeout(self);
 }
 
-/// Sends a response (or Hello); failures only matter to the log.  The
-/// transport answers every send (or fails it when the connection goes), so
-/// no timeout of its own: the agent's deadlines bound what users see.
+/// Sends a response (or Hello) as a post: nothing waits for it; a send
+/// that fails takes the connection down.
 void send_unsolicited(self_ptr self, const pb::Message& msg) {
   auto buf = encode(self, msg);
   if (!buf) {
@@ -534,7 +535,10 @@ void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
       std::memcpy(copy->data(), view->data(), view->size());
     chunk = std::move(*copy);
   }
-  put(self, st.data, std::move(chunk));
+  if (st.subscriber)
+    self->send(st.subscriber, data_atom::value, std::move(chunk));
+  else
+    put(self, st.data, std::move(chunk));
   accepted(self);
   send_unsolicited(self, pb::make_send_data_response(id, pb::OK, {}));
 }
@@ -878,6 +882,30 @@ caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   return rp;
 }
 
+/// Sets (or, with an invalid handle, ends) the data subscription; hands
+/// the queued chunks over first.  Returns how many.
+uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
+  auto& st = self->state;
+  if (st.subscriber)
+    self->demonitor(st.subscriber.address());
+  st.subscriber = std::move(sub);
+  if (!st.subscriber)
+    return 0;
+  self->monitor(st.subscriber);
+  auto taken = make_error(errc::invalid_argument,
+                          "a data subscriber took over the data of this "
+                          "connection (subscribe_data)");
+  for (auto& w : st.data.waiters)
+    w.rp.deliver(taken);
+  st.data.waiters.clear();
+  uint64_t n = st.data.items.size();
+  for (auto& chunk : st.data.items)
+    self->send(st.subscriber, data_atom::value, std::move(chunk));
+  st.data.items.clear();
+  st.data.queued_bytes = 0;
+  return n;
+}
+
 agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
                                       link_params link, memory_pool_ptr pool,
                                       options opts) {
@@ -890,6 +918,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
   self->set_exit_handler([self](caf::exit_msg& msg) {
     shut_down(self, msg.reason ? msg.reason
                                : make_error(errc::closed, "agent closed"));
+  });
+  // The only actor the agent monitors is its data subscriber.
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (st.subscriber && msg.source == st.subscriber.address())
+      st.subscriber = data_subscriber{};
   });
   transport::transport_subscriber sub = self;
   self->request(st.transport, request_timeout(self),
@@ -912,7 +946,17 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         return take(self, self->state.remote_mrs);
       },
       [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
-      [self](receive_data_atom) { return take(self, self->state.data); },
+      [self](receive_data_atom) -> caf::result<local_mr> {
+        if (self->state.subscriber)
+          return make_error(errc::invalid_argument,
+                            "the data of this connection goes to a "
+                            "subscriber (subscribe_data); unsubscribe with "
+                            "an invalid handle to call receive_data");
+        return take(self, self->state.data);
+      },
+      [self](subscribe_data_atom, data_subscriber& sub) {
+        return subscribe_data(self, std::move(sub));
+      },
       [self](release_atom, remote_mr& mr) -> caf::result<uint64_t> {
         if (!mr.valid() || mr.state()->agent() != self->address())
           return make_error(errc::invalid_argument,

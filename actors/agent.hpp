@@ -41,6 +41,11 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.peer_alloc_bytes, x.queued_data_bytes);
 }
 
+/// An actor that takes the data a peer sends as pushed messages instead of
+/// calling `receive_data`: `(data_atom, local_mr)`, one per chunk, in
+/// arrival order, sent by the connection's agent.
+using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
+
 /// The operations of the async-rdma agent protocol, as users see them; the
 /// agent implements them and the connection actor extends them.
 ///
@@ -58,6 +63,17 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
 /// - `(send_data_atom, local_mr) -> bytes`: SendData in chunks that fit the
 ///   negotiated max message length; answered when the peer acknowledged
 ///   every chunk.
+/// - `(subscribe_data_atom, data_subscriber) -> chunks`: from now on every
+///   chunk the peer sends goes to the subscriber as `(data_atom, local_mr)`
+///   (no request per chunk; the CAF way to consume a stream of messages).
+///   Chunks queued so far go first; the answer is their number.  While a
+///   subscriber is set, `receive_data` fails with `invalid_argument`, and
+///   waiting `receive_data` calls are failed so.  An invalid handle ends
+///   the subscription, as does the subscriber's termination (the agent
+///   monitors it); data queues for `receive_data` again.  Chunks pushed
+///   before the agent learned of that termination are lost with the
+///   subscriber, as any message to a dead actor.  The subscriber learns of
+///   the connection's end by monitoring the connection.
 /// - `(release_atom, remote_mr) -> bytes`: ReleaseMR now.
 /// - `(stats_atom) -> agent_stats`.
 ///
@@ -79,6 +95,7 @@ using peer_operations = caf::typed_actor<
     caf::replies_to<receive_remote_mr_atom>::with<remote_mr>,
     caf::replies_to<send_data_atom, local_mr>::with<uint64_t>,
     caf::replies_to<receive_data_atom>::with<local_mr>,
+    caf::replies_to<subscribe_data_atom, data_subscriber>::with<uint64_t>,
     caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
     caf::replies_to<stats_atom>::with<agent_stats>>;
 

@@ -147,6 +147,9 @@ connection_impl(self_ptr self, transport::transport_actor transport,
       [self](receive_data_atom a) {
         return self->delegate(self->state.agent, a);
       },
+      [self](subscribe_data_atom a, data_subscriber& sub) {
+        return self->delegate(self->state.agent, a, std::move(sub));
+      },
       [self](write_atom a, local_mr& src,
              remote_mr& dst) -> caf::result<uint64_t> {
         if (auto err = check_one_sided(self, "write", src, dst))

@@ -27,6 +27,8 @@ namespace rdmactor {
 /// - `(send_data_atom, local_mr) -> bytes`, `(receive_data_atom) ->
 ///   local_mr`: two-sided messages, chunked by the max message length; the
 ///   receiver gets one `local_mr` per chunk.
+/// - `(subscribe_data_atom, data_subscriber) -> chunks`: push every chunk
+///   to an actor as `(data_atom, local_mr)` instead (see peer_operations).
 /// - `(write_atom, local_mr, remote_mr) -> bytes`,
 ///   `(read_atom, local_mr, remote_mr) -> bytes`: one-sided RDMA; slices of
 ///   either side allowed, lengths must match.

@@ -34,30 +34,23 @@ bool fatal(server_ptr self, const caf::error& err) {
   return true;
 }
 
-void receive_chain(server_ptr self) {
-  self->request(self->state.conn, server_timeout, receive_data_atom::value)
-      .then(
-          [self](local_mr& chunk) {
-            if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
-              self->request(self->state.conn, server_timeout,
-                            send_data_atom::value, std::move(chunk))
-                  .then([](uint64_t) {},
-                        [self](caf::error& err) { fatal(self, err); });
-            receive_chain(self);
-          },
-          [self](caf::error& err) {
-            if (!fatal(self, err))
-              receive_chain(self);
-          });
-}
-
 caf::behavior server_impl(server_ptr self, connection_actor conn) {
   self->state.conn = std::move(conn);
   self->monitor(self->state.conn);
   self->set_down_handler([self](caf::down_msg&) { self->quit(); });
-  for (int i = 0; i < server_receive_chains; ++i)
-    receive_chain(self);
-  return {[](caf::unit_t) {}};
+  // Every chunk is pushed here (no receive_data request per chunk).
+  self->request(self->state.conn, server_timeout, subscribe_data_atom::value,
+                caf::actor_cast<data_subscriber>(self))
+      .then([](uint64_t) {}, [self](caf::error& err) { fatal(self, err); });
+  return {
+      [self](data_atom, local_mr& chunk) {
+        if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
+          self->request(self->state.conn, server_timeout, send_data_atom::value,
+                        std::move(chunk))
+              .then([](uint64_t) {},
+                    [self](caf::error& err) { fatal(self, err); });
+      },
+  };
 }
 
 caf::behavior acceptor_impl(caf::event_based_actor* self) {

@@ -7,13 +7,11 @@
 
 namespace rdmactor::bench {
 
-/// Receive requests each bench server keeps outstanding.
-constexpr int server_receive_chains = 16;
-
-/// Spawns the server side of one connection: it keeps
-/// `server_receive_chains` receive_data requests outstanding, echoes every
-/// chunk whose first byte is `echo_flag` (zero copy: it sends the received
-/// buffer back) and drops the others.  It quits when the connection goes.
+/// Spawns the server side of one connection: it subscribes to the
+/// connection's data (every chunk is pushed to it, as CAF io pushes
+/// messages to its sink), echoes every chunk whose first byte is
+/// `echo_flag` (zero copy: it sends the received buffer back) and drops
+/// the others.  It quits when the connection goes.
 caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn);
 
 /// Spawns an actor that handles `(accepted_atom, connection_actor)` from

@@ -112,10 +112,6 @@ void ping(driver_ptr self) {
   auto& st = self->state;
   st.echo_bytes = 0;
   st.run.issued();
-  for (uint64_t i = 0; i < st.chunks_per_msg; ++i)
-    self->request(st.conn, st.run.spec().op_timeout, receive_data_atom::value)
-        .then([self](local_mr& chunk) { on_echo(self, chunk); },
-              on_error(self));
   ++st.run.acks_pending;
   st.t_op = clock_type::now();
   self->request(st.conn, st.run.spec().op_timeout, send_data_atom::value,
@@ -133,7 +129,11 @@ void start(driver_ptr self) {
   run.start_clock();
   const auto& spec = run.spec();
   if (spec.op == bench_op::send && spec.mode == bench_mode::lat) {
-    ping(self);
+    // The echoes are pushed to this driver (subscribe_data), as CAF io
+    // pushes the echo to its caller.
+    self->request(self->state.conn, spec.op_timeout, subscribe_data_atom::value,
+                  caf::actor_cast<data_subscriber>(self))
+        .then([self](uint64_t) { ping(self); }, on_error(self));
     return;
   }
   auto window = spec.mode == bench_mode::lat ? 1u : spec.window;
@@ -200,7 +200,9 @@ caf::behavior driver_impl(driver_ptr self, connection_actor conn, run_spec spec,
     return {};
   }
   setup(self);
-  return {[](caf::unit_t) {}};
+  return {
+      [self](data_atom, local_mr& chunk) { on_echo(self, chunk); },
+  };
 }
 
 } // namespace

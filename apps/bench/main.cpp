@@ -11,8 +11,9 @@
 namespace {
 
 const char* help_epilog = R"(
-Operations (--op): send = connection send_data, the peer's receive_data
-(agent protocol); write, read = one-sided RDMA on a remote_mr from
+Operations (--op): send = connection send_data, taken by the peer as a
+data subscriber (subscribe_data: chunks pushed, as CAF io pushes
+messages; agent protocol); write, read = one-sided RDMA on a remote_mr from
 request_remote_mr; raw = transport actor sends without the agent.
 Modes (--mode): lat = one at a time (send and raw: ping-pong, half the
 round trip as perftest reports it; write and read: completion time of one

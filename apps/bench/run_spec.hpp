@@ -8,7 +8,7 @@ namespace rdmactor::bench {
 
 /// The operation a run measures.
 enum class bench_op {
-  send,  ///< connection send_data, peer receive_data (the agent protocol)
+  send,  ///< connection send_data, pushed to the peer's data subscriber
   write, ///< connection write to a remote_mr (one-sided)
   read,  ///< connection read from a remote_mr (one-sided)
   raw,   ///< transport actor send, no agent (header + payload per message)

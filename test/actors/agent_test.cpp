@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include <caf/event_based_actor.hpp>
@@ -127,6 +128,100 @@ BOOST_AUTO_TEST_CASE(send_data_sizes_around_the_chunk_boundary) {
       } while (off < size);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_data_subscriber_gets_every_chunk_pushed_in_order) {
+  two_nodes t;
+  auto cm = chunk_max(t.opts);
+  auto send = [&](uint64_t size, uint8_t seed) {
+    auto src = alloc(t, t.client_conn, size);
+    fill(src, seed);
+    auto sent
+        = call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src);
+    BOOST_REQUIRE_MESSAGE(sent, render(sent));
+    return src;
+  };
+  // Two chunks queue before anyone subscribes.
+  auto q1 = send(100, 1);
+  auto q2 = send(200, 2);
+  caf::scoped_actor sub{t.sys};
+  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                          caf::actor_cast<data_subscriber>(sub));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  BOOST_TEST(*n == 2u);
+  auto next = [&] {
+    local_mr out;
+    sub->receive([&](data_atom, local_mr& mr) { out = std::move(mr); },
+                 caf::after(std::chrono::seconds(10 * timeout_scale())) >>
+                     [] { BOOST_FAIL("no chunk pushed"); });
+    return out;
+  };
+  BOOST_TEST(same(next(), q1));
+  BOOST_TEST(same(next(), q2));
+  // While subscribed, receive_data is refused.
+  auto r = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::invalid_argument, render(r.error()));
+  // A message of three chunks arrives pushed, chunk by chunk, in order.
+  auto big = send(2 * cm + 10, 3);
+  for (uint64_t off = 0; off < big.size();) {
+    auto chunk = next();
+    auto expect = std::min<uint64_t>(cm, big.size() - off);
+    BOOST_REQUIRE_EQUAL(chunk.size(), expect);
+    BOOST_TEST(std::memcmp(chunk.data(), big.data() + off, expect) == 0);
+    off += expect;
+  }
+  // An invalid handle ends the subscription: data queues again.
+  auto none = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                             data_subscriber{});
+  BOOST_REQUIRE(none);
+  auto after = send(300, 4);
+  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(same(*got, after));
+  sub->receive([](data_atom, local_mr&) { BOOST_FAIL("pushed after the end"); },
+               caf::after(std::chrono::milliseconds(100)) >> [] {});
+}
+
+BOOST_AUTO_TEST_CASE(a_subscriber_that_terminates_ends_its_subscription) {
+  two_nodes t;
+  auto sub = t.sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](data_atom, local_mr&) {}};
+  });
+  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                          caf::actor_cast<data_subscriber>(sub));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  caf::scoped_actor self{t.sys};
+  self->monitor(sub);
+  caf::anon_send_exit(sub, caf::exit_reason::kill);
+  self->receive([](caf::down_msg&) {});
+  // The agent learns of it by its own monitor; give that message a moment.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto src = alloc(t, t.client_conn, 100);
+  fill(src, 7);
+  BOOST_REQUIRE(
+      call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src));
+  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(same(*got, src));
+}
+
+BOOST_AUTO_TEST_CASE(subscribing_fails_waiting_receive_calls) {
+  two_nodes t;
+  caf::scoped_actor waiter{t.sys};
+  waiter->send(t.server_conn, receive_data_atom::value);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  caf::scoped_actor sub{t.sys};
+  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                          caf::actor_cast<data_subscriber>(sub));
+  BOOST_REQUIRE(n);
+  caf::error err;
+  waiter->receive(
+      [&](caf::error& e) { err = e; },
+      [](local_mr&) { BOOST_FAIL("got data"); },
+      caf::after(std::chrono::seconds(10)) >>
+          [] { BOOST_FAIL("the waiting receive_data was not failed"); });
+  BOOST_TEST(code_of(err) == errc::invalid_argument, render(err));
 }
 
 BOOST_AUTO_TEST_CASE(send_data_of_10_mib) {

@@ -843,13 +843,18 @@ BOOST_AUTO_TEST_CASE(corrupt_frame) {
     BOOST_REQUIRE(!p.server->post_recv(i, &rsg, 1));
   }
   auto sg = src.whole();
+  // The corrupt third frame may put the QP in the error state before the
+  // last posts (under load): those fail at once and complete nothing.
+  size_t posted = 0;
   for (uint64_t i = 0; i < 5; ++i)
-    p.client->post_send(10 + i, &sg, 1);
+    if (!p.client->post_send(10 + i, &sg, 1))
+      ++posted;
+  BOOST_REQUIRE_GE(posted, 3u);
   auto rwcs = wait_completions(*p.server, 5, 5s);
   BOOST_REQUIRE_EQUAL(rwcs.size(), 5u);
   BOOST_TEST(count_status(rwcs, wc_status::success) == 2u);
-  auto swcs = wait_completions(*p.client, 5, 5s);
-  BOOST_TEST(swcs.size() == 5u);
+  auto swcs = wait_completions(*p.client, posted, 5s);
+  BOOST_TEST(swcs.size() == posted);
   BOOST_TEST(count_status(swcs, wc_status::success) <= 2u);
   BOOST_TEST(wait_error(*p.client));
   BOOST_TEST(wait_error(*p.server));
