@@ -337,8 +337,7 @@ BOOST_AUTO_TEST_CASE(posts_arrive_in_order_and_answer_nothing) {
   next_message(b);
   int answers = 0;
   for (bool more = true; more;)
-    self->receive([&](uint64_t) { ++answers; },
-                  [&](caf::error&) { ++answers; },
+    self->receive([&](uint64_t) { ++answers; }, [&](caf::error&) { ++answers; },
                   caf::after(std::chrono::milliseconds(300)) >>
                       [&] { more = false; });
   BOOST_TEST(answers == 0);
@@ -351,9 +350,10 @@ BOOST_AUTO_TEST_CASE(a_refused_post_fails_the_connection_with_its_reason) {
   caf::scoped_actor self{sys};
   self->send(a.tr, post_atom::value, std::vector<uint8_t>{1}, big);
   caf::error reason;
-  (*a.inbox)->receive([&](qp_down_atom, caf::error& err) { reason = err; },
-                      caf::after(std::chrono::seconds(10)) >>
-                          [] { BOOST_FAIL("no qp_down after a refused post"); });
+  (*a.inbox)->receive(
+      [&](qp_down_atom, caf::error& err) { reason = err; },
+      caf::after(std::chrono::seconds(10)) >>
+          [] { BOOST_FAIL("no qp_down after a refused post"); });
   BOOST_TEST(code_of(reason) == errc::invalid_argument, render(reason));
   auto n = call<uint64_t>(sys, a.tr, send_atom::value, std::vector<uint8_t>{},
                           local_mr{});
