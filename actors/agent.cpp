@@ -892,18 +892,13 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   if (!st.subscriber)
     return 0;
   self->monitor(st.subscriber);
-  auto taken = make_error(errc::invalid_argument,
-                          "a data subscriber took over the data of this "
-                          "connection (subscribe_data)");
-  for (auto& w : st.data.waiters)
-    w.rp.deliver(taken);
-  st.data.waiters.clear();
-  uint64_t n = st.data.items.size();
-  for (auto& chunk : st.data.items)
+  auto queued = std::move(st.data.items);
+  fail_all(st.data, make_error(errc::invalid_argument,
+                               "a data subscriber took over the data of "
+                               "this connection (subscribe_data)"));
+  for (auto& chunk : queued)
     self->send(st.subscriber, data_atom::value, std::move(chunk));
-  st.data.items.clear();
-  st.data.queued_bytes = 0;
-  return n;
+  return queued.size();
 }
 
 agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,

@@ -176,9 +176,7 @@ connection_actor
 spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
                  transport::queue_pair_ptr qp, memory_pool_ptr pool,
                  allocator_actor allocator, const options& opts) {
-  const auto& cp = qp->params();
-  transport::link_params link{cp.max_message_len_bytes, cp.recv_depth,
-                              qp->peer_name()};
+  auto link = transport::link_params_of(*qp);
   // Spawned here, not in the connection's first activation: the transport
   // posts its receives before this returns, so a peer may talk to us as
   // soon as the caller learns about the connection.

@@ -124,6 +124,11 @@ struct recv_pool {
     return mem.get() + size_t{i} * slot_bytes;
   }
 
+  /// The scatter element that receives into slot `i`.
+  sge slot_sge(uint32_t i) const {
+    return sge{reinterpret_cast<uint64_t>(slot(i)), slot_bytes, reg->lkey()};
+  }
+
   /// Hands slot `i` back for reposting.  Any thread.
   void release(uint32_t i) noexcept {
     released->push(i);
@@ -300,8 +305,7 @@ void post_recv_slot(self_ptr self, uint32_t slot) {
   auto& st = self->state;
   if (st.down)
     return;
-  sge sg{reinterpret_cast<uint64_t>(st.pool->slot(slot)), st.pool->slot_bytes,
-         st.pool->reg->lkey()};
+  auto sg = st.pool->slot_sge(slot);
   if (auto err = st.qp->post_recv(recv_wr_bit | slot, &sg, 1))
     fail(self, std::move(err));
 }
@@ -511,10 +515,10 @@ void on_completion(self_ptr self, const work_completion& wc) {
   }
   if (st.down)
     return; // answered already (failure path)
-  auto i = std::find_if(
-      st.inflight.begin(), st.inflight.end(),
-      [&](const inflight_op& op) { return op.wr_id == wc.wr_id; });
-  if (i == st.inflight.end())
+  // wr_ids are handed out in posting order without gaps while the
+  // connection is up, so one in the deque's range is in the deque.
+  if (st.inflight.empty() || wc.wr_id < st.inflight.front().wr_id
+      || wc.wr_id > st.inflight.back().wr_id)
     return;
   // Completions come in posting order: every unsignaled operation posted
   // before this one finished successfully.
@@ -670,8 +674,7 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
     return std::move(reg.error());
   pool->reg = std::move(*reg);
   for (uint32_t i = 0; i < pool->depth; ++i) {
-    sge sg{reinterpret_cast<uint64_t>(pool->slot(i)), pool->slot_bytes,
-           pool->reg->lkey()};
+    auto sg = pool->slot_sge(i);
     if (auto err = qp.post_recv(recv_wr_bit | i, &sg, 1))
       return err;
   }
@@ -685,15 +688,16 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   st.dev = std::move(dev);
   st.qp = std::move(qp);
   const auto& cp = st.qp->params();
-  st.params = link_params{cp.max_message_len_bytes, cp.recv_depth,
-                          st.qp->peer_name()};
-  if (!pool) {
-    log().error("transport to {}: cannot set up its receive buffers: {}",
-                st.params.peer, render(pool.error()));
+  st.params = link_params_of(*st.qp);
+  auto give_up = [&](const char* what, const caf::error& err) {
+    log().error("transport to {}: cannot {}: {}", st.params.peer, what,
+                render(err));
     st.down = true;
-    self->quit(pool.error());
+    self->quit(err);
     return transport_actor::behavior_type::make_empty_behavior();
-  }
+  };
+  if (!pool)
+    return give_up("set up its receive buffers", pool.error());
   st.credits = cp.recv_depth;
   st.send_queue_depth = 2 * cp.recv_depth + 2;
   st.signal_every = std::clamp<uint32_t>(st.send_queue_depth / 4, 1, 16);
@@ -703,13 +707,8 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   st.header_mem.resize(size_t{st.send_queue_depth} * max_send_header_bytes);
   auto hreg
       = st.dev->register_memory(st.header_mem.data(), st.header_mem.size(), 0);
-  if (!hreg) {
-    log().error("transport to {}: cannot register buffers: {}", st.params.peer,
-                render(hreg.error()));
-    st.down = true;
-    self->quit(hreg.error());
-    return transport_actor::behavior_type::make_empty_behavior();
-  }
+  if (!hreg)
+    return give_up("register its header buffers", hreg.error());
   st.header_reg = std::move(*hreg);
   for (auto i = static_cast<int32_t>(st.send_queue_depth); i > 0; --i)
     st.free_header_slots.push_back(i - 1);

@@ -31,6 +31,12 @@ struct link_params {
   std::string peer;
 };
 
+/// The negotiated parameters of `qp`, as the transport reports them.
+inline link_params link_params_of(const queue_pair& qp) {
+  const auto& cp = qp.params();
+  return link_params{cp.max_message_len_bytes, cp.recv_depth, qp.peer_name()};
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_params& x) {
   return f(x.max_message_len_bytes, x.recv_depth, x.peer);

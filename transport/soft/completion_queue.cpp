@@ -17,12 +17,8 @@ bool completion_queue::push(const work_completion& wc) {
     }
   }
   // Outside our lock: the owner may be polling right now.
-  if (fire) {
-    if (notify_)
-      notify_();
-    else
-      efd_.signal();
-  }
+  if (fire)
+    notify();
   return true;
 }
 
@@ -45,6 +41,10 @@ void completion_queue::arm() {
     }
     armed_ = false;
   }
+  notify();
+}
+
+void completion_queue::notify() {
   if (notify_)
     notify_();
   else

@@ -50,6 +50,10 @@ public:
   }
 
 private:
+  /// Delivers one notification (the function, else the eventfd).  Called
+  /// without the lock.
+  void notify();
+
   std::mutex mtx_;
   std::deque<work_completion> entries_;
   bool armed_ = false;
