@@ -8,11 +8,14 @@
 #define BOOST_TEST_MODULE verbs_test
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -189,9 +192,184 @@ raw_attempt raw_connect(const std::string& host, uint16_t port,
   return out;
 }
 
+/// Returns the number of threads of this process (/proc/self/task).
+size_t thread_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+/// Waits up to `timeout` for the thread count to drop to `limit` (threads
+/// of std::async leave /proc/self/task shortly after they were joined);
+/// returns the last count.
+size_t thread_count_within(size_t limit, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto n = thread_count();
+  while (n > limit && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    n = thread_count();
+  }
+  return n;
+}
+
+/// Waits up to `timeout` for `pred`.
+template <class Predicate>
+bool eventually(Predicate pred, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(verbs, verbs_fixture)
+
+BOOST_AUTO_TEST_CASE(connections_share_one_completion_engine) {
+  constexpr size_t pairs = 8;
+  auto before_open = thread_count();
+  auto dev = open();
+  std::vector<qp_pair> ps;
+  ps.push_back(connect_pair(*dev));
+  // The device's event thread and completion engine, nothing per peer.
+  auto base = thread_count_within(before_open + 2, 2s);
+  BOOST_TEST_MESSAGE("threads: " << before_open << " before open, " << base
+                                 << " with one connection");
+  BOOST_TEST(base <= before_open + 2);
+  for (size_t i = 1; i < pairs; ++i)
+    ps.push_back(connect_pair(*dev));
+  auto after = thread_count_within(base, 2s);
+  BOOST_TEST_MESSAGE("threads with " << pairs << " connections: " << after);
+  BOOST_TEST(after <= base);
+  // Every QP notifies its own function, from the engine thread.
+  std::vector<std::atomic<int>> client_events(pairs);
+  std::vector<std::atomic<int>> server_events(pairs);
+  auto test_thread = std::this_thread::get_id();
+  std::atomic<bool> on_test_thread{false};
+  for (size_t i = 0; i < pairs; ++i) {
+    auto counter = [&](std::atomic<int>& n) {
+      return [&n, &on_test_thread, test_thread] {
+        if (std::this_thread::get_id() == test_thread)
+          on_test_thread = true;
+        ++n;
+      };
+    };
+    BOOST_REQUIRE(ps[i].client->set_cq_notify(counter(client_events[i])));
+    BOOST_REQUIRE(ps[i].server->set_cq_notify(counter(server_events[i])));
+  }
+  auto src = make_buffer(*dev, 64, 0);
+  auto dst = make_buffer(*dev, 64 * pairs, local_write);
+  for (size_t i = 0; i < pairs; ++i) {
+    auto rsg = dst.sge_of(i * 64, 64);
+    BOOST_REQUIRE(!ps[i].server->post_recv(100 + i, &rsg, 1));
+    BOOST_REQUIRE(!ps[i].client->arm_cq());
+    BOOST_REQUIRE(!ps[i].server->arm_cq());
+  }
+  for (size_t i = 0; i < pairs; ++i) {
+    auto ssg = src.whole();
+    BOOST_REQUIRE(!ps[i].client->post_send(200 + i, &ssg, 1));
+  }
+  for (size_t i = 0; i < pairs; ++i) {
+    BOOST_TEST_CONTEXT("pair " << i) {
+      BOOST_TEST(eventually([&] { return client_events[i] > 0; }));
+      BOOST_TEST(eventually([&] { return server_events[i] > 0; }));
+      transport::work_completion wc[4];
+      BOOST_REQUIRE_EQUAL(ps[i].client->poll_cq(wc, 4), 1u);
+      BOOST_TEST(wc[0].wr_id == 200 + i);
+      BOOST_TEST(wc[0].status == wc_status::success);
+      BOOST_REQUIRE_EQUAL(ps[i].server->poll_cq(wc, 4), 1u);
+      BOOST_TEST(wc[0].wr_id == 100 + i);
+      BOOST_TEST(wc[0].status == wc_status::success);
+      // The notify function replaced the eventfd.
+      BOOST_TEST(!ps[i].client->ack_cq_event());
+      BOOST_TEST(!ps[i].server->ack_cq_event());
+    }
+  }
+  BOOST_TEST(!on_test_thread);
+  // Not armed again: no more notifications.
+  auto rsg = dst.sge_of(0, 64);
+  BOOST_REQUIRE(!ps[0].server->post_recv(300, &rsg, 1));
+  auto ssg = src.whole();
+  BOOST_REQUIRE(!ps[0].client->post_send(301, &ssg, 1));
+  transport::work_completion wc;
+  BOOST_TEST(eventually([&] { return ps[0].server->poll_cq(&wc, 1) == 1; }));
+  BOOST_TEST(wc.wr_id == 300u);
+  BOOST_TEST(eventually([&] { return ps[0].client->poll_cq(&wc, 1) == 1; }));
+  BOOST_TEST(wc.wr_id == 301u);
+  BOOST_TEST(client_events[0] == 1);
+  BOOST_TEST(server_events[0] == 1);
+  ps.clear();
+  BOOST_TEST(thread_count_within(base, 2s) <= base);
+}
+
+BOOST_AUTO_TEST_CASE(qp_destruction_waits_for_a_running_notify_function) {
+  auto dev = open();
+  auto p = connect_pair(*dev);
+  std::atomic<bool> entered{false};
+  std::atomic<bool> done{false};
+  std::atomic<int> calls_after{0};
+  std::atomic<bool> destroyed{false};
+  BOOST_REQUIRE(p.client->set_cq_notify([&] {
+    if (destroyed)
+      ++calls_after;
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    done = true;
+  }));
+  auto src = make_buffer(*dev, 64, 0);
+  auto dst = make_buffer(*dev, 64, local_write);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  BOOST_REQUIRE(!p.client->arm_cq());
+  auto ssg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+  BOOST_REQUIRE(eventually([&] { return entered.load(); }));
+  p.client.reset();
+  destroyed = true;
+  BOOST_TEST(done);
+  std::this_thread::sleep_for(100ms);
+  BOOST_TEST(calls_after == 0);
+}
+
+BOOST_AUTO_TEST_CASE(notify_function_may_destroy_the_last_owner) {
+  // The notify function destroys its QP, which holds the last reference to
+  // its device: the engine thread must neither deadlock nor join itself.
+  // The QP lives on a device of its own, and receives a zero-byte SEND
+  // into a receive without memory, so nothing else keeps that device.
+  auto dev_a = open();
+  auto dev_b = open();
+  std::weak_ptr<transport::device> weak_a = dev_a;
+  auto host = test_host();
+  auto lst = value_or_throw(dev_b->listen(host, 0, {}), "listen");
+  auto port = lst->port();
+  auto fut = std::async(std::launch::async, [&dev_a, host, port] {
+    return dev_a->connect(host, port, {}, 10s);
+  });
+  auto server = value_or_throw(lst->accept(10s), "accept");
+  auto holder = std::make_shared<transport::queue_pair_ptr>(
+      value_or_throw(fut.get(), "connect"));
+  std::atomic<bool> released{false};
+  auto& client = **holder;
+  BOOST_REQUIRE(!client.post_recv(1, nullptr, 0));
+  BOOST_REQUIRE(client.set_cq_notify([holder, &released]() mutable {
+    // The function object lives on while it runs: drop the QP only.
+    holder->reset();
+    released = true;
+  }));
+  BOOST_REQUIRE(!client.arm_cq());
+  holder.reset(); // the notify function holds the last reference now
+  dev_a.reset();  // the QP holds the last reference to its device now
+  BOOST_REQUIRE(!server->post_send(2, nullptr, 0));
+  BOOST_TEST(eventually([&] { return released.load(); }));
+  BOOST_TEST(eventually([&] { return weak_a.expired(); }));
+  auto swc = wait_for_wr(*server, 2);
+  BOOST_TEST(swc.has_value());
+}
 
 BOOST_AUTO_TEST_CASE(bad_rkey_is_a_remote_access_error_from_the_device) {
   auto dev = open();

@@ -287,12 +287,17 @@ verbs_device::open(const options& opts) {
   } else {
     gid_note = "GID automatic (InfiniBand)";
   }
-  // Protection domain, connection event channel, event thread.
+  // Protection domain, completion engine, connection event channel, event
+  // thread.
   dev->pd_.reset(ibv_alloc_pd(dev->ctx_.get()));
   if (!dev->pd_)
     return make_error(errc::fabric_unavailable,
                       "ibv_alloc_pd on " + dev->name_
                           + " failed: " + errno_text(errno));
+  auto engine = completion_engine::start(dev->ctx_.get(), dev->name_);
+  if (!engine)
+    return std::move(engine.error());
+  dev->engine_ = std::move(*engine);
   dev->cm_channel_.reset(rdma_create_event_channel());
   if (!dev->cm_channel_)
     return make_error(errc::fabric_unavailable,

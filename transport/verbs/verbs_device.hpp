@@ -12,6 +12,7 @@
 
 #include "common/options.hpp"
 #include "transport/fabric.hpp"
+#include "transport/verbs/completion_engine.hpp"
 #include "transport/verbs/raii.hpp"
 
 namespace rdmactor::transport::verbs {
@@ -19,7 +20,13 @@ namespace rdmactor::transport::verbs {
 class verbs_queue_pair;
 
 /// An opened verbs device: context, protection domain, the chosen port and
-/// GID, and one event thread (internal; use `open_device`).
+/// GID, one event thread and one completion engine (internal; use
+/// `open_device`).  Both threads start at `open`; a process has two
+/// threads per opened device, however many connections it makes.
+///
+/// The completion engine (`completion_engine`) owns the one completion
+/// channel that the CQs of every queue pair are created on and calls the
+/// queue pairs' notify functions.
 ///
 /// The event thread drains two sources and turns them into QP error state:
 /// the rdma_cm event channel that every established connection is migrated
@@ -116,6 +123,12 @@ public:
   /// GID (the IPv4-mapped address on Ethernet), else `cm_index`.
   uint8_t sgid_index(uint8_t cm_index) const;
 
+  /// The completion engine: its channel for `ibv_create_cq`, its registry
+  /// for the notify functions.
+  completion_engine& engine() const noexcept {
+    return *engine_;
+  }
+
   /// Registers `qp` for the events of its cm id, QP and CQs.
   void add(verbs_queue_pair* qp);
 
@@ -144,6 +157,8 @@ private:
   uint8_t rnr_retry_ = 0;
   uint8_t min_rnr_timer_ = 1;
   pd_ptr pd_;
+  /// Destroyed after every CQ: each queue pair keeps the device alive.
+  std::unique_ptr<completion_engine> engine_;
   event_channel_ptr cm_channel_;
   unique_fd stop_fd_;
   std::mutex mtx_;

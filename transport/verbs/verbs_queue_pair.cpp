@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <system_error>
+#include <thread>
 
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -75,8 +79,29 @@ verbs_queue_pair::~verbs_queue_pair() {
     close();
   if (registered_)
     dev_->remove(this);
-  // Members release the QP, CQs, channel, cm id and device reference in
-  // reverse order of acquisition.
+  // On the completion engine's thread (inside a notify function), the last
+  // reference to the device must not go here: its destructor joins that
+  // thread.  A short-lived thread releases it then.
+  if (dev_.use_count() == 1 && dev_->engine().on_engine_thread()) {
+    // Release everything but the device first, in the order of members.
+    qp_.reset();
+    recv_cq_.reset();
+    send_cq_.reset();
+    notify_.reset();
+    cq_event_fd_.reset();
+    id_.reset();
+    try {
+      std::thread{[dev = std::move(dev_)]() mutable { dev.reset(); }}.detach();
+    } catch (const std::system_error& e) {
+      log().error("verbs: cannot release the device off the completion "
+                  "engine's thread ({}); it stays open",
+                  e.what());
+      // Leaked on purpose: joining the engine from itself would abort.
+      static_cast<void>(new std::shared_ptr<verbs_device>(std::move(dev_)));
+    }
+  }
+  // Members release the QP, CQs, notify registration, eventfd, cm id and
+  // device reference in reverse order of acquisition.
 }
 
 // -- set-up --------------------------------------------------------------
@@ -90,22 +115,29 @@ caf::error verbs_queue_pair::init(const conn_params& offer) {
   // Everything lives on the device's own context (the PD's); check_id made
   // sure that rdma_cm resolved the peer to that same device and port.
   auto ctx = dev_->context();
-  channel_.reset(ibv_create_comp_channel(ctx));
-  if (!channel_)
-    return fail("ibv_create_comp_channel", errno);
-  if (!set_nonblocking(channel_->fd))
-    return fail("making the completion channel non-blocking", errno);
+  // Notifications: the eventfd behind cq_fd(), then the registration that
+  // signals it (replaced by set_cq_notify), then the CQs that name it.
+  cq_event_fd_ = unique_fd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  if (!cq_event_fd_)
+    return fail("eventfd", errno);
+  notify_ = dev_->engine().add([fd = cq_event_fd_.get()] {
+    uint64_t one = 1;
+    // EAGAIN only when the counter is full: readable anyway.
+    if (::write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+      log().error("verbs: cannot signal a CQ eventfd: {}", errno_text(errno));
+  });
+  auto channel = dev_->engine().channel();
   auto send_depth = std::min<uint32_t>({offer.recv_depth * 2 + extra_send_slots,
                                         static_cast<uint32_t>(attr.max_qp_wr),
                                         static_cast<uint32_t>(attr.max_cqe)});
   auto recv_depth = offer.recv_depth; // checked against the limits
-  send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(send_depth), nullptr,
-                               channel_.get(), 0));
+  send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(send_depth),
+                               notify_.cq_context(), channel, 0));
   if (!send_cq_)
     return fail("ibv_create_cq (send, " + std::to_string(send_depth) + ")",
                 errno);
-  recv_cq_.reset(ibv_create_cq(ctx, static_cast<int>(recv_depth), nullptr,
-                               channel_.get(), 0));
+  recv_cq_.reset(ibv_create_cq(ctx, static_cast<int>(recv_depth),
+                               notify_.cq_context(), channel, 0));
   if (!recv_cq_)
     return fail("ibv_create_cq (receive, " + std::to_string(recv_depth) + ")",
                 errno);
@@ -447,7 +479,7 @@ size_t verbs_queue_pair::poll_cq(work_completion* out, size_t max) {
 }
 
 int verbs_queue_pair::cq_fd() const noexcept {
-  return channel_ ? channel_->fd : -1;
+  return cq_event_fd_.get();
 }
 
 caf::error verbs_queue_pair::arm_cq() {
@@ -459,14 +491,19 @@ caf::error verbs_queue_pair::arm_cq() {
 }
 
 bool verbs_queue_pair::ack_cq_event() {
-  bool any = false;
-  ibv_cq* cq = nullptr;
-  void* ctx = nullptr;
-  while (channel_ && ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) {
-    ibv_ack_cq_events(cq, 1);
-    any = true;
-  }
-  return any;
+  // The engine acknowledged the CQ events already; drain the eventfd.
+  uint64_t count = 0;
+  return cq_event_fd_
+         && ::read(cq_event_fd_.get(), &count, sizeof(count))
+                == static_cast<ssize_t>(sizeof(count))
+         && count > 0;
+}
+
+bool verbs_queue_pair::set_cq_notify(std::function<void()> fn) {
+  if (!notify_)
+    return false; // not initialized: no CQ to notify of
+  notify_.set(std::move(fn));
+  return true;
 }
 
 void verbs_queue_pair::close() {

@@ -10,6 +10,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "transport/fabric.hpp"
+#include "transport/verbs/completion_engine.hpp"
 #include "transport/verbs/raii.hpp"
 
 namespace rdmactor::transport::verbs {
@@ -22,10 +23,24 @@ class verbs_device;
 /// the rdma_cm id) and moved through INIT, RTR and RTS with the attributes
 /// `rdma_init_qp_attr` returns plus the configured MTU, GID index, ACK
 /// timeout, retry counts and RNR timer.  Sends, writes and reads complete on
-/// a send CQ, receives on a receive CQ; both share one completion channel,
-/// whose fd is `cq_fd()`.  Knowing the queue of every completion lets
-/// `poll_cq` report an opcode and a length for error completions, which
-/// `ibv_wc` leaves undefined.
+/// a send CQ, receives on a receive CQ.  Knowing the queue of every
+/// completion lets `poll_cq` report an opcode and a length for error
+/// completions, which `ibv_wc` leaves undefined.
+///
+/// Notifications: a QP has no completion channel of its own.  Both CQs are
+/// created on the device's shared channel with the id of this QP's
+/// registration in the device's `completion_engine` as `cq_context`, and
+/// `arm_cq` arms both (`ibv_req_notify_cq`).  The engine thread takes and
+/// acknowledges the events and calls the registered function:
+///   - by default one that signals an eventfd of this QP, which is
+///     `cq_fd()`; `ack_cq_event` drains it (owners with a poller thread,
+///     the fabric tests);
+///   - after `set_cq_notify(fn)`, `fn` itself (the transport actor: no
+///     thread per connection); `cq_fd()` then stays silent.
+/// The destructor deregisters before it returns and waits for a call of
+/// `fn` that is running, so `fn` is never called afterwards.  It may run
+/// on the engine thread (inside `fn`, when `fn` dropped the last reference
+/// to the QP's owner): then it does not wait for that call, its caller.
 ///
 /// Set-up sequence (connect or accept): construct with the cm id, `init`,
 /// `ready` (RTR, RTS), then `establish` once rdma_cm reports the connection
@@ -41,8 +56,9 @@ public:
 
   // -- set-up ---------------------------------------------------------------
 
-  /// Creates the completion channel, CQs and the QP sized for `offer`, and
-  /// moves the QP to INIT.
+  /// Registers with the completion engine, creates the CQs (on the device's
+  /// completion channel) and the QP sized for `offer`, and moves the QP to
+  /// INIT.
   caf::error init(const conn_params& offer);
 
   /// Moves the QP to RTR and RTS.  `responder_resources` and
@@ -91,6 +107,7 @@ public:
   int cq_fd() const noexcept override;
   caf::error arm_cq() override;
   bool ack_cq_event() override;
+  bool set_cq_notify(std::function<void()> fn) override;
   void close() override;
   bool in_error() const noexcept override;
 
@@ -121,7 +138,8 @@ private:
   // Members in order of acquisition; released in reverse.
   std::shared_ptr<verbs_device> dev_;
   cm_id_ptr id_;
-  comp_channel_ptr channel_;
+  unique_fd cq_event_fd_; ///< `cq_fd()`, signaled until `set_cq_notify`
+  completion_engine::registration notify_;
   cq_ptr send_cq_;
   cq_ptr recv_cq_;
   qp_ptr qp_;
