@@ -20,6 +20,8 @@ void add_options(caf::config_option_set& set, options& o) {
            "upper bound of connection setup in ms")
       .add(o.rnr_timeout_ms, "rnr-timeout-ms",
            "soft fabric: wait for a posted receive in ms")
+      .add(o.engine_threads, "engine-threads",
+           "threads per device serving every connection")
       .add(o.arena_size_bytes, "arena-size-bytes",
            "size of one registered arena in bytes")
       .add(o.max_alloc_bytes, "max-alloc-bytes",
@@ -58,6 +60,8 @@ std::string validate(const options& o) {
     return "rdmactor.request-timeout-ms must be > 0";
   if (o.connect_timeout_ms == 0)
     return "rdmactor.connect-timeout-ms must be > 0";
+  if (o.engine_threads == 0 || o.engine_threads > 64)
+    return "rdmactor.engine-threads must be in [1, 64]";
   if (o.arena_size_bytes < 4096)
     return "rdmactor.arena-size-bytes must be >= 4096";
   if (o.max_alloc_bytes == 0)

@@ -43,6 +43,12 @@ struct options {
   /// How long a SEND waits for a posted receive before RNR retry exceeded.
   uint32_t rnr_timeout_ms = 2000;
 
+  // -- execution ------------------------------------------------------------
+  /// soft: event loop threads per device that play the NIC for every
+  /// connection of the device.  (verbs always runs one completion-event
+  /// thread per device.)  A node's thread count does not grow with peers.
+  uint32_t engine_threads = 1;
+
   // -- allocator ------------------------------------------------------------
   /// Size of one registered arena; larger allocations get their own.
   uint64_t arena_size_bytes = 16 * 1024 * 1024;

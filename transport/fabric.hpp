@@ -24,7 +24,8 @@
 /// Threading: unless a function says otherwise, an object may be used from
 /// any thread, but the `post_*`, `poll_cq` and `arm_cq` functions of one
 /// queue pair are called by one thread at a time (the transport actor), and
-/// `ack_cq_event` by one other thread (the transport actor's poller).
+/// `ack_cq_event` by one other thread (a poller, for owners that wait on
+/// `cq_fd()` instead of calling `set_cq_notify`).
 namespace rdmactor::transport {
 
 /// Access rights of a memory registration; values equal IBV_ACCESS_*.
@@ -209,7 +210,9 @@ public:
   /// Asks the fabric to call `fn` itself, on its own thread, for each
   /// notification of the armed CQ instead of making `cq_fd()` readable, so
   /// that the owner needs no poller thread between the CQ and itself.
-  /// Returns false when the fabric cannot (verbs: use `cq_fd()`).  `fn`
+  /// Both fabrics can: their shared per-device threads (soft: the event
+  /// loops; verbs: the completion engine) call it.  Returns false when a
+  /// fabric cannot (the owner then waits on `cq_fd()`).  `fn`
   /// must be quick and must not call into this queue pair (it may run with
   /// the fabric's locks held); it is never called after the destructor
   /// returned.  Call it once, before the first `arm_cq`.  Caller: the owner.

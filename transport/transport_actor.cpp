@@ -713,7 +713,8 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   for (auto i = static_cast<int32_t>(st.send_queue_depth); i > 0; --i)
     st.free_header_slots.push_back(i - 1);
   // Completion notifications: straight from the fabric's thread where it
-  // can (soft), else a poller thread on the CQ's fd (verbs).
+  // can (soft: its event loop; verbs: the device's completion engine), else
+  // a poller thread on the CQ's fd (a fabric without set_cq_notify).
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   auto notify = [weak] {
     if (auto strong = weak.lock())

@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+
+#include <dirent.h>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -469,6 +471,63 @@ BOOST_AUTO_TEST_CASE(pending_requests_fail_and_memory_returns) {
       = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
                         uint64_t{64}, uint64_t{8});
   BOOST_TEST(!late);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(scale)
+
+namespace {
+
+/// Threads of this process right now (entries of /proc/self/task).
+size_t thread_count() {
+  size_t n = 0;
+  if (auto* dir = ::opendir("/proc/self/task")) {
+    while (auto* ent = ::readdir(dir))
+      if (ent->d_name[0] != '.')
+        ++n;
+    ::closedir(dir);
+  }
+  return n;
+}
+
+} // namespace
+
+// The fabric's threads serve every connection of a device (engine-threads),
+// so the process's thread count is CAF's workers plus a constant whatever
+// the number of peers (issue 12: "threads with 1 vs 200 connected peers").
+BOOST_AUTO_TEST_CASE(thread_count_does_not_grow_with_connections) {
+  auto o = test_options();
+  // Small receive pools: 200 connections on each side stay cheap to
+  // register (verbs in the VM pins them).
+  o.recv_depth = 4;
+  o.max_message_len_bytes = 4096;
+  const size_t peers = o.fabric == "soft" ? 200 : 16;
+  two_nodes t{o};
+  // One connection exists and works: the fabric's threads are started.
+  auto rmr
+      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
+                        uint64_t{64}, uint64_t{8});
+  BOOST_REQUIRE_MESSAGE(rmr, render(rmr));
+  rmr = remote_mr{};
+  auto with_one = thread_count();
+  std::vector<connection_actor> clients{t.client_conn};
+  std::vector<connection_actor> servers{t.server_conn};
+  for (size_t i = 1; i < peers; ++i) {
+    t.connect();
+    clients.push_back(t.client_conn);
+    servers.push_back(t.server_conn);
+  }
+  // Every connection works (the last one and one in the middle).
+  for (auto idx : {peers / 2, peers - 1}) {
+    auto r = call<remote_mr>(t.sys, clients[idx], request_remote_mr_atom::value,
+                             uint64_t{64}, uint64_t{8});
+    BOOST_REQUIRE_MESSAGE(r, "connection " << idx << ": " << render(r));
+  }
+  auto with_all = thread_count();
+  BOOST_TEST_MESSAGE("threads with 1 connection: "
+                     << with_one << ", with " << peers << ": " << with_all);
+  BOOST_TEST(with_all <= with_one + 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -45,10 +45,34 @@ void completion_queue::arm() {
 }
 
 void completion_queue::notify() {
-  if (notify_)
+  if (notify_) {
     notify_();
+    return;
+  }
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (efd_)
+    efd_->signal();
   else
-    efd_.signal();
+    unsignalled_ = true;
+}
+
+int completion_queue::fd() const noexcept {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!efd_) {
+    auto efd = event_fd::make();
+    if (!efd)
+      return -1;
+    efd_.emplace(std::move(*efd));
+    if (unsignalled_)
+      efd_->signal();
+    unsignalled_ = false;
+  }
+  return efd_->fd();
+}
+
+bool completion_queue::ack() noexcept {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return efd_ ? efd_->drain() : false;
 }
 
 void completion_queue::set_notify(std::function<void()> fn) {

@@ -4,6 +4,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include "transport/fabric.hpp"
 #include "transport/soft/event_fd.hpp"
@@ -18,10 +19,12 @@ namespace rdmactor::transport::soft {
 /// completions are already queued when `arm` is called, it signals at once,
 /// so a completion that slipped in between the last poll and arming is never
 /// missed.  `ack` consumes the signal.  With a notify function set, a
-/// notification calls it instead of signalling the eventfd.  Thread-safe.
+/// notification calls it instead of signalling the eventfd.  The eventfd
+/// is created on the first `fd()` call only, so that owners with a notify
+/// function (the transport actor) spend no descriptor on it.  Thread-safe.
 class completion_queue {
 public:
-  explicit completion_queue(event_fd efd) noexcept : efd_(std::move(efd)) {}
+  completion_queue() = default;
 
   /// Appends `wc` and signals if armed.  Returns false (and drops `wc`)
   /// when `limits::max_cq_entries` are queued: a CQ overrun.
@@ -31,10 +34,9 @@ public:
   /// many.
   size_t poll(work_completion* out, size_t max);
 
-  /// Returns the eventfd that becomes readable on a notification.
-  int fd() const noexcept {
-    return efd_.fd();
-  }
+  /// Returns the eventfd that becomes readable on a notification, creating
+  /// it on the first call; -1 when the system refuses an eventfd.
+  int fd() const noexcept;
 
   /// Requests one notification.
   void arm();
@@ -45,19 +47,20 @@ public:
   void set_notify(std::function<void()> fn);
 
   /// Consumes a pending notification; returns false when none was pending.
-  bool ack() noexcept {
-    return efd_.drain();
-  }
+  bool ack() noexcept;
 
 private:
   /// Delivers one notification (the function, else the eventfd).  Called
   /// without the lock.
   void notify();
 
-  std::mutex mtx_;
+  mutable std::mutex mtx_;
   std::deque<work_completion> entries_;
   bool armed_ = false;
-  event_fd efd_;
+  /// Created by the first `fd()`; guarded by mtx_.
+  mutable std::optional<event_fd> efd_;
+  /// A notification fired before the eventfd existed.
+  mutable bool unsignalled_ = false;
   /// Set once before the first arm; read without the lock afterwards.
   std::function<void()> notify_;
 };

@@ -99,7 +99,39 @@ soft_device::start_queue_pair(unique_fd sock, std::string peer,
     std::lock_guard<std::mutex> guard{faults_mtx_};
     cfg.faults = faults_;
   }
-  return soft_queue_pair::make(self(), std::move(sock), std::move(cfg));
+  auto loop = pick_loop();
+  if (!loop)
+    return loop.error();
+  return soft_queue_pair::make(self(), **loop, std::move(sock), std::move(cfg));
+}
+
+caf::expected<event_loop*> soft_device::pick_loop() {
+  std::lock_guard<std::mutex> guard{loops_mtx_};
+  if (loops_.empty()) {
+    auto n = std::max<uint32_t>(opts_.engine_threads, 1);
+    for (uint32_t i = 0; i < n; ++i) {
+      auto loop = event_loop::make();
+      if (!loop)
+        return loop.error();
+      loops_.push_back(std::move(*loop));
+    }
+  }
+  // The least loaded loop; ties go to the first.
+  auto* best = loops_.front().get();
+  auto best_n = best->attached();
+  for (auto& loop : loops_) {
+    auto n = loop->attached();
+    if (n < best_n) {
+      best = loop.get();
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+size_t soft_device::engine_threads() const {
+  std::lock_guard<std::mutex> guard{loops_mtx_};
+  return loops_.size();
 }
 
 void soft_device::set_faults(const fault_plan& plan) {

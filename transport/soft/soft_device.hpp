@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/options.hpp"
 #include "transport/fabric.hpp"
@@ -14,10 +15,12 @@
 
 namespace rdmactor::transport::soft {
 
-/// The soft device "soft0": one protection domain plus the options every
-/// connection of the device uses (`rnr_timeout_ms`, `connect_timeout_ms`,
-/// `request_timeout_ms`) and the fault plan for new queue pairs.
-/// Thread-safe.
+/// The soft device "soft0": one protection domain, the event loops that
+/// serve every queue pair of the device (`engine_threads` of them, started
+/// with the first queue pair), the options every connection of the device
+/// uses (`rnr_timeout_ms`, `connect_timeout_ms`, `request_timeout_ms`) and
+/// the fault plan for new queue pairs.  Thread-safe.  Queue pairs keep the
+/// device alive, so its loops outlive them.
 class soft_device final : public device {
 public:
   explicit soft_device(const options& opts);
@@ -63,13 +66,22 @@ public:
   /// Sets the fault plan of queue pairs created from now on.
   void set_faults(const fault_plan& plan);
 
+  /// Returns how many event loop threads run (0 before the first queue
+  /// pair).
+  size_t engine_threads() const;
+
 private:
   std::shared_ptr<soft_device> self();
+
+  /// Returns the least loaded event loop, starting them on the first call.
+  caf::expected<event_loop*> pick_loop();
 
   const options opts_;
   protection_domain pd_;
   mutable std::mutex faults_mtx_;
   fault_plan faults_;
+  mutable std::mutex loops_mtx_;
+  std::vector<std::unique_ptr<event_loop>> loops_;
 };
 
 } // namespace rdmactor::transport::soft

@@ -57,36 +57,22 @@ bool scatter_copy(const range_list& dst, const uint8_t* src, size_t n) {
 // -- construction and destruction --------------------------------------------
 
 soft_queue_pair::soft_queue_pair(std::shared_ptr<soft_device> dev,
-                                 unique_fd sock, event_fd wake, event_fd cq_efd,
-                                 config cfg)
-    : dev_(std::move(dev)), sock_(std::move(sock)), wake_(std::move(wake)),
-      cq_(std::move(cq_efd)), params_(cfg.params), peer_(std::move(cfg.peer)),
+                                 event_loop& loop, unique_fd sock, config cfg)
+    : dev_(std::move(dev)), loop_(&loop), sock_(std::move(sock)),
+      params_(cfg.params), peer_(std::move(cfg.peer)),
       rnr_timeout_(cfg.rnr_timeout), transport_timeout_(cfg.transport_timeout),
-      rx_(limits::rx_buffer_bytes) {
+      rx_(limits::rx_buffer_bytes), loop_id_(loop.thread_id()) {
   tx_.set_faults(cfg.faults);
   note_progress(clock_type::now());
 }
 
 caf::expected<queue_pair_ptr>
-soft_queue_pair::make(std::shared_ptr<soft_device> dev, unique_fd sock,
-                      config cfg) {
-  auto wake = event_fd::make();
-  if (!wake)
-    return wake.error();
-  auto cq_efd = event_fd::make();
-  if (!cq_efd)
-    return cq_efd.error();
-  std::unique_ptr<soft_queue_pair> qp{
-      new soft_queue_pair(std::move(dev), std::move(sock), std::move(*wake),
-                          std::move(*cq_efd), std::move(cfg))};
-  try {
-    qp->thread_ = std::thread{[p = qp.get()] { p->run(); }};
-  } catch (const std::system_error& e) {
-    return make_error(errc::fabric_unavailable,
-                      std::string{"soft fabric: cannot start the queue pair "
-                                  "thread: "}
-                          + e.what());
-  }
+soft_queue_pair::make(std::shared_ptr<soft_device> dev, event_loop& loop,
+                      unique_fd sock, config cfg) {
+  std::unique_ptr<soft_queue_pair> qp{new soft_queue_pair(
+      std::move(dev), loop, std::move(sock), std::move(cfg))};
+  if (auto err = loop.attach(qp.get(), qp->hook_, qp->sock_.get()))
+    return err;
   return queue_pair_ptr{std::move(qp)};
 }
 
@@ -97,9 +83,8 @@ soft_queue_pair::~soft_queue_pair() {
     fail_locked({"queue pair destroyed", wc_status::work_request_flushed,
                  std::nullopt, true});
   }
-  wake_.signal();
-  if (thread_.joinable())
-    thread_.join();
+  wake();
+  loop_->detach_wait(hook_);
 }
 
 // -- posting
@@ -165,7 +150,7 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
   tx_.push(h, payload, now);
   pump_locked(now);
   if (!tx_.empty())
-    wake_.signal();
+    wake();
   return {};
 }
 
@@ -188,7 +173,7 @@ caf::error soft_queue_pair::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
   if (!pending_.empty())
     drain_pending_locked(clock_type::now());
   else if (stalled_.load())
-    wake_.signal();
+    wake();
   return {};
 }
 
@@ -285,13 +270,13 @@ void soft_queue_pair::close() {
     fail_locked({"closed locally", wc_status::work_request_flushed,
                  std::nullopt, true});
   }
-  wake_.signal();
+  wake();
 }
 
 void soft_queue_pair::set_faults(const fault_plan& plan) {
   std::lock_guard<std::mutex> guard{mutex_};
   tx_.set_faults(plan);
-  wake_.signal();
+  wake();
 }
 
 // -- with mutex_ held ------------------------------------------------------
@@ -304,7 +289,7 @@ void soft_queue_pair::complete_locked(const work_completion& wc) {
                 "poll the CQ; the queue pair enters the error state",
                 peer_, limits::max_cq_entries);
   cq_overrun_ = true;
-  wake_.signal();
+  wake();
 }
 
 void soft_queue_pair::settle_front_locked() {
@@ -344,7 +329,7 @@ void soft_queue_pair::pump_locked(time_point now) {
         // (and placed, as a NIC would have).  Read to the end first.
         write_broken_deadline_
             = now + std::chrono::milliseconds{limits::linger_ms};
-        wake_.signal();
+        wake();
         return;
       }
       why = std::string{"sending to the peer failed: "}
@@ -378,7 +363,7 @@ void soft_queue_pair::respond_locked(const wire::header& h,
     return;
   pump_locked(now);
   if (!tx_.empty())
-    wake_.signal();
+    wake();
 }
 
 bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
@@ -402,7 +387,7 @@ void soft_queue_pair::drain_pending_locked(time_point now) {
     if (consumes_receive(head.hdr) && rq_.empty()) {
       if (!rnr_deadline_) {
         rnr_deadline_ = now + rnr_timeout_;
-        wake_.signal(); // the loop recomputes its timeout
+        wake(); // the loop recomputes its timeout
       }
       return;
     }
@@ -413,7 +398,7 @@ void soft_queue_pair::drain_pending_locked(time_point now) {
     execute_buffered_locked(req, now);
   }
   if (stalled_.load())
-    wake_.signal();
+    wake();
 }
 
 void soft_queue_pair::execute_buffered_locked(inbound_request& req,
@@ -565,7 +550,7 @@ void soft_queue_pair::fail_locked(failure f) {
   } else {
     finish_locked();
   }
-  wake_.signal();
+  wake();
 }
 
 void soft_queue_pair::violation_locked(const std::string& what) {
@@ -584,7 +569,7 @@ void soft_queue_pair::finish_locked() {
   ::shutdown(sock_.get(), SHUT_RDWR);
   linger_deadline_.reset();
   tx_.abort(false);
-  wake_.signal();
+  wake();
 }
 
 void soft_queue_pair::check_timers_locked(time_point now) {

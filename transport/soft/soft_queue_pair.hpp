@@ -8,13 +8,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "transport/fabric.hpp"
 #include "transport/soft/completion_queue.hpp"
 #include "transport/soft/deadline.hpp"
 #include "transport/soft/event_fd.hpp"
+#include "transport/soft/event_loop.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/outbound_stream.hpp"
 #include "transport/soft/rx_buffer.hpp"
@@ -30,12 +30,13 @@ class soft_device;
 ///
 /// Threads.  The owner calls `post_*`, `poll_cq` and `arm_cq` (one thread
 /// at a time), a poller thread calls `ack_cq_event`, anyone may call
-/// `close`.  One internal thread per queue pair (the loop) plays the NIC:
-/// it reads frames, places inbound data into registered memory, answers
-/// requests and completes our requests when the peer answers.  `post_*`
-/// write their frame to the socket directly (non-blocking, zero copy from
-/// the gather list); what the socket does not take at once the loop writes
-/// later.  No thread ever blocks on the socket while holding a lock.
+/// `close`.  The device's event loop (`event_loop`, one thread shared by
+/// many queue pairs) plays the NIC: in `service` it reads frames, places
+/// inbound data into registered memory, answers requests and completes our
+/// requests when the peer answers.  `post_*` write their frame to the
+/// socket directly (non-blocking, zero copy from the gather list); what the
+/// socket does not take at once the loop writes later.  No thread ever
+/// blocks on the socket while holding a lock.
 ///
 /// Requester.  SEND, WRITE and READ go out in post order and the peer
 /// executes them in that order.  Each completes when the peer's answer
@@ -86,14 +87,17 @@ public:
     fault_plan faults;
   };
 
-  /// Starts a queue pair on the connected, handshaken socket `sock`.
-  /// Fails with `fabric_unavailable` when eventfds or the thread cannot be
-  /// created.
+  /// Starts a queue pair on the connected, handshaken socket `sock`, served
+  /// by `loop` (which must outlive it: the device owns both).  Fails with
+  /// `fabric_unavailable` when the eventfd cannot be created or the loop
+  /// cannot watch the socket.
   static caf::expected<queue_pair_ptr> make(std::shared_ptr<soft_device> dev,
-                                            unique_fd sock, config cfg);
+                                            event_loop& loop, unique_fd sock,
+                                            config cfg);
 
-  /// Closes, waits for the loop thread (bounded by `limits::linger_ms`)
-  /// and discards unpolled completions.
+  /// Closes, waits until the event loop let go of it (bounded by
+  /// `limits::linger_ms`) and discards unpolled completions.  Never call it
+  /// on the event loop's thread.
   ~soft_queue_pair() override;
 
   const conn_params& params() const noexcept override {
@@ -141,9 +145,21 @@ public:
   /// Replaces the fault plan (see faults.hpp).  Any thread.
   void set_faults(const fault_plan& plan);
 
+  // -- event loop interface (loop thread only) -------------------------------
+
+  /// Does everything due: timers, writing queued frames, reading and
+  /// executing inbound frames (when `revents`, the socket's epoll events,
+  /// or buffered input say so).  Returns what the loop must watch next.
+  service_result service(uint32_t revents);
+
+  /// The loop's bookkeeping for this queue pair.
+  loop_hook& hook() noexcept {
+    return hook_;
+  }
+
 private:
   /// Life cycle: running; draining (error state, a final NAK still goes
-  /// out); closed (socket shut down, loop thread exits).
+  /// out); closed (socket shut down, the event loop lets go).
   enum class phase : uint8_t { running, draining, closed };
 
   /// What the loop is reading.
@@ -176,8 +192,13 @@ private:
     bool quiet;
   };
 
-  soft_queue_pair(std::shared_ptr<soft_device> dev, unique_fd sock,
-                  event_fd wake, event_fd cq_efd, config cfg);
+  soft_queue_pair(std::shared_ptr<soft_device> dev, event_loop& loop,
+                  unique_fd sock, config cfg);
+
+  /// Makes the event loop service this queue pair soon.  Any thread.
+  void wake() {
+    loop_->wake(this, hook_);
+  }
 
   // -- posting (owner thread) ---------------------------------------------
 
@@ -210,7 +231,6 @@ private:
 
   // -- loop thread ----------------------------------------------------------
 
-  void run();
   bool buffered_work() const noexcept;
   void on_readable();
   void discard_input();
@@ -235,8 +255,8 @@ private:
   // -- immutable after construction ----------------------------------------
 
   std::shared_ptr<soft_device> dev_;
+  event_loop* loop_;
   unique_fd sock_;
-  event_fd wake_;
   completion_queue cq_;
   const conn_params params_;
   const std::string peer_;
@@ -290,14 +310,14 @@ private:
   uint64_t remaining_ = 0;
   uint32_t rx_seq_ = 0;
 
-  /// The loop thread's id (written under mutex_ when it starts).
-  std::thread::id loop_id_;
+  /// The loop thread's id.
+  const std::thread::id loop_id_;
   /// The loop is executing one read's worth of inbound frames: their
   /// answers wait in tx_ until it is done.  Loop thread only.
   bool batching_responses_ = false;
 
   std::atomic<clock_type::rep> last_progress_{0};
-  std::thread thread_;
+  loop_hook hook_;
 };
 
 } // namespace rdmactor::transport::soft

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <shared_mutex>
 
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "common/logging.hpp"
@@ -25,81 +25,66 @@ constexpr int max_steps_per_wakeup = 256;
 
 } // namespace
 
-void soft_queue_pair::run() {
+service_result soft_queue_pair::service(uint32_t revents) {
+  service_result res;
+  auto now = clock_type::now();
+  if (stalled_.load() && phase_.load() == phase::running)
+    decide_request(now);
+  // Frames already in the read buffer do not make the socket readable.
+  bool rx_ready = phase_.load() == phase::running && buffered_work();
+  uint32_t events = 0;
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    loop_id_ = std::this_thread::get_id();
-  }
-  for (;;) {
-    auto now = clock_type::now();
-    if (stalled_.load() && phase_.load() == phase::running)
-      decide_request(now);
-    // Frames already in the read buffer do not make the socket readable.
-    bool rx_ready = phase_.load() == phase::running && buffered_work();
-    short events = 0;
-    int timeout = -1;
-    {
-      std::lock_guard<std::mutex> guard{mutex_};
-      check_timers_locked(now);
-      pump_locked(now);
-      auto ph = phase_.load();
-      if (ph == phase::closed)
-        break;
-      if (ph == phase::draining) {
-        if (write_broken_deadline_) {
-          // Nothing more can go out: no reason to wait for the peer.
+    check_timers_locked(now);
+    pump_locked(now);
+    auto ph = phase_.load();
+    if (ph == phase::closed) {
+      res.done = true;
+      return res;
+    }
+    if (ph == phase::draining) {
+      if (write_broken_deadline_) {
+        // Nothing more can go out: no reason to wait for the peer.
+        finish_locked();
+        res.done = true;
+        return res;
+      }
+      if (tx_.empty()) {
+        if (!write_shut_) {
+          ::shutdown(sock_.get(), SHUT_WR);
+          write_shut_ = true;
+        }
+        if (destroying_) {
           finish_locked();
-          break;
+          res.done = true;
+          return res;
         }
-        if (tx_.empty()) {
-          if (!write_shut_) {
-            ::shutdown(sock_.get(), SHUT_WR);
-            write_shut_ = true;
-          }
-          if (destroying_) {
-            finish_locked();
-            break;
-          }
-        }
-        events = POLLIN;
-      } else if (!stalled_.load()) {
-        events = POLLIN;
       }
-      if (tx_.blocked())
-        events |= POLLOUT;
-      if (auto next = next_deadline_locked(now))
-        timeout = poll_timeout_ms(*next, now);
-      if (rx_ready)
-        timeout = 0;
+      events = EPOLLIN;
+    } else if (!stalled_.load()) {
+      events = EPOLLIN;
     }
-    pollfd fds[2] = {{sock_.get(), events, 0}, {wake_.fd(), POLLIN, 0}};
-    auto rc = ::poll(fds, 2, timeout);
-    if (rc < 0) {
-      if (errno == EINTR)
-        continue;
-      auto err = errno;
+    if (tx_.blocked())
+      events |= EPOLLOUT;
+    res.deadline = next_deadline_locked(now);
+  }
+  res.interest = events;
+  if (rx_ready || (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+    if ((events & EPOLLIN) != 0) {
+      // Answers to the frames of one read go out together, in one write,
+      // when the loop services this queue pair again.
+      batching_responses_ = true;
+      on_readable();
+      batching_responses_ = false;
+      res.again = true;
+    } else if (revents & (EPOLLHUP | EPOLLERR)) {
+      // Not reading (stalled) and the connection is gone.
       std::lock_guard<std::mutex> guard{mutex_};
-      fail_locked({std::string{"poll failed: "} + std::strerror(err)});
-      finish_locked();
-      break;
-    }
-    if (fds[1].revents & POLLIN)
-      wake_.drain();
-    auto rev = fds[0].revents;
-    if (rx_ready || (rev & (POLLIN | POLLHUP | POLLERR))) {
-      if ((events & POLLIN) != 0) {
-        // Answers to the frames of one read go out together, in one write,
-        // at the top of the next iteration.
-        batching_responses_ = true;
-        on_readable();
-        batching_responses_ = false;
-      } else if (rev & (POLLHUP | POLLERR)) {
-        // Not reading (stalled) and the connection is gone.
-        std::lock_guard<std::mutex> guard{mutex_};
-        fail_locked({"the connection to the peer broke"});
-      }
+      fail_locked({"the connection to the peer broke"});
+      res.again = true;
     }
   }
+  return res;
 }
 
 bool soft_queue_pair::buffered_work() const noexcept {
