@@ -530,4 +530,27 @@ BOOST_AUTO_TEST_CASE(thread_count_does_not_grow_with_connections) {
   BOOST_TEST(with_all <= with_one + 2);
 }
 
+// engine-threads > 1 (soft): the device spreads its queue pairs over its
+// loops and every connection works whichever loop serves it.
+BOOST_AUTO_TEST_CASE(connections_work_on_every_event_loop) {
+  auto o = test_options();
+  o.recv_depth = 4;
+  o.max_message_len_bytes = 4096;
+  o.engine_threads = 3;
+  two_nodes t{o};
+  // Both ends are kept: a connection whose last handle goes closes.
+  std::vector<connection_actor> clients{t.client_conn};
+  std::vector<connection_actor> servers{t.server_conn};
+  for (int i = 1; i < 7; ++i) {
+    t.connect();
+    clients.push_back(t.client_conn);
+    servers.push_back(t.server_conn);
+  }
+  for (size_t i = 0; i < clients.size(); ++i) {
+    auto r = call<remote_mr>(t.sys, clients[i], request_remote_mr_atom::value,
+                             uint64_t{64}, uint64_t{8});
+    BOOST_TEST(static_cast<bool>(r), "connection " << i << ": " << render(r));
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
