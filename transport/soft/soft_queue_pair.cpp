@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 #include <shared_mutex>
-#include <system_error>
 
 #include <sys/socket.h>
 

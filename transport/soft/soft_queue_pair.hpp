@@ -13,7 +13,6 @@
 #include "transport/fabric.hpp"
 #include "transport/soft/completion_queue.hpp"
 #include "transport/soft/deadline.hpp"
-#include "transport/soft/event_fd.hpp"
 #include "transport/soft/event_loop.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/outbound_stream.hpp"
