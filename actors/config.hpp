@@ -8,13 +8,19 @@ namespace rdmactor {
 
 /// A CAF configuration that knows rdmactor: binds `options` to the section
 /// `[rdmactor]` of the ini file and to `--rdmactor.NAME=VALUE` on the
-/// command line, and registers the `rdmactor` error category.
+/// command line, registers the `rdmactor` error category and bounds
+/// `scheduler.max-throughput` (see `default_max_throughput`).
 ///
 /// Derive from it to add options of your own, then
 /// `cfg.parse(argc, argv, "rdmactor.ini")` as with any CAF config.
 class config : public caf::actor_system_config {
 public:
   config();
+
+  /// The `scheduler.max-throughput` this config sets: messages an actor
+  /// handles before its worker serves others.  Bounded so that a transport
+  /// actor polling its CQ shares its worker (see completion_mode.hpp).
+  static constexpr int default_max_throughput = 8;
 
   /// The options, filled in by `parse`.  Validate with `validate(opts)`.
   options opts;

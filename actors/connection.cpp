@@ -180,8 +180,9 @@ spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
   // Spawned here, not in the connection's first activation: the transport
   // posts its receives before this returns, so a peer may talk to us as
   // soon as the caller learns about the connection.
+  auto how = transport::effective_polling(*dev, transport::polling_of(opts));
   auto transport
-      = transport::spawn_transport(sys, std::move(dev), std::move(qp));
+      = transport::spawn_transport(sys, std::move(dev), std::move(qp), how);
   return sys.spawn(connection_impl, std::move(transport), std::move(link),
                    std::move(pool), std::move(allocator), opts);
 }

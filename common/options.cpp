@@ -22,6 +22,9 @@ void add_options(caf::config_option_set& set, options& o) {
            "soft fabric: wait for a posted receive in ms")
       .add(o.engine_threads, "engine-threads",
            "threads per device serving every connection")
+      .add(o.completion_mode, "completion-mode", "event, busy or adaptive")
+      .add(o.poll_budget_us, "poll-budget-us",
+           "adaptive: polling after the last completion in us")
       .add(o.arena_size_bytes, "arena-size-bytes",
            "size of one registered arena in bytes")
       .add(o.max_alloc_bytes, "max-alloc-bytes",
@@ -62,6 +65,12 @@ std::string validate(const options& o) {
     return "rdmactor.connect-timeout-ms must be > 0";
   if (o.engine_threads == 0 || o.engine_threads > 64)
     return "rdmactor.engine-threads must be in [1, 64]";
+  if (o.completion_mode != "event" && o.completion_mode != "busy"
+      && o.completion_mode != "adaptive")
+    return "rdmactor.completion-mode must be event, busy or adaptive (got '"
+           + o.completion_mode + "')";
+  if (o.poll_budget_us > 1000000)
+    return "rdmactor.poll-budget-us must be in [0, 1000000]";
   if (o.arena_size_bytes < 4096)
     return "rdmactor.arena-size-bytes must be >= 4096";
   if (o.max_alloc_bytes == 0)

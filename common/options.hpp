@@ -48,6 +48,14 @@ struct options {
   /// connection of the device.  (verbs always runs one completion-event
   /// thread per device.)  A node's thread count does not grow with peers.
   uint32_t engine_threads = 1;
+  /// How a connection's transport actor learns of completions: "event"
+  /// (arm the CQ, wake on its event), "busy" (poll forever: dedicated
+  /// cores) or "adaptive" (poll while operations are outstanding and for
+  /// poll_budget_us after the last completion, then arm).  Polling needs a
+  /// bounded `scheduler.max-throughput`, which `rdmactor::config` sets.
+  std::string completion_mode = "adaptive";
+  /// adaptive: how long to keep polling after the last completion.
+  uint32_t poll_budget_us = 1000;
 
   // -- allocator ------------------------------------------------------------
   /// Size of one registered arena; larger allocations get their own.

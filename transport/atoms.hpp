@@ -13,6 +13,7 @@ using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using recv_atom = caf::atom_constant<caf::atom("recv")>;
 using qp_down_atom = caf::atom_constant<caf::atom("qp_down")>;
 using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
 

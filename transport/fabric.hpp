@@ -265,6 +265,17 @@ public:
   /// Returns the device name ("soft0", "rxe0", "mlx5_0").
   virtual std::string name() const = 0;
 
+  /// Whether polling a CQ of this device beats waiting for its event:
+  /// true when completions are produced without the host threads a
+  /// polling actor would spin on (a NIC; rxe, whose kernel work preempts
+  /// user threads).  The soft fabric says false: its completions come from
+  /// its own event-loop threads, which a spinning CAF worker delays.  The
+  /// `adaptive` completion mode polls only where this is true (see
+  /// `effective_polling`).
+  virtual bool polling_pays() const noexcept {
+    return true;
+  }
+
   /// Registers `[addr, addr + length)` with `access` flags (see
   /// `rdmactor::transport::access`).  Any thread.
   virtual caf::expected<std::unique_ptr<memory_region>>

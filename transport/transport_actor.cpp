@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <new>
 #include <thread>
 
@@ -238,6 +240,16 @@ struct transport_state {
   /// Unsignaled operations posted since the last signaled one.
   uint32_t unsignaled_run = 0;
   std::deque<queued_op> queue;
+
+  /// How completions are awaited (see completion_mode.hpp).
+  polling how;
+  /// adaptive: the last completion or post; polling goes on for
+  /// poll_budget_us after it.
+  std::chrono::steady_clock::time_point last_activity;
+  /// A `poll_atom` to ourselves is in the mailbox.
+  bool poll_pending = false;
+  /// The CQ is armed and its notification has not arrived yet.
+  bool armed = false;
 
   transport_subscriber subscriber;
   std::deque<local_mr> early; // arrived before anyone subscribed
@@ -536,26 +548,98 @@ void on_completion(self_ptr self, const work_completion& wc) {
   maybe_return_credits(self);
 }
 
+/// Polls the CQ until it is empty (or the connection failed); returns the
+/// number of completions handled.
+size_t poll_all(self_ptr self) {
+  auto& st = self->state;
+  work_completion wcs[cq_batch];
+  size_t total = 0;
+  while (!st.down) {
+    auto n = st.qp->poll_cq(wcs, cq_batch);
+    total += n;
+    for (size_t i = 0; i < n && !st.down; ++i)
+      on_completion(self, wcs[i]);
+    if (n < cq_batch)
+      break;
+  }
+  return total;
+}
+
+/// Sends ourselves the next poll unless one is in the mailbox already.
+/// The message goes behind whatever else waits for this actor, and CAF
+/// gives the worker to other actors after `scheduler.max-throughput`
+/// messages, so polling never holds a worker for good.
+void schedule_poll(self_ptr self) {
+  auto& st = self->state;
+  if (st.poll_pending || st.down)
+    return;
+  st.poll_pending = true;
+  self->send(self, poll_atom::value);
+}
+
+/// Work was posted: in the polling modes, start polling now rather than
+/// wait for the completion event (a thread hand-off, on verbs also a
+/// system call to re-arm).
+void on_posted(self_ptr self) {
+  auto& st = self->state;
+  if (st.how.mode == completion_mode::event || st.down)
+    return;
+  st.last_activity = std::chrono::steady_clock::now();
+  schedule_poll(self);
+}
+
+/// True while the polling modes keep polling instead of arming the CQ.
+bool keep_polling(const transport_state& st,
+                  std::chrono::steady_clock::time_point now) {
+  switch (st.how.mode) {
+    case completion_mode::event:
+      return false;
+    case completion_mode::busy:
+      return true;
+    case completion_mode::adaptive:
+      break;
+  }
+  return !st.inflight.empty()
+         || now - st.last_activity
+                < std::chrono::microseconds{st.how.poll_budget_us};
+}
+
+/// Handles every completion there is, then either polls again later (see
+/// `keep_polling`) or arms the CQ so that the next completion wakes us.
 void drain_cq(self_ptr self) {
   auto& st = self->state;
   if (!st.down && repost_released(self) > 0)
     maybe_return_credits(self);
-  work_completion wcs[cq_batch];
-  for (int round = 0; round < 2 && !st.down; ++round) {
-    for (;;) {
-      auto n = st.qp->poll_cq(wcs, cq_batch);
-      for (size_t i = 0; i < n && !st.down; ++i)
-        on_completion(self, wcs[i]);
-      if (n < cq_batch || st.down)
-        break;
+  auto n = poll_all(self);
+  if (st.down)
+    return;
+  if (st.how.mode != completion_mode::event) {
+    auto now = std::chrono::steady_clock::now();
+    if (n > 0)
+      st.last_activity = now;
+    if (keep_polling(st, now)) {
+      // An empty poll offers the core to runnable threads (a fabric's own
+      // thread, or workers when there are more threads than cores):
+      // spinning past them is what makes polling slower than events on a
+      // loaded machine.  On an idle core this returns at once.
+      if (n == 0)
+        std::this_thread::yield();
+      schedule_poll(self);
+      return;
     }
-    // Re-arm, then poll once more: a completion that arrived between the
-    // last poll and arming would not notify.
-    if (round == 0 && !st.down)
-      if (auto err = st.qp->arm_cq()) {
-        fail(self, std::move(err));
-        return;
-      }
+  }
+  if (!st.armed) {
+    if (auto err = st.qp->arm_cq()) {
+      fail(self, std::move(err));
+      return;
+    }
+    st.armed = true;
+  }
+  // Poll once more: a completion that arrived between the last poll and
+  // arming would not notify.
+  if (poll_all(self) > 0 && !st.down && st.how.mode != completion_mode::event) {
+    st.last_activity = std::chrono::steady_clock::now();
+    schedule_poll(self);
   }
 }
 
@@ -630,6 +714,7 @@ void enqueue(self_ptr self, caf::typed_response_promise<uint64_t> rp,
   st.queue.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, rp});
   try_post(self);
+  on_posted(self);
 }
 
 /// Queues an operation for a requester and returns its promise.
@@ -683,8 +768,21 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
 
 transport_actor::behavior_type
 transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
-               caf::expected<std::shared_ptr<recv_pool>> pool) {
+               caf::expected<std::shared_ptr<recv_pool>> pool, polling how) {
   auto& st = self->state;
+  st.how = how;
+  if (how.mode != completion_mode::event
+      && self->home_system().scheduler().max_throughput()
+             == std::numeric_limits<size_t>::max()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log().warn("completion-mode={} needs a bounded scheduler.max-throughput "
+                 "(a polling actor must give its worker back); it is "
+                 "unbounded, so completions use completion-mode=event. Use "
+                 "rdmactor::config or set scheduler.max-throughput (e.g. 8)",
+                 to_string(how.mode));
+    st.how.mode = completion_mode::event;
+  }
   st.dev = std::move(dev);
   st.qp = std::move(qp);
   const auto& cp = st.qp->params();
@@ -723,11 +821,16 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   };
   if (!st.qp->set_cq_notify(notify))
     st.poller = std::make_unique<cq_poller>(*st.qp, notify);
-  if (auto err = st.qp->arm_cq())
-    fail(self, std::move(err));
-  // Messages that arrived between posting the receives (spawn_transport)
-  // and arming did not notify: look once.
-  self->send(self, cq_event_atom::value);
+  // Arm now (busy: never); messages that arrived between posting the
+  // receives (spawn_transport) and arming did not notify: look once.
+  if (st.how.mode != completion_mode::busy) {
+    if (auto err = st.qp->arm_cq())
+      fail(self, std::move(err));
+    else
+      st.armed = true;
+  }
+  st.last_activity = std::chrono::steady_clock::now();
+  schedule_poll(self);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     fail(self, msg.reason ? msg.reason
                           : make_error(errc::closed, "transport closed"));
@@ -757,7 +860,15 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
           self->send(st.subscriber, qp_down_atom::value, st.failure);
         return st.params;
       },
-      [self](cq_event_atom) { drain_cq(self); },
+      [self](cq_event_atom) {
+        // The notification consumed the arming.
+        self->state.armed = false;
+        drain_cq(self);
+      },
+      [self](poll_atom) {
+        self->state.poll_pending = false;
+        drain_cq(self);
+      },
       [self](repost_atom, uint32_t) {
         auto& st = self->state;
         if (st.down)
@@ -771,11 +882,11 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
 } // namespace
 
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
-                                queue_pair_ptr qp) {
+                                queue_pair_ptr qp, polling how) {
   std::shared_ptr<queue_pair> shared{std::move(qp)};
   auto pool = make_recv_pool(*dev, *shared);
   return sys.spawn(transport_impl, std::move(dev), std::move(shared),
-                   std::move(pool));
+                   std::move(pool), how);
 }
 
 } // namespace rdmactor::transport

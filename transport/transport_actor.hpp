@@ -9,6 +9,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "transport/atoms.hpp"
+#include "transport/completion_mode.hpp"
 #include "transport/fabric.hpp"
 #include "transport/local_mr.hpp"
 #include "transport/mr_token.hpp"
@@ -71,8 +72,16 @@ using transport_subscriber
 ///   flushes messages that arrived before.
 /// Operations execute in the order they were requested.
 ///
+/// Completions: the actor drains its CQ whenever a completion event
+/// arrives and, depending on `polling` (see completion_mode.hpp), keeps
+/// polling by sending itself `poll_atom` instead of arming the CQ.  A
+/// polling actor gives its CAF worker back after `scheduler.max-throughput`
+/// messages, so polling needs that bounded (`rdmactor::config` sets it);
+/// with an unbounded one the actor falls back to `event` and says so once.
+///
 /// Internal: `cq_event_atom` (completions are ready: from the fabric's own
-/// thread where it can notify, else from a poller thread), `repost_atom`
+/// thread where it can notify, else from a poller thread), `poll_atom`
+/// (the actor's own next poll), `repost_atom`
 /// (receive buffers were released while the actor waited for that; the
 /// argument is informational).  On failure or exit every pending request is
 /// answered with an error; the actor then quits with the cause.
@@ -82,7 +91,8 @@ using transport_actor = caf::typed_actor<
     caf::replies_to<write_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
-    caf::reacts_to<cq_event_atom>, caf::reacts_to<repost_atom, uint32_t>>;
+    caf::reacts_to<cq_event_atom>, caf::reacts_to<poll_atom>,
+    caf::reacts_to<repost_atom, uint32_t>>;
 
 /// Spawns a transport actor owning `qp`.  The actor takes ownership of the
 /// QP.  Before this returns, on the calling thread, it registers and posts
@@ -90,8 +100,9 @@ using transport_actor = caf::typed_actor<
 /// each, so the peer's first messages do not depend on when a scheduler
 /// thread first runs the actor.  Fails (the actor quits at once) when the
 /// receive pool cannot be registered or posted, or the negotiated receive
-/// depth is below `min_recv_depth`.
+/// depth is below `min_recv_depth`.  `how` chooses how completions are
+/// awaited.
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
-                                queue_pair_ptr qp);
+                                queue_pair_ptr qp, polling how = polling{});
 
 } // namespace rdmactor::transport

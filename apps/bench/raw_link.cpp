@@ -41,24 +41,25 @@ caf::behavior raw_echo_impl(caf::event_based_actor* self,
 caf::expected<transport::transport_actor>
 raw_connect(caf::actor_system& sys, const transport::device_ptr& dev,
             const std::string& host_port, const transport::conn_params& offer,
-            std::chrono::milliseconds timeout) {
+            std::chrono::milliseconds timeout, transport::polling how) {
   auto addr = transport::parse_address(host_port);
   if (!addr)
     return std::move(addr.error());
   auto qp = dev->connect(addr->first, addr->second, offer, timeout);
   if (!qp)
     return std::move(qp.error());
-  return transport::spawn_transport(sys, dev, std::move(*qp));
+  return transport::spawn_transport(sys, dev, std::move(*qp), how);
 }
 
 raw_listener::~raw_listener() {
   stop();
 }
 
-caf::expected<uint16_t>
-raw_listener::start(caf::actor_system& sys, transport::device_ptr dev,
-                    const std::string& host_port,
-                    const transport::conn_params& offer) {
+caf::expected<uint16_t> raw_listener::start(caf::actor_system& sys,
+                                            transport::device_ptr dev,
+                                            const std::string& host_port,
+                                            const transport::conn_params& offer,
+                                            transport::polling how) {
   auto addr = transport::parse_address(host_port);
   if (!addr)
     return std::move(addr.error());
@@ -66,6 +67,7 @@ raw_listener::start(caf::actor_system& sys, transport::device_ptr dev,
   if (!lst)
     return std::move(lst.error());
   dev_ = std::move(dev);
+  how_ = how;
   listener_ = std::move(*lst);
   thread_ = std::thread([this, s = &sys] { run(s); });
   return listener_->port();
@@ -84,7 +86,8 @@ void raw_listener::run(caf::actor_system* sys) {
         log().warn("raw accept failed: {}", render(qp.error()));
       continue;
     }
-    auto transport = transport::spawn_transport(*sys, dev_, std::move(*qp));
+    auto transport
+        = transport::spawn_transport(*sys, dev_, std::move(*qp), how_);
     spawn_raw_echo(*sys, transport);
     std::lock_guard<std::mutex> guard{mtx_};
     transports_.push_back(std::move(transport));

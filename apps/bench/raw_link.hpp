@@ -29,7 +29,7 @@ constexpr uint32_t raw_listen_max_message_bytes = uint32_t{1} << 23;
 caf::expected<transport::transport_actor>
 raw_connect(caf::actor_system& sys, const transport::device_ptr& dev,
             const std::string& host_port, const transport::conn_params& offer,
-            std::chrono::milliseconds timeout);
+            std::chrono::milliseconds timeout, transport::polling how);
 
 /// Accepts raw endpoints on one address and serves each with a raw echo
 /// actor (see `spawn_raw_echo`) on its own transport actor.
@@ -43,11 +43,12 @@ public:
   ~raw_listener();
 
   /// Listens on `host_port` (port 0: any) and starts the accept thread;
-  /// returns the bound port.
+  /// returns the bound port.  Transports await completions as `how` says.
   caf::expected<uint16_t> start(caf::actor_system& sys,
                                 transport::device_ptr dev,
                                 const std::string& host_port,
-                                const transport::conn_params& offer);
+                                const transport::conn_params& offer,
+                                transport::polling how);
 
   /// Stops accepting and closes every transport it spawned.  Idempotent.
   void stop();
@@ -56,6 +57,7 @@ private:
   void run(caf::actor_system* sys);
 
   transport::device_ptr dev_;
+  transport::polling how_;
   std::unique_ptr<transport::listener> listener_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -33,6 +33,12 @@ uint64_t poll_attempts(const caf::actor_system_config& cfg) {
                      caf::defaults::work_stealing::aggressive_poll_attempts);
 }
 
+/// The polling of raw transports: what connections of `plan` would use.
+transport::polling polling_for(const transport::device& dev,
+                               const bench_plan& plan) {
+  return transport::effective_polling(dev, transport::polling_of(plan.opts));
+}
+
 /// Returns HOST:PORT+1, where a bench server accepts raw endpoints.
 caf::expected<std::string> raw_address_of(const std::string& host_port) {
   auto addr = transport::parse_address(host_port);
@@ -65,7 +71,8 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   auto raw_port
       = raw.start(sys, (*nd)->device(), host + ":" + std::to_string(*port + 1),
                   transport::conn_params{raw_listen_max_message_bytes,
-                                         plan.opts.recv_depth});
+                                         plan.opts.recv_depth},
+                  polling_for(*(*nd)->device(), plan));
   std::string raw_note;
   if (raw_port)
     raw_note = " and " + std::to_string(*raw_port) + " (raw)";
@@ -101,7 +108,8 @@ int run_raw(caf::actor_system& sys, const bench_plan& plan, node& client,
       plan.opts.recv_depth};
   auto transport
       = raw_connect(sys, client.device(), raw_addr, offer,
-                    std::chrono::milliseconds{plan.opts.connect_timeout_ms});
+                    std::chrono::milliseconds{plan.opts.connect_timeout_ms},
+                    polling_for(*client.device(), plan));
   if (!transport)
     return fail(transport.error());
   actor_guard<transport::transport_actor> transport_guard{*transport};
@@ -181,7 +189,8 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     auto raw_port
         = raw.start(sys, (*server)->device(), host + ":0",
                     transport::conn_params{raw_listen_max_message_bytes,
-                                           plan.opts.recv_depth});
+                                           plan.opts.recv_depth},
+                    polling_for(*(*server)->device(), plan));
     if (!raw_port)
       return fail(raw_port.error());
     raw_addr = host + ":" + std::to_string(*raw_port);

@@ -4,9 +4,11 @@
 #include <set>
 #include <string>
 
+#include "actors/config.hpp"
 #include "actors/memory_pool.hpp"
 #include "common/error.hpp"
 #include "common/options.hpp"
+#include "transport/completion_mode.hpp"
 #include "transport/fabric.hpp"
 
 using namespace rdmactor;
@@ -70,6 +72,33 @@ BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
   o = options{};
   o.request_timeout_ms = 0;
   BOOST_TEST(!validate(o).empty());
+  o = options{};
+  o.completion_mode = "spin";
+  BOOST_TEST(validate(o).find("completion-mode") != std::string::npos);
+  o = options{};
+  o.poll_budget_us = 2000000;
+  BOOST_TEST(validate(o).find("poll-budget-us") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(completion_modes_parse_and_print_round_trip) {
+  using transport::completion_mode;
+  for (auto m : {completion_mode::event, completion_mode::busy,
+                 completion_mode::adaptive}) {
+    auto parsed = transport::parse_completion_mode(transport::to_string(m));
+    BOOST_REQUIRE(parsed);
+    BOOST_TEST((*parsed == m));
+  }
+  BOOST_TEST(!transport::parse_completion_mode("polling"));
+  // The option's default is what the transport defaults to.
+  BOOST_TEST((transport::parse_completion_mode(options{}.completion_mode)
+              == transport::polling{}.mode));
+  BOOST_TEST(options{}.poll_budget_us == transport::polling{}.poll_budget_us);
+}
+
+BOOST_AUTO_TEST_CASE(rdmactor_config_bounds_max_throughput) {
+  rdmactor::config cfg;
+  auto n = caf::get_or(cfg, "scheduler.max-throughput", size_t{0});
+  BOOST_TEST(n == size_t(rdmactor::config::default_max_throughput));
 }
 
 BOOST_AUTO_TEST_CASE(addresses_parse_or_fail_with_invalid_address) {
