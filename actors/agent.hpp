@@ -6,6 +6,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/allocator.hpp"
 #include "actors/atoms.hpp"
 #include "actors/memory_pool.hpp"
 #include "actors/remote_mr.hpp"
@@ -46,12 +47,12 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
 /// arrival order, sent by the connection's agent.
 using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 
-/// The operations of the async-rdma agent protocol, as users see them; the
-/// agent implements them and the connection actor extends them.
+/// The operations of the async-rdma agent protocol, as users see them;
+/// `connection_actor` extends them and the agent implements both.
 ///
-/// The agent actor (one per peer) speaks the protocol.  User operations (the
-/// connection actor delegates them here; each is answered with a value or a
-/// `caf::error` within request_timeout_ms):
+/// The agent actor (one per peer) speaks the protocol.  User operations
+/// (each answered with a value or a `caf::error` within
+/// request_timeout_ms):
 /// - `(request_remote_mr_atom, size, align) -> remote_mr`: AllocMR.
 /// - `(send_mr_atom, local_mr) -> mr_token`: SendMR LOCAL; the region stays
 ///   alive in our owned table until the peer releases it.
@@ -99,18 +100,62 @@ using peer_operations = caf::typed_actor<
     caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
     caf::replies_to<stats_atom>::with<agent_stats>>;
 
-/// The agent's full interface: the peer operations plus what the transport
+/// The connection actor: the typed interface users call, one per peer.
+///
+/// Every request is answered with a value or a `caf::error` (category
+/// `rdmactor`) within request_timeout_ms; use `request(conn, timeout, ...)`
+/// with a timeout of your own as well.
+///
+/// - `(alloc_local_mr_atom, size, align) -> local_mr`: registered local
+///   memory with every access right (from the node's allocator).
+/// - `(request_remote_mr_atom, size, align) -> remote_mr`: the peer
+///   allocates memory for us.
+/// - `(send_mr_atom, local_mr | remote_mr) -> mr_token`,
+///   `(receive_local_mr_atom) -> local_mr`,
+///   `(receive_remote_mr_atom) -> remote_mr`: hand tokens over.
+/// - `(send_data_atom, local_mr) -> bytes`, `(receive_data_atom) ->
+///   local_mr`: two-sided messages, chunked by the max message length; the
+///   receiver gets one `local_mr` per chunk.
+/// - `(subscribe_data_atom, data_subscriber) -> chunks`: push every chunk
+///   to an actor as `(data_atom, local_mr)` instead (see peer_operations).
+/// - `(write_atom, local_mr, remote_mr) -> bytes`,
+///   `(read_atom, local_mr, remote_mr) -> bytes`: one-sided RDMA; slices of
+///   either side allowed, lengths must match.
+/// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
+/// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
+/// - `(stats_atom) -> agent_stats`.
+///
+/// One actor per peer plays this interface: the agent (actors/agent.hpp),
+/// so a user's call reaches the transport actor in two mailbox hops and its
+/// answer comes back in two.
+///
+/// Lifetime: the connection (the agent) supervises the transport of its
+/// peer and ends when the last handle to it goes.  When the peer goes, it quits
+/// with an `errc::peer_gone` error: users `monitor` it to learn (the down
+/// message carries the cause).  To close it, `send_exit(conn,
+/// caf::exit_reason::user_shutdown)`; pending requests then fail with
+/// `errc::closed`.
+using connection_actor = peer_operations::extend<
+    caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t>::with<local_mr>,
+    caf::replies_to<write_atom, local_mr, remote_mr>::with<uint64_t>,
+    caf::replies_to<read_atom, local_mr, remote_mr>::with<uint64_t>,
+    caf::replies_to<peer_atom>::with<transport::link_params>>;
+
+/// The agent's full interface: the connection's plus what the transport
 /// and the agent itself send it.
-using agent_actor = peer_operations::extend<
+using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 
 /// Spawns the agent of one peer on top of `transport` (which it subscribes
-/// to).  `link` holds the negotiated parameters of the connection.
+/// to without keeping itself alive through it, and links to).  `link`
+/// holds the negotiated parameters of the connection; `allocator` serves
+/// `alloc_local_mr`.  The agent ends when the last handle to it goes, the
+/// transport fails, or it is sent an exit.
 agent_actor spawn_agent(caf::actor_system& sys,
                         transport::transport_actor transport,
                         transport::link_params link, memory_pool_ptr pool,
-                        const options& opts);
+                        allocator_actor allocator, const options& opts);
 
 } // namespace rdmactor

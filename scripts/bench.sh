@@ -12,7 +12,9 @@
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
 # agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
 # 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
-# ib_read_lat on rxe0 in the same VM run).
+# ib_read_lat on rxe0 in the same VM run).  Completion modes: the default
+# (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
+# and event and busy in the VM, each in a table of its own.
 #
 # Writes bench-results/<stamp>-host.json (and -vm.json): one JSON object
 # per line, as rdmactor-bench --json prints them, plus a plot
@@ -99,22 +101,32 @@ if [[ $vm_inner == 1 ]]; then
   # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
   line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
   echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
-  run_verbs() { # OP MODE SIZE ITERS: one rdmactor-bench run, one RESULT line
-    local res
+  run_verbs() { # IMPL OP MODE SIZE ITERS [ARGS...]: one rdmactor-bench run, one RESULT line
+    local impl=$1 res
+    shift
     res=$("$bench" --fabric=verbs --device="$dev" --host="$host" \
       --rdmactor.log-level=error --json "${extra[@]}" --op="$1" --mode="$2" \
-      --size="$3" --iters="$4" 2>/tmp/rb.err | grep '^{' || true)
+      --size="$3" --iters="$4" "${@:5}" 2>/tmp/rb.err | grep '^{' || true)
     if [[ -n "$res" ]]; then
-      echo "RESULT $res"
+      echo "RESULT ${res/\"impl\":\"rdmactor\"/\"impl\":\"$impl\"}"
     else
       local why
       why=$(grep -v '^\s*$' /tmp/rb.err | tail -1 | sed 's/^rdmactor-bench: //; s/["\\]/ /g')
-      echo "RESULT {\"impl\":\"rdmactor\",\"op\":\"$1\",\"mode\":\"$2\",\"fabric\":\"verbs\",\"size\":$3,\"error\":\"${why:-no output}\"}"
+      echo "RESULT {\"impl\":\"$impl\",\"op\":\"$1\",\"mode\":\"$2\",\"fabric\":\"verbs\",\"size\":$3,\"error\":\"${why:-no output}\"}"
     fi
   }
-  run_verbs send lat 8 "$perf_lat_iters"
-  run_verbs write bw 65536 "$perf_bw_iters"
-  run_verbs read lat 8 "$perf_lat_iters"
+  # The default completion mode (adaptive) as "rdmactor", then the others.
+  for mode in default event busy; do
+    impl=rdmactor
+    margs=()
+    if [[ $mode != default ]]; then
+      impl=rdmactor-$mode
+      margs=(--rdmactor.completion-mode=$mode)
+    fi
+    run_verbs "$impl" send lat 8 "$perf_lat_iters" "${margs[@]}"
+    run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
+    run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
+  done
   exit 0
 fi
 
@@ -143,13 +155,13 @@ echo "== load before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Rows are interleaved (rdmactor, then caf-io, row by row) and the whole
 # matrix runs BENCH_ROUNDS times, so that load from other processes hits
 # both sides alike; the table shows the median of the rounds.
-run() { # ROUND LABEL rdmactor-bench arguments...
+run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "impl" so)
   local round=$1 label=$2
   shift 2
   local t0=$SECONDS
   # pipefail: the status is rdmactor-bench's.
   if ! "$bench" --json --rdmactor.log-level=error "${extra[@]}" "$@" \
-    2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/" >>"$host_json"; then
+    2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/; s/\"impl\":\"rdmactor\"/\"impl\":\"${RUN_IMPL:-rdmactor}\"/" >>"$host_json"; then
     echo "   round $round $label: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
   else
     printf '   round %s %-28s %3d s\n' "$round" "$label:" $((SECONDS - t0))
@@ -178,7 +190,11 @@ for round in $(seq 1 "$rounds"); do
   done
   run "$round" "rdmactor raw lat 8" --op=raw --mode=lat --size=8 --iters=$lat_iters
   run "$round" "rdmactor raw bw 64K" --op=raw --mode=bw --size=64K --iters="$(iters_for_bw 65536)"
+  # completion-mode=busy (on soft the default, adaptive, does not poll).
+  RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
+  RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
 done
+
 rm -f "$out_dir/.stderr"
 echo "== host half took $((SECONDS - t_host)) s; load now: $(cut -d' ' -f1-3 /proc/loadavg); results: $host_json"
 
@@ -251,6 +267,8 @@ table() {
 }
 table "$host_json" rdmactor caf-io \
   "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send"
+table "$host_json" rdmactor-busy caf-io \
+  "Host: rdmactor soft fabric with completion-mode=busy vs CAF io"
 
 # -- VM half ----------------------------------------------------------------
 if [[ $want_vm == 1 ]]; then
@@ -271,7 +289,9 @@ if [[ $want_vm == 1 ]]; then
     fi
     grep '^RESULT ' "$out_dir/.vm.log" | sed 's/^RESULT //' >"$vm_json" || true
     echo "== VM half took $((SECONDS - t_vm)) s; results: $vm_json"
-    table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs vs perftest"
+    table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs (completion-mode=adaptive, the default) vs perftest"
+    table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest"
+    table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest"
   fi
 fi
 

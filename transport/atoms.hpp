@@ -10,6 +10,7 @@ using post_atom = caf::atom_constant<caf::atom("post")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using subscribe_weak_atom = caf::atom_constant<caf::atom("subweak")>;
 using recv_atom = caf::atom_constant<caf::atom("recv")>;
 using qp_down_atom = caf::atom_constant<caf::atom("qp_down")>;
 using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;

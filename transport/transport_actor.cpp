@@ -17,6 +17,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 #include "transport/poller.hpp"
 
 namespace rdmactor::transport {
@@ -31,12 +32,9 @@ constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
 constexpr uint32_t credit_only_bit = uint32_t{1} << 31;
 constexpr uint32_t credit_mask = credit_only_bit - 1;
 
-/// Completions drained per poll_cq call.
-constexpr size_t cq_batch = 32;
-
-/// Operations that may wait for credits or send-queue entries; more fail
-/// with quota_exceeded (a bound on memory, far above any sane pipeline).
-constexpr size_t max_queued_ops = size_t{1} << 20;
+using tuning::cq_batch;
+using tuning::max_queued_ops;
+using tuning::slot_block_bytes;
 
 static_assert(max_send_header_bytes % 64 == 0,
               "header slots stay cache-line aligned");
@@ -91,10 +89,6 @@ private:
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) uint64_t head_ = 0;
 };
-
-/// Bytes preallocated per receive slot for the shared-pointer control block
-/// and `mr_block` of the message it holds.
-constexpr size_t slot_block_bytes = 256;
 
 /// The registered receive buffers of one connection.  Shared by every
 /// `local_mr` that views a received message, so the memory outlives the
@@ -251,7 +245,10 @@ struct transport_state {
   /// The CQ is armed and its notification has not arrived yet.
   bool armed = false;
 
+  /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
   transport_subscriber subscriber;
+  caf::weak_actor_ptr weak_subscriber;
+  bool subscribed = false;
   std::deque<local_mr> early; // arrived before anyone subscribed
   caf::error failure;
   bool down = false;
@@ -267,6 +264,15 @@ struct transport_state {
 };
 
 using self_ptr = transport_actor::stateful_pointer<transport_state>;
+
+/// The subscriber, if there is one and it still lives.
+transport_subscriber subscriber_of(const transport_state& st) {
+  if (st.subscriber)
+    return st.subscriber;
+  if (auto strong = st.weak_subscriber.lock())
+    return caf::actor_cast<transport_subscriber>(std::move(strong));
+  return transport_subscriber{};
+}
 
 void post_recv_slot(self_ptr self, uint32_t slot);
 void try_post(self_ptr self);
@@ -291,7 +297,7 @@ bool next_signaled(transport_state& st, bool must) {
 /// message is unsignaled unless it ends a run of `signal_every`.
 void maybe_return_credits(self_ptr self) {
   auto& st = self->state;
-  auto threshold = std::max<uint32_t>(1, st.params.recv_depth / 2);
+  auto threshold = tuning::credit_return_threshold(st.params.recv_depth);
   if (st.down || st.owed_data == 0 || st.owed_total < threshold
       || st.credits == 0 || st.inflight.size() >= st.send_queue_depth)
     return;
@@ -455,8 +461,8 @@ void fail(self_ptr self, caf::error cause) {
     if (op.rp.pending())
       op.rp.deliver(flushed);
   st.queue.clear();
-  if (st.subscriber)
-    self->send(st.subscriber, qp_down_atom::value, cause);
+  if (auto sub = subscriber_of(st))
+    self->send(sub, qp_down_atom::value, cause);
   self->quit(cause);
 }
 
@@ -485,10 +491,11 @@ void on_recv(self_ptr self, const work_completion& wc) {
       slot_allocator<mr_block>{pool, slot}, pool->slot(slot), len,
       pool->reg->lkey(), pool->reg->rkey(), mr_block::release_fn{});
   local_mr msg{std::move(block)};
-  if (st.subscriber)
-    self->send(st.subscriber, recv_atom::value, std::move(msg));
-  else
+  if (!st.subscribed)
     st.early.emplace_back(std::move(msg));
+  else if (auto sub = subscriber_of(st))
+    self->send(sub, recv_atom::value, std::move(msg));
+  // else: the subscriber is gone; the buffer is reposted with `msg`.
   try_post(self);
   maybe_return_credits(self);
 }
@@ -727,6 +734,21 @@ caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
   return rp;
 }
 
+/// Flushes what arrived before the subscription to `sub` (already stored
+/// in the state, strongly or weakly) and returns the link parameters.
+link_params subscribe(self_ptr self, const transport_subscriber& sub) {
+  auto& st = self->state;
+  st.subscribed = static_cast<bool>(sub);
+  if (sub) {
+    for (auto& msg : st.early)
+      self->send(sub, recv_atom::value, std::move(msg));
+    st.early.clear();
+    if (st.down)
+      self->send(sub, qp_down_atom::value, st.failure);
+  }
+  return st.params;
+}
+
 /// Creates the receive pool of `qp` and posts every receive, so that the
 /// peer's first messages find buffers: called by `spawn_transport` on the
 /// spawning thread, before the actor (and anything that lets our side
@@ -797,8 +819,8 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   if (!pool)
     return give_up("set up its receive buffers", pool.error());
   st.credits = cp.recv_depth;
-  st.send_queue_depth = 2 * cp.recv_depth + 2;
-  st.signal_every = std::clamp<uint32_t>(st.send_queue_depth / 4, 1, 16);
+  st.send_queue_depth = tuning::send_queue_depth(cp.recv_depth);
+  st.signal_every = tuning::signal_every(st.send_queue_depth);
   (*pool)->owner = caf::actor_cast<caf::weak_actor_ptr>(self);
   st.pool = std::move(*pool);
   // Header slots: one per send-queue entry.
@@ -850,15 +872,15 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
       [self](read_atom, local_mr& dst, mr_token src) {
         return request_op(self, op_kind::read, {}, std::move(dst), src);
       },
-      [self](subscribe_atom, transport_subscriber& sub) -> link_params {
-        auto& st = self->state;
-        st.subscriber = std::move(sub);
-        for (auto& msg : st.early)
-          self->send(st.subscriber, recv_atom::value, std::move(msg));
-        st.early.clear();
-        if (st.down)
-          self->send(st.subscriber, qp_down_atom::value, st.failure);
-        return st.params;
+      [self](subscribe_atom, transport_subscriber& sub) {
+        self->state.weak_subscriber.reset();
+        self->state.subscriber = sub;
+        return subscribe(self, sub);
+      },
+      [self](subscribe_weak_atom, transport_subscriber& sub) {
+        self->state.subscriber = transport_subscriber{};
+        self->state.weak_subscriber = caf::actor_cast<caf::weak_actor_ptr>(sub);
+        return subscribe(self, sub);
       },
       [self](cq_event_atom) {
         // The notification consumed the arming.

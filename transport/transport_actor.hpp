@@ -69,7 +69,12 @@ using transport_subscriber
 /// - `(write_atom, src, dst) -> bytes`: RDMA WRITE of `src` to `dst`.
 /// - `(read_atom, dst, src) -> bytes`: RDMA READ of `src` into `dst`.
 /// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
-///   flushes messages that arrived before.
+///   flushes messages that arrived before.  The transport holds it (a
+///   strong handle): it lives at least as long as the transport.
+/// - `(subscribe_weak_atom, subscriber) -> link_params`: the same, holding
+///   the subscriber weakly, for a subscriber that holds the transport
+///   itself (the agent): its lifetime stays its users' business.  Messages
+///   for a subscriber that is gone are dropped.
 /// Operations execute in the order they were requested.
 ///
 /// Completions: the actor drains its CQ whenever a completion event
@@ -91,6 +96,8 @@ using transport_actor = caf::typed_actor<
     caf::replies_to<write_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
+    caf::replies_to<subscribe_weak_atom,
+                    transport_subscriber>::with<link_params>,
     caf::reacts_to<cq_event_atom>, caf::reacts_to<poll_atom>,
     caf::reacts_to<repost_atom, uint32_t>>;
 

@@ -473,6 +473,41 @@ BOOST_AUTO_TEST_CASE(pending_requests_fail_and_memory_returns) {
   BOOST_TEST(!late);
 }
 
+// The agent plays the connection, and the transport holds it only weakly:
+// when the last handle to a connection goes, the connection ends (its
+// transport closes the QP), the peer learns it is gone, and everything the
+// connection held for its peer returns to the allocator.
+BOOST_AUTO_TEST_CASE(dropping_the_last_handle_closes_the_connection) {
+  // A long request timeout: nothing may keep the connection open until a
+  // timeout is due (CAF's clock holds requesters until their timeout).
+  auto o = test_options();
+  o.request_timeout_ms = 60000;
+  two_nodes t{o};
+  auto rmr
+      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
+                        uint64_t{1 << 20}, uint64_t{64});
+  BOOST_REQUIRE(rmr);
+  {
+    auto lent = alloc(t, t.server_conn, 4096);
+    BOOST_REQUIRE(
+        call<mr_token>(t.sys, t.server_conn, send_mr_atom::value, lent));
+  }
+  BOOST_TEST(t.server->memory_stats().bytes_in_use >= (1u << 20) + 4096);
+  caf::scoped_actor watcher{t.sys};
+  watcher->monitor(t.client_conn);
+  t.server_conn = connection_actor{}; // the server's last handle
+  bool down = false;
+  watcher->receive(
+      [&](caf::down_msg& msg) {
+        down = true;
+        BOOST_TEST(code_of(msg.reason) == errc::peer_gone);
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(down);
+  BOOST_TEST(
+      eventually([&] { return t.server->memory_stats().bytes_in_use == 0; }));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(scale)

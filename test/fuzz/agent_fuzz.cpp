@@ -168,7 +168,7 @@ public:
     agent_ = spawn_agent(
         w_.sys, tr_,
         transport::link_params{max_message_len, recv_depth, "fuzzer"}, pool_,
-        opts_);
+        spawn_allocator(w_.sys, pool_), opts_);
     settle();
   }
 

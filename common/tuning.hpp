@@ -1,0 +1,78 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+/// Internal constants of the data path, side by side: batch sizes, the
+/// "half the pool" rules and the signalling interval.  Not options: each is
+/// a consequence of the credit protocol or a bound on work per activation;
+/// change one only with the measurement that justifies it (docs/benchmarks.md)
+/// and the tests of the rule it belongs to.
+namespace rdmactor::tuning {
+
+// -- transport (transport/transport_actor.cpp) --------------------------------
+
+/// Completions taken per `poll_cq` call.
+constexpr size_t cq_batch = 32;
+
+/// Operations that may wait for credits or send-queue entries; more fail
+/// with quota_exceeded (a bound on memory, far above any sane pipeline).
+constexpr size_t max_queued_ops = size_t{1} << 20;
+
+/// Bytes preallocated per receive slot for the shared-pointer control block
+/// and `mr_block` of the message it holds (no allocation per receive).
+constexpr size_t slot_block_bytes = 256;
+
+/// Send-queue entries of a connection with `recv_depth` receives: one per
+/// credit each way, plus credit-only messages.
+constexpr uint32_t send_queue_depth(uint32_t recv_depth) {
+  return 2 * recv_depth + 2;
+}
+
+/// Sends and writes are signaled at least every this many (a quarter of
+/// the send queue, 1..16), so unsignaled entries never fill it.
+constexpr uint32_t signal_every(uint32_t send_queue_depth) {
+  return std::clamp<uint32_t>(send_queue_depth / 4, 1, 16);
+}
+
+/// Reposted receives are reported in a credit-only message once half the
+/// pool is owed (and nothing queued will carry them): credit messages then
+/// never answer each other.
+constexpr uint32_t credit_return_threshold(uint32_t recv_depth) {
+  return std::max<uint32_t>(1, recv_depth / 2);
+}
+
+// -- agent (actors/agent_*.cpp) -----------------------------------------------
+
+/// SendData chunks in flight per call: half the peer's receive pool, enough
+/// to keep the link busy while the other half stays free for other
+/// requests and their answers.
+constexpr size_t send_data_window(uint32_t recv_depth) {
+  return std::max<size_t>(1, recv_depth / 2);
+}
+
+/// Received chunks stay zero-copy views of the receive buffer while users
+/// hold fewer than half of the pool; beyond, they are copied out so the
+/// peer keeps its send credits.
+constexpr bool zero_copy_receive(uint32_t held_buffers, uint32_t recv_depth) {
+  return held_buffers < recv_depth / 2;
+}
+
+/// Timed-out AllocMR ids remembered (a late OK answer to one is released at
+/// once; older ones are released with the connection).
+constexpr size_t max_late_allocs = 1024;
+
+/// The agent's sweep for expired requests runs every twentieth of the
+/// request timeout, within [1, 100] ms.
+constexpr uint64_t sweep_interval_ms(uint64_t request_timeout_ms) {
+  return std::clamp<uint64_t>(request_timeout_ms / 20, 1, 100);
+}
+
+static_assert(credit_return_threshold(4) == 2,
+              "the smallest pool returns credits in pairs");
+static_assert(signal_every(send_queue_depth(4)) >= 1
+                  && signal_every(send_queue_depth(4)) < send_queue_depth(4),
+              "a signaled completion always comes before the queue fills");
+
+} // namespace rdmactor::tuning
