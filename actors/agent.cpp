@@ -100,7 +100,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
             [self](caf::error& err) { shut_down(self, err); });
   send_unsolicited(self, pb::make_hello(pb::protocol_version,
                                         st.link.max_message_len_bytes,
-                                        st.link.recv_depth));
+                                        st.link.recv_depth,
+                                        /*cumulative_acks=*/true));
   log().info("connected to {} (max message {} B, recv depth {})", st.link.peer,
              st.link.max_message_len_bytes, st.link.recv_depth);
   return {
@@ -164,6 +165,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
           release(self, token, false);
       },
       [self](timeout_atom) { sweep(self); },
+      [self](flush_acks_atom) { flush_acks(self); },
       [self](transport::recv_atom, local_mr& buf) { on_message(self, buf); },
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);

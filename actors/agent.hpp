@@ -33,13 +33,18 @@ struct agent_stats {
   uint64_t peer_alloc_bytes = 0;
   /// Received data bytes not yet claimed.
   uint64_t queued_data_bytes = 0;
+  /// SendData requests we acknowledged inside another's response
+  /// (cumulative acknowledgements sent), and the peer's to us.
+  uint64_t merged_acks_sent = 0;
+  uint64_t merged_acks_received = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
-           x.peer_alloc_bytes, x.queued_data_bytes);
+           x.peer_alloc_bytes, x.queued_data_bytes, x.merged_acks_sent,
+           x.merged_acks_received);
 }
 
 /// An actor that takes the data a peer sends as pushed messages instead of
@@ -79,6 +84,9 @@ using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 /// - `(stats_atom) -> agent_stats`.
 ///
 /// From the transport: `recv_atom`, `qp_down_atom`.  Internal:
+/// `flush_acks_atom`: sends the SendData acknowledgements gathered while
+/// the frames queued before it were handled (cumulative acknowledgements,
+/// for a peer whose Hello offered them);
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past
 /// request_timeout_ms (armed only while something waits).
@@ -145,6 +153,7 @@ using connection_actor = peer_operations::extend<
 /// and the agent itself send it.
 using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
+    caf::reacts_to<flush_acks_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 

@@ -206,7 +206,60 @@ void on_send_data(self_ptr self, uint64_t id, const local_mr& buf,
   else
     put(self, st.data, std::move(chunk));
   accepted(self);
-  send_unsolicited(self, pb::make_send_data_response(id, pb::OK, {}));
+  ack_send_data(self, id);
+}
+
+void flush_acks(self_ptr self) {
+  auto& st = self->state;
+  st.acks_flush_scheduled = false;
+  if (st.acks.empty() || st.down)
+    return;
+  st.counters.merged_acks_sent += st.acks.size() - 1;
+  send_unsolicited(self, pb::make_send_data_acks(st.acks));
+  st.acks.clear();
+}
+
+void ack_send_data(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (!st.peer_takes_cumulative_acks) {
+    send_unsolicited(self, pb::make_send_data_response(id, pb::OK, {}));
+    return;
+  }
+  // Gather until the frames queued now are handled: the flush message goes
+  // behind them in our mailbox.  A full response goes at once.
+  st.acks.push_back(id);
+  if (st.acks.size() >= tuning::max_acks_per_response) {
+    flush_acks(self);
+    return;
+  }
+  if (!st.acks_flush_scheduled) {
+    st.acks_flush_scheduled = true;
+    self->send(self, flush_acks_atom::value);
+  }
+}
+
+/// Completes the requests a cumulative SendDataResponse acknowledges
+/// besides its own request_id.  Only an OK response may carry them; ids
+/// that are not pending are counted and dropped like any unknown id.
+void on_also_acked(self_ptr self, const pb::Response& res) {
+  auto& st = self->state;
+  if (res.body_case() != pb::Response::kSendData
+      || res.send_data().also_acked_size() == 0)
+    return;
+  if (pb::status_of(res) != pb::OK) {
+    ++st.counters.protocol_errors;
+    log().warn("agent {}: a refusal acknowledged more requests; ignored them",
+               st.link.peer);
+    return;
+  }
+  for (auto id : res.send_data().also_acked()) {
+    if (st.pending.count(id) == 0) {
+      ++st.counters.protocol_errors;
+      continue;
+    }
+    ++st.counters.merged_acks_received;
+    complete(self, id, &res, caf::error{});
+  }
 }
 
 void on_request(self_ptr self, const pb::Request& req, const local_mr& buf,
@@ -289,9 +342,11 @@ void on_message(self_ptr self, local_mr& buf) {
         return;
       }
       complete(self, id, &msg.response(), caf::error{});
+      on_also_acked(self, msg.response());
       break;
     }
     case pb::Message::kHello:
+      st.peer_takes_cumulative_acks = msg.hello().cumulative_acks();
       if (msg.hello().version() != pb::protocol_version) {
         log().error("agent {}: the peer speaks protocol version {}, we speak "
                     "{}; closing",

@@ -116,6 +116,11 @@ struct agent_state {
       = std::make_shared<std::atomic<uint32_t>>(0);
   agent_stats counters;
   bool down = false;
+  /// The peer's Hello offered cumulative SendData acknowledgements.
+  bool peer_takes_cumulative_acks = false;
+  /// SendData ids to acknowledge (OK) in one response at the next flush.
+  std::vector<uint64_t> acks;
+  bool acks_flush_scheduled = false; // a flush_acks_atom is on its way
   /// The node's allocator (alloc_local_mr).
   allocator_actor allocator;
   /// WRITEs and READs the transport has not answered yet: failed by
@@ -220,6 +225,13 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub);
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src, remote_mr dst);
 caf::result<uint64_t> read_from_peer(self_ptr self, local_mr dst,
                                      remote_mr src);
+
+/// Acknowledges the SendData `id` (OK): at once, or gathered into one
+/// cumulative response when the peer takes those.
+void ack_send_data(self_ptr self, uint64_t id);
+
+/// Sends the gathered acknowledgements in one response.
+void flush_acks(self_ptr self);
 
 // -- shutdown (agent.cpp) -----------------------------------------------------
 

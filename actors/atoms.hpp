@@ -25,5 +25,6 @@ using alloc_atom = caf::atom_constant<caf::atom("alloc")>;
 using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using accepted_atom = caf::atom_constant<caf::atom("accepted")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using flush_acks_atom = caf::atom_constant<caf::atom("flush_acks")>;
 
 } // namespace rdmactor

@@ -59,6 +59,11 @@ constexpr bool zero_copy_receive(uint32_t held_buffers, uint32_t recv_depth) {
   return held_buffers < recv_depth / 2;
 }
 
+/// SendData requests acknowledged by one cumulative SendDataResponse (its
+/// request_id plus also_acked); the encoded response stays a header-only
+/// send (max_send_header_bytes, checked by protocol/codec_test).
+constexpr size_t max_acks_per_response = 16;
+
 /// Timed-out AllocMR ids remembered (a late OK answer to one is released at
 /// once; older ones are released with the connection).
 constexpr size_t max_late_allocs = 1024;

@@ -137,13 +137,25 @@ const std::string& detail_of(const Response& res) noexcept {
   return empty_string();
 }
 
+Message make_send_data_acks(const std::vector<uint64_t>& ids) {
+  Message result;
+  auto* res = result.mutable_response();
+  res->set_request_id(ids.empty() ? 0 : ids.front());
+  auto* body = res->mutable_send_data();
+  body->set_status(OK);
+  for (size_t i = 1; i < ids.size(); ++i)
+    body->add_also_acked(ids[i]);
+  return result;
+}
+
 Message make_hello(uint32_t version, uint32_t max_message_len,
-                   uint32_t recv_depth) {
+                   uint32_t recv_depth, bool cumulative_acks) {
   Message result;
   auto* hello = result.mutable_hello();
   hello->set_version(version);
   hello->set_max_message_len(max_message_len);
   hello->set_recv_depth(recv_depth);
+  hello->set_cumulative_acks(cumulative_acks);
   return result;
 }
 

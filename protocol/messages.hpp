@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rdmactor::protocol {
 
@@ -60,7 +61,11 @@ const std::string& detail_of(const Response& res) noexcept;
 /// Builds the Hello an agent sends first; `version` is normally
 /// `protocol_version`.
 Message make_hello(uint32_t version, uint32_t max_message_len,
-                   uint32_t recv_depth);
+                   uint32_t recv_depth, bool cumulative_acks = false);
+
+/// Builds one OK SendDataResponse that acknowledges every id of `ids`
+/// (not empty): the first as its request_id, the others in also_acked.
+Message make_send_data_acks(const std::vector<uint64_t>& ids);
 
 // -- names and error codes --------------------------------------------------
 

@@ -199,10 +199,11 @@ rm -f "$out_dir/.stderr"
 echo "== host half took $((SECONDS - t_host)) s; load now: $(cut -d' ' -f1-3 /proc/loadavg); results: $host_json"
 
 # -- side-by-side table -----------------------------------------------------
-# table FILE IMPL REF_IMPL TITLE: one row per (op, mode, size), the median
-# over the rounds of each side; raw rows compare with the reference's send.
+# table FILE IMPL REF_IMPL TITLE [ONLY]: one row per (op, mode, size), the
+# median over the rounds of each side; raw rows compare with the reference's
+# send.  ONLY=1: just the rows IMPL ran (the completion-mode tables).
 table() {
-  awk -v impl="$2" -v ref="$3" -v title="$4" '
+  awk -v impl="$2" -v ref="$3" -v title="$4" -v only="${5:-0}" '
     function jget(s, k,   i, r) {
       i = index(s, "\"" k "\":")
       if (i == 0) return ""
@@ -250,6 +251,7 @@ table() {
       printf "%-6s %-4s %9s  %-8s %14s %14s %7s\n", "op", "mode", "bytes", "metric", impl, ref, "ratio"
       for (i = 1; i <= n; i++) {
         key = order[i]
+        if (only && !(("a", key) in runs)) continue
         split(key, k, SUBSEP)
         rk = (k[1] == "raw" ? "send" : k[1]) SUBSEP k[2] SUBSEP k[3]
         msg = note("a", key, impl) note("b", rk, ref)
@@ -268,7 +270,7 @@ table() {
 table "$host_json" rdmactor caf-io \
   "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send"
 table "$host_json" rdmactor-busy caf-io \
-  "Host: rdmactor soft fabric with completion-mode=busy vs CAF io"
+  "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
 
 # -- VM half ----------------------------------------------------------------
 if [[ $want_vm == 1 ]]; then
@@ -290,8 +292,8 @@ if [[ $want_vm == 1 ]]; then
     grep '^RESULT ' "$out_dir/.vm.log" | sed 's/^RESULT //' >"$vm_json" || true
     echo "== VM half took $((SECONDS - t_vm)) s; results: $vm_json"
     table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs (completion-mode=adaptive, the default) vs perftest"
-    table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest"
-    table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest"
+    table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest" 1
+    table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest" 1
   fi
 fi
 

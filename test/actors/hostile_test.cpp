@@ -1,12 +1,16 @@
 #define BOOST_TEST_MODULE hostile_peer
 #include <boost/test/unit_test.hpp>
 
+#include <future>
+#include <set>
+
 // A raw peer speaks to a node's agent through a bare transport actor and
 // sends what a buggy or hostile peer would.  Every case must end in a
 // documented error answer (or a counted drop) and the agent keeps serving.
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "test/actors/fixture.hpp"
@@ -121,6 +125,25 @@ struct raw_peer_fixture : system_holder {
     }
   }
 
+  /// Waits for the next message from the agent that is a request.
+  pb::Request next_request() {
+    for (;;) {
+      pb::Message msg;
+      bool got = false;
+      inbox->receive(
+          [&](transport::recv_atom, local_mr& mr) {
+            auto r = pb::decode(mr.data(), mr.size(),
+                                opts.max_message_len_bytes, msg);
+            BOOST_REQUIRE(r.code == errc::none);
+            got = true;
+          },
+          caf::after(std::chrono::seconds(5)) >>
+              [] { BOOST_FAIL("no request from the agent"); });
+      if (got && msg.has_request())
+        return msg.request();
+    }
+  }
+
   agent_stats server_stats() {
     auto s = call<agent_stats>(sys, server_conn, stats_atom::value);
     BOOST_REQUIRE(s);
@@ -201,6 +224,94 @@ BOOST_AUTO_TEST_CASE(garbage_frames_are_dropped_and_counted) {
   send(unknown_response); // answers nothing we asked
   BOOST_TEST(eventually([&] { return server_stats().protocol_errors == 4; }));
   expect_still_serving();
+}
+
+// -- cumulative acknowledgements ----------------------------------------------
+
+// A peer whose Hello did not offer cumulative acknowledgements (this raw
+// peer sends no Hello at all, like an async-rdma peer) gets one
+// SendDataResponse per SendData, each naming only its own request.
+BOOST_AUTO_TEST_CASE(a_peer_without_the_offer_gets_one_response_per_send_data) {
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.insert(next_id);
+    send(pb::make_send_data(next_id++, 100), 100);
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto res = next_response();
+    BOOST_TEST(ids.erase(res.request_id()) == 1u);
+    BOOST_TEST(pb::status_of(res) == pb::OK);
+    BOOST_TEST(res.send_data().also_acked_size() == 0);
+  }
+  BOOST_TEST(server_stats().merged_acks_sent == 0u);
+}
+
+// With the offer, every SendData is acknowledged exactly once, OK, and the
+// responses may each cover several (at most max_acks_per_response).
+BOOST_AUTO_TEST_CASE(a_peer_with_the_offer_gets_every_send_data_acked_once) {
+  send(pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                      opts.recv_depth, true));
+  // In groups of 8 (half the receive pool): this peer reads the responses
+  // only after each group, and its unread responses hold its receive
+  // buffers, i.e. the agent's credits.
+  const int groups = 5;
+  const int group = 8;
+  const int count = groups * group;
+  size_t frames = 0;
+  for (int g = 0; g < groups; ++g) {
+    std::set<uint64_t> ids;
+    for (int i = 0; i < group; ++i) {
+      ids.insert(next_id);
+      send(pb::make_send_data(next_id++, 100), 100);
+    }
+    while (!ids.empty()) {
+      auto res = next_response();
+      ++frames;
+      BOOST_TEST(pb::status_of(res) == pb::OK);
+      BOOST_TEST(res.send_data().also_acked_size() + 1
+                 <= int(tuning::max_acks_per_response));
+      BOOST_TEST(ids.erase(res.request_id()) == 1u);
+      for (auto id : res.send_data().also_acked())
+        BOOST_TEST(ids.erase(id) == 1u);
+    }
+  }
+  BOOST_TEST(frames <= size_t(count));
+  BOOST_TEST_MESSAGE(count << " SendData acknowledged in " << frames
+                           << " responses");
+  BOOST_TEST(server_stats().merged_acks_sent == count - frames);
+  expect_still_serving();
+}
+
+// Our side takes cumulative acknowledgements: one response completes
+// several chunks of one send_data; ids it does not know are counted and
+// dropped, like any unknown id.
+BOOST_AUTO_TEST_CASE(one_cumulative_response_completes_several_chunks) {
+  auto mr = call<local_mr>(sys, server_conn, alloc_local_mr_atom::value,
+                           uint64_t{10000}, uint64_t{64});
+  BOOST_REQUIRE(mr);
+  // The user's call blocks on another thread while this one plays the peer.
+  auto sent = std::async(std::launch::async, [&] {
+    return call<uint64_t>(sys, server_conn, send_data_atom::value, *mr);
+  });
+  // 10000 bytes in chunks of at most 4096 bytes minus the frame overhead.
+  std::vector<uint64_t> ids;
+  uint64_t bytes = 0;
+  while (bytes < 10000) {
+    auto req = next_request();
+    BOOST_REQUIRE(req.has_send_data());
+    ids.push_back(req.request_id());
+    bytes += req.send_data().len();
+  }
+  BOOST_REQUIRE(ids.size() >= 3u);
+  ids.push_back(777); // unknown
+  auto before = server_stats().protocol_errors;
+  send(pb::make_send_data_acks(ids));
+  auto n = sent.get();
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  BOOST_TEST(*n == 10000u);
+  auto s = server_stats();
+  BOOST_TEST(s.merged_acks_received == ids.size() - 2);
+  BOOST_TEST(s.protocol_errors == before + 1);
 }
 
 BOOST_AUTO_TEST_CASE(memory_allocated_for_a_peer_returns_when_it_goes) {

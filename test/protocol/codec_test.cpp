@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE protocol_codec
 #include <boost/test/unit_test.hpp>
 
+#include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 
@@ -123,6 +124,23 @@ BOOST_AUTO_TEST_CASE(responses) {
   auto err = make_alloc_mr_response(10, SIZE_LIMIT, "too big", token);
   BOOST_CHECK(!err.response().alloc_mr().has_token());
   BOOST_CHECK_EQUAL(status_of(err.response()), SIZE_LIMIT);
+}
+
+BOOST_AUTO_TEST_CASE(cumulative_acks_round_trip_and_fit_a_header_only_send) {
+  check_round_trip(make_hello(protocol_version, 65536, 128, true));
+  check_round_trip(make_send_data_acks({42}));
+  // The largest cumulative response: every id as large as ids get.
+  std::vector<uint64_t> ids(rdmactor::tuning::max_acks_per_response,
+                            ~uint64_t{0} >> 1);
+  auto msg = make_send_data_acks(ids);
+  check_round_trip(msg);
+  BOOST_TEST(msg.response().send_data().also_acked_size() + 1
+             == int(ids.size()));
+  std::vector<uint8_t> buf(4096);
+  auto res = encode(msg, buf.data(), buf.size(), 4096);
+  BOOST_REQUIRE(res.code == errc::none);
+  // transport::max_send_header_bytes: a response is a header-only send.
+  BOOST_TEST(res.header_len <= 256u);
 }
 
 BOOST_AUTO_TEST_CASE(hello) {
