@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
+#include "transport/credit_ledger.hpp"
 #include "transport/poller.hpp"
 
 namespace rdmactor::transport {
@@ -26,11 +27,6 @@ namespace {
 
 /// Receive work requests carry this bit in their wr_id.
 constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
-
-/// Immediate data of every SEND: returned credits, plus this bit when the
-/// message only returns credits (it is not delivered to the subscriber).
-constexpr uint32_t credit_only_bit = uint32_t{1} << 31;
-constexpr uint32_t credit_mask = credit_only_bit - 1;
 
 using tuning::cq_batch;
 using tuning::max_queued_ops;
@@ -223,9 +219,7 @@ struct transport_state {
 
   link_params params;
   uint32_t send_queue_depth = 0; // max posted sends/writes/reads
-  uint32_t credits = 0;          // receives the peer has posted for us
-  uint32_t owed_total = 0;       // reposted receives not yet reported
-  uint32_t owed_data = 0;        // ... of which consumed by data messages
+  credit_ledger credits; // the credit rules (transport/credit_ledger.hpp)
   uint64_t next_wr_id = 1;
   /// Posted operations in posting order (= completion order).
   std::deque<inflight_op> inflight;
@@ -297,24 +291,21 @@ bool next_signaled(transport_state& st, bool must) {
 /// message is unsignaled unless it ends a run of `signal_every`.
 void maybe_return_credits(self_ptr self) {
   auto& st = self->state;
-  auto threshold = tuning::credit_return_threshold(st.params.recv_depth);
-  if (st.down || st.owed_data == 0 || st.owed_total < threshold
-      || st.credits == 0 || st.inflight.size() >= st.send_queue_depth)
+  if (st.down)
     return;
   // A queued send will carry the credits as soon as it can go.
-  if (!st.queue.empty() && st.queue.front().kind == op_kind::send
-      && st.credits >= 2)
+  bool carried = !st.queue.empty() && st.queue.front().kind == op_kind::send
+                 && st.credits.can_send_data();
+  if (!st.credits.credit_only_due(carried,
+                                  st.inflight.size() >= st.send_queue_depth))
     return;
-  auto imm = (st.owed_total & credit_mask) | credit_only_bit;
+  auto imm = st.credits.take_for_send(true);
   auto wr_id = st.next_wr_id++;
   auto signaled = next_signaled(st, false);
   if (auto err = st.qp->post_send(wr_id, nullptr, 0, imm, signaled)) {
     fail(self, std::move(err));
     return;
   }
-  --st.credits;
-  st.owed_total = 0;
-  st.owed_data = 0;
   st.inflight.push_back(inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1,
                                     caf::typed_response_promise<uint64_t>{}});
 }
@@ -339,8 +330,7 @@ uint32_t repost_released(self_ptr self) {
       if (slot >= pool.depth)
         continue; // cannot happen: slots come from our own blocks
       ++n;
-      ++st.owed_total;
-      ++st.owed_data;
+      st.credits.on_reposted(true);
       post_recv_slot(self, slot);
     }
   };
@@ -362,8 +352,7 @@ bool next_can_follow(const transport_state& st) {
   const auto& next = st.queue[1];
   if (next.kind != op_kind::send)
     return true;
-  auto credits_after = st.credits - (head.kind == op_kind::send ? 1 : 0);
-  if (credits_after < 2)
+  if (!st.credits.can_send_data(head.kind == op_kind::send ? 1 : 0))
     return false;
   auto slots_after
       = st.free_header_slots.size()
@@ -382,7 +371,7 @@ void try_post(self_ptr self) {
     auto& op = st.queue.front();
     if (op.kind == op_kind::send) {
       // Keep one credit in reserve for credit-only messages.
-      if (st.credits < 2
+      if (!st.credits.can_send_data()
           || (!op.header.empty() && st.free_header_slots.empty()))
         break;
     }
@@ -405,13 +394,9 @@ void try_post(self_ptr self) {
       }
       if (op.local.size() > 0)
         sg[n++] = op.local.to_sge();
-      err = st.qp->post_send(wr_id, sg, n, st.owed_total & credit_mask,
+      // A failed post fails the connection: the credit is not needed back.
+      err = st.qp->post_send(wr_id, sg, n, st.credits.take_for_send(false),
                              signaled);
-      if (!err) {
-        --st.credits;
-        st.owed_total = 0;
-        st.owed_data = 0;
-      }
     } else {
       sg[n++] = op.local.to_sge();
       if (op.kind == op_kind::write)
@@ -473,10 +458,9 @@ void on_recv(self_ptr self, const work_completion& wc) {
     fail(self, make_error(errc::internal_error, "receive wr_id out of range"));
     return;
   }
-  if (wc.has_imm)
-    st.credits += wc.imm_data & credit_mask;
-  if (wc.has_imm && (wc.imm_data & credit_only_bit)) {
-    ++st.owed_total;
+  if (wc.has_imm && st.credits.on_received(wc.imm_data)) {
+    // Credit-only: nothing to deliver; the receive goes back at once.
+    st.credits.on_reposted(false);
     post_recv_slot(self, slot);
     try_post(self);
     // Credits that arrived may be what kept us from reporting ours.
@@ -818,7 +802,7 @@ transport_impl(self_ptr self, device_ptr dev, std::shared_ptr<queue_pair> qp,
   };
   if (!pool)
     return give_up("set up its receive buffers", pool.error());
-  st.credits = cp.recv_depth;
+  st.credits = credit_ledger{cp.recv_depth};
   st.send_queue_depth = tuning::send_queue_depth(cp.recv_depth);
   st.signal_every = tuning::signal_every(st.send_queue_depth);
   (*pool)->owner = caf::actor_cast<caf::weak_actor_ptr>(self);
