@@ -163,8 +163,11 @@ public:
                                           opts_.max_alloc_bytes);
     link_ = std::make_shared<fake_link>(
         dev_->registry, transport::conn_params{max_message_len, recv_depth});
-    tr_ = transport::spawn_transport(w_.sys, dev_,
-                                     std::make_unique<fake_queue_pair>(link_));
+    // Events, not polling: the test coordinator runs until no message is
+    // left, and a polling transport always has its next poll queued.
+    tr_ = transport::spawn_transport(
+        w_.sys, dev_, std::make_unique<fake_queue_pair>(link_),
+        transport::polling{transport::completion_mode::event, 0});
     agent_ = spawn_agent(
         w_.sys, tr_,
         transport::link_params{max_message_len, recv_depth, "fuzzer"}, pool_,

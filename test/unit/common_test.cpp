@@ -2,6 +2,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <set>
+
+#include <caf/actor_system.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
 #include <string>
 
 #include "actors/config.hpp"
@@ -99,6 +102,10 @@ BOOST_AUTO_TEST_CASE(rdmactor_config_bounds_max_throughput) {
   rdmactor::config cfg;
   auto n = caf::get_or(cfg, "scheduler.max-throughput", size_t{0});
   BOOST_TEST(n == size_t(rdmactor::config::default_max_throughput));
+  // ... and CAF's scheduler takes it.
+  caf::actor_system sys{cfg};
+  BOOST_TEST(sys.scheduler().max_throughput()
+             == size_t(rdmactor::config::default_max_throughput));
 }
 
 BOOST_AUTO_TEST_CASE(addresses_parse_or_fail_with_invalid_address) {
