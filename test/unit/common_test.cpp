@@ -98,6 +98,32 @@ BOOST_AUTO_TEST_CASE(completion_modes_parse_and_print_round_trip) {
   BOOST_TEST(options{}.poll_budget_us == transport::polling{}.poll_budget_us);
 }
 
+BOOST_AUTO_TEST_CASE(adaptive_polls_only_where_polling_pays) {
+  options o;
+  o.fabric = "soft";
+  auto dev = transport::open_device(o);
+  BOOST_REQUIRE(dev);
+  BOOST_TEST(!(*dev)->polling_pays());
+  using transport::completion_mode;
+  auto how = transport::polling_of(o);
+  BOOST_TEST((how.mode == completion_mode::adaptive));
+  // On soft, adaptive waits for events; explicit modes stay as they are.
+  BOOST_TEST((transport::effective_polling(**dev, how).mode
+              == completion_mode::event));
+  how.mode = completion_mode::busy;
+  BOOST_TEST(
+      (transport::effective_polling(**dev, how).mode == completion_mode::busy));
+  // A device where polling pays keeps adaptive, and the budget.
+  struct nic {
+    bool polling_pays() const noexcept {
+      return true;
+    }
+  };
+  auto kept = transport::effective_polling(nic{}, transport::polling_of(o));
+  BOOST_TEST((kept.mode == completion_mode::adaptive));
+  BOOST_TEST(kept.poll_budget_us == o.poll_budget_us);
+}
+
 BOOST_AUTO_TEST_CASE(rdmactor_config_bounds_max_throughput) {
   rdmactor::config cfg;
   auto n = caf::get_or(cfg, "scheduler.max-throughput", size_t{0});
