@@ -12,17 +12,6 @@ namespace agent_detail {
 // -- shutdown
 // -------------------------------------------------------------------
 
-/// Hands `owned` to the transport actor: the memory returns to the pool
-/// when the transport has terminated, i.e. after its queue pair is closed
-/// (CAF destroys an actor's state, and with it the QP, before it runs the
-/// actor's attachables).  Until then the peer may still READ or WRITE
-/// these regions through tokens it holds; releasing them earlier would let
-/// it reach memory that already has a new owner.
-void release_after_transport(self_ptr self,
-                             std::map<mr_token, owned_mr> owned) {
-  agent_state::hand_to_transport(self->state.transport, std::move(owned));
-}
-
 void shut_down(self_ptr self, const caf::error& cause) {
   auto& st = self->state;
   if (st.down)
@@ -46,8 +35,12 @@ void shut_down(self_ptr self, const caf::error& cause) {
     rmr.state()->take(); // the peer freed it already
   fail_all(st.remote_mrs, err);
   // Everything held for the peer returns to the pool once the transport
-  // (and its QP) is gone.
-  release_after_transport(self, std::move(st.owned));
+  // has terminated, i.e. after its queue pair is closed (CAF destroys an
+  // actor's state, and with it the QP, before it runs the actor's
+  // attachables).  Until then the peer may still READ or WRITE these
+  // regions through tokens it holds; releasing them earlier would let it
+  // reach memory that already has a new owner.
+  agent_state::hand_to_transport(st.transport, std::move(st.owned));
   st.owned.clear();
   st.peer_alloc_bytes = 0;
   st.peer_mrs = 0;

@@ -242,7 +242,6 @@ struct transport_state {
   /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
   transport_subscriber subscriber;
   caf::weak_actor_ptr weak_subscriber;
-  bool subscribed = false;
   std::deque<local_mr> early; // arrived before anyone subscribed
   caf::error failure;
   bool down = false;
@@ -475,7 +474,7 @@ void on_recv(self_ptr self, const work_completion& wc) {
       slot_allocator<mr_block>{pool, slot}, pool->slot(slot), len,
       pool->reg->lkey(), pool->reg->rkey(), mr_block::release_fn{});
   local_mr msg{std::move(block)};
-  if (!st.subscribed)
+  if (!st.subscriber && !st.weak_subscriber)
     st.early.emplace_back(std::move(msg));
   else if (auto sub = subscriber_of(st))
     self->send(sub, recv_atom::value, std::move(msg));
@@ -722,7 +721,6 @@ caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
 /// in the state, strongly or weakly) and returns the link parameters.
 link_params subscribe(self_ptr self, const transport_subscriber& sub) {
   auto& st = self->state;
-  st.subscribed = static_cast<bool>(sub);
   if (sub) {
     for (auto& msg : st.early)
       self->send(sub, recv_atom::value, std::move(msg));

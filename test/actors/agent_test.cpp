@@ -424,20 +424,30 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(peer_departure)
 
+namespace {
+
+/// The client has the server allocate 1 MiB for it (AllocMR) and the
+/// server lends the client 4 KiB (SendMR LOCAL); returns the client's
+/// handle of the first.
+remote_mr hold_memory_for_each_other(two_nodes& t) {
+  auto rmr
+      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
+                        uint64_t{1 << 20}, uint64_t{64});
+  BOOST_REQUIRE(rmr);
+  auto lent = alloc(t, t.server_conn, 4096);
+  BOOST_REQUIRE(
+      call<mr_token>(t.sys, t.server_conn, send_mr_atom::value, lent));
+  return std::move(*rmr);
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_CASE(pending_requests_fail_and_memory_returns) {
   auto o = test_options();
   o.request_timeout_ms = 20000;
   two_nodes t{o};
   // Memory held for and lent to the peer on both sides.
-  auto rmr
-      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
-                        uint64_t{1 << 20}, uint64_t{64});
-  BOOST_REQUIRE(rmr);
-  {
-    auto lent = alloc(t, t.server_conn, 4096);
-    BOOST_REQUIRE(
-        call<mr_token>(t.sys, t.server_conn, send_mr_atom::value, lent));
-  }
+  auto rmr = hold_memory_for_each_other(t);
   BOOST_TEST(t.server->memory_stats().bytes_in_use > 0u);
   // A user waits for data from the server and watches the connection.
   caf::scoped_actor watcher{t.sys};
@@ -483,15 +493,7 @@ BOOST_AUTO_TEST_CASE(dropping_the_last_handle_closes_the_connection) {
   auto o = test_options();
   o.request_timeout_ms = 60000;
   two_nodes t{o};
-  auto rmr
-      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
-                        uint64_t{1 << 20}, uint64_t{64});
-  BOOST_REQUIRE(rmr);
-  {
-    auto lent = alloc(t, t.server_conn, 4096);
-    BOOST_REQUIRE(
-        call<mr_token>(t.sys, t.server_conn, send_mr_atom::value, lent));
-  }
+  auto rmr = hold_memory_for_each_other(t);
   BOOST_TEST(t.server->memory_stats().bytes_in_use >= (1u << 20) + 4096);
   caf::scoped_actor watcher{t.sys};
   watcher->monitor(t.client_conn);

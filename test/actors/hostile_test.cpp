@@ -106,8 +106,10 @@ struct raw_peer_fixture : system_holder {
     send_raw(std::move(buf), payload_len);
   }
 
-  /// Waits for the next message from the agent that is a response.
-  pb::Response next_response() {
+  /// Waits for the next message from the agent for which `wanted` holds
+  /// (others are skipped).
+  template <class Pred>
+  pb::Message next_message(Pred wanted, const char* what) {
     for (;;) {
       pb::Message msg;
       bool got = false;
@@ -119,29 +121,24 @@ struct raw_peer_fixture : system_holder {
             got = true;
           },
           caf::after(std::chrono::seconds(5)) >>
-              [] { BOOST_FAIL("no answer from the agent"); });
-      if (got && msg.has_response())
-        return msg.response();
+              [&] { BOOST_FAIL("no " << what << " from the agent"); });
+      if (got && wanted(msg))
+        return msg;
     }
+  }
+
+  /// Waits for the next message from the agent that is a response.
+  pb::Response next_response() {
+    return next_message([](const pb::Message& m) { return m.has_response(); },
+                        "answer")
+        .response();
   }
 
   /// Waits for the next message from the agent that is a request.
   pb::Request next_request() {
-    for (;;) {
-      pb::Message msg;
-      bool got = false;
-      inbox->receive(
-          [&](transport::recv_atom, local_mr& mr) {
-            auto r = pb::decode(mr.data(), mr.size(),
-                                opts.max_message_len_bytes, msg);
-            BOOST_REQUIRE(r.code == errc::none);
-            got = true;
-          },
-          caf::after(std::chrono::seconds(5)) >>
-              [] { BOOST_FAIL("no request from the agent"); });
-      if (got && msg.has_request())
-        return msg.request();
-    }
+    return next_message([](const pb::Message& m) { return m.has_request(); },
+                        "request")
+        .request();
   }
 
   agent_stats server_stats() {
