@@ -1,0 +1,383 @@
+#define BOOST_TEST_MODULE link
+#include <boost/test/unit_test.hpp>
+
+// The data path of one connection (transport/link.hpp) without a network
+// or actors: a link on the fake queue pair of test/fuzz/fake_fabric.hpp,
+// with the test playing the peer (it reads the SENDs the link posted and
+// delivers SENDs into the link's receive buffers) and the owner (it calls
+// poll, reclaim and arm, and records what the link reports).
+
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "common/error.hpp"
+#include "test/fuzz/fake_fabric.hpp"
+#include "transport/credit_ledger.hpp"
+#include "transport/link.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::transport;
+using rdmactor::fuzz::fake_device;
+using rdmactor::fuzz::fake_link;
+using rdmactor::fuzz::fake_queue_pair;
+
+namespace {
+
+constexpr uint32_t credit_only = credit_ledger::credit_only_bit;
+
+/// A fake queue pair that counts how often its CQ was armed.
+class counting_qp : public fake_queue_pair {
+public:
+  using fake_queue_pair::fake_queue_pair;
+
+  caf::error arm_cq() override {
+    ++arms;
+    return {};
+  }
+
+  int arms = 0;
+};
+
+/// Records what the link reports.
+struct recorder : link_observer {
+  struct done {
+    uint64_t cookie;
+    caf::expected<uint64_t> result;
+  };
+
+  void on_done(uint64_t cookie, caf::expected<uint64_t> result) override {
+    dones.push_back(done{cookie, std::move(result)});
+  }
+
+  void on_message(local_mr msg) override {
+    messages.push_back(std::move(msg));
+  }
+
+  void on_down(const caf::error& cause) override {
+    downs.push_back(cause);
+  }
+
+  std::vector<done> dones;
+  std::vector<local_mr> messages;
+  std::vector<caf::error> downs;
+};
+
+/// Memory registered with the fake device, viewed as a `local_mr`.
+struct buffer {
+  buffer(fake_device& dev, size_t len, uint32_t access = access::local_write)
+      : bytes(len) {
+    std::iota(bytes.begin(), bytes.end(), uint8_t{1});
+    reg = std::move(*dev.register_memory(bytes.data(), len, access));
+  }
+
+  local_mr view() {
+    return local_mr{std::make_shared<mr_block>(bytes.data(), bytes.size(),
+                                               reg->lkey(), reg->rkey(),
+                                               mr_block::release_fn{})};
+  }
+
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<memory_region> reg;
+};
+
+struct fixture {
+  explicit fixture(uint32_t recv_depth = 8, uint32_t max_len = 4096) {
+    conn_params cp;
+    cp.recv_depth = recv_depth;
+    cp.max_message_len_bytes = max_len;
+    peer = std::make_shared<fake_link>(dev->registry, cp);
+    qp = std::make_shared<counting_qp>(peer);
+    auto opened = transport::link::open(dev, qp);
+    BOOST_REQUIRE(opened);
+    l = std::move(*opened);
+    l->set_observer(&rec);
+  }
+
+  /// A SEND from the peer with `imm` and `len` bytes of payload.
+  bool deliver(uint32_t imm, size_t len = 16) {
+    std::vector<uint8_t> data(len, 0xab);
+    return peer->deliver(data.data(), data.size(), imm);
+  }
+
+  /// Polls until the CQ stays empty (a completion may post more work,
+  /// whose own completions the fake queues at once).
+  void settle() {
+    while (l->poll() > 0) {
+    }
+  }
+
+  /// Submits a SEND of a header of `header_len` bytes.
+  void send(uint64_t cookie, size_t header_len = 8) {
+    l->submit(op_kind::send, std::vector<uint8_t>(header_len, 7), local_mr{},
+              mr_token{}, cookie);
+  }
+
+  std::shared_ptr<fake_device> dev = std::make_shared<fake_device>();
+  std::shared_ptr<fake_link> peer;
+  std::shared_ptr<counting_qp> qp;
+  std::unique_ptr<transport::link> l;
+  recorder rec;
+};
+
+errc code(const caf::expected<uint64_t>& x) {
+  return x ? errc::none : code_of(x.error());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(setup)
+
+BOOST_AUTO_TEST_CASE(open_posts_every_receive_before_anything_is_submitted) {
+  fixture f{8};
+  for (int i = 0; i < 8; ++i)
+    BOOST_TEST(f.deliver(0));
+  BOOST_TEST(!f.deliver(0)); // a ninth SEND finds no receive
+  BOOST_TEST(f.l->poll() == 8u);
+  BOOST_TEST(f.rec.messages.size() == 8u);
+  BOOST_TEST(f.peer->protection_errors == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(open_refuses_a_receive_depth_below_the_minimum) {
+  auto dev = std::make_shared<fake_device>();
+  conn_params cp;
+  cp.recv_depth = min_recv_depth - 1;
+  auto peer = std::make_shared<fake_link>(dev->registry, cp);
+  auto opened = transport::link::open(dev, std::make_shared<fake_queue_pair>(peer));
+  BOOST_REQUIRE(!opened);
+  BOOST_TEST(code_of(opened.error()) == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_link_closes_the_queue_pair) {
+  fixture f;
+  BOOST_TEST(!f.peer->in_error());
+  f.l.reset();
+  BOOST_TEST(f.peer->in_error());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(posting)
+
+BOOST_AUTO_TEST_CASE(a_send_carries_header_then_payload_and_reports_bytes) {
+  fixture f;
+  buffer payload{*f.dev, 100};
+  std::vector<uint8_t> header{9, 8, 7};
+  f.l->submit(op_kind::send, header, payload.view(), mr_token{}, 42);
+  BOOST_REQUIRE(f.peer->sent.size() == 1u);
+  auto& msg = f.peer->sent[0].bytes;
+  BOOST_REQUIRE(msg.size() == 103u);
+  BOOST_TEST(std::equal(header.begin(), header.end(), msg.begin()));
+  BOOST_TEST(
+      std::equal(payload.bytes.begin(), payload.bytes.end(), msg.begin() + 3));
+  BOOST_TEST(f.rec.dones.empty()); // not before the completion is polled
+  f.l->poll();
+  BOOST_REQUIRE(f.rec.dones.size() == 1u);
+  BOOST_TEST(f.rec.dones[0].cookie == 42u);
+  BOOST_TEST(f.rec.dones[0].result.value() == 103u);
+  BOOST_TEST(f.l->in_flight() == 0u);
+  BOOST_TEST(f.peer->protection_errors == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(one_sided_operations_check_lengths_locally) {
+  fixture f;
+  buffer local{*f.dev, 64};
+  f.l->submit(op_kind::write, {}, local.view(), mr_token{0x1000, 32, 5}, 1);
+  BOOST_REQUIRE(f.rec.dones.size() == 1u);
+  BOOST_TEST(code(f.rec.dones[0].result) == errc::length_mismatch);
+  f.l->submit(op_kind::read, {}, local.view(), mr_token{0x1000, 64, 5}, 2);
+  f.l->poll();
+  BOOST_REQUIRE(f.rec.dones.size() == 2u);
+  BOOST_TEST(f.rec.dones[1].result.value() == 64u);
+  BOOST_TEST(local.bytes[0] == 0x5a); // the fake READ's pattern
+  BOOST_TEST(!f.l->down());
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_request_is_answered_and_the_link_stays_up) {
+  fixture f;
+  f.send(1, max_send_header_bytes + 1);
+  BOOST_REQUIRE(f.rec.dones.size() == 1u);
+  BOOST_TEST(code(f.rec.dones[0].result) == errc::invalid_argument);
+  buffer big{*f.dev, 4096};
+  f.l->submit(op_kind::send, {1}, big.view(), mr_token{}, 2);
+  BOOST_REQUIRE(f.rec.dones.size() == 2u);
+  BOOST_TEST(code(f.rec.dones[1].result) == errc::invalid_argument);
+  BOOST_TEST(!f.l->down());
+  BOOST_TEST(f.peer->sent.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_post_fails_the_link_so_it_cannot_vanish) {
+  fixture f;
+  f.send(0, max_send_header_bytes + 1);
+  BOOST_TEST(f.l->down());
+  BOOST_REQUIRE(f.rec.downs.size() == 1u);
+  BOOST_TEST(code_of(f.rec.downs[0]) == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(credits)
+
+BOOST_AUTO_TEST_CASE(sends_wait_for_credits_and_go_when_the_peer_returns_them) {
+  fixture f{8};
+  for (uint64_t i = 1; i <= 10; ++i)
+    f.send(i);
+  // 8 credits, one kept in reserve for credit-only messages.
+  BOOST_TEST(f.peer->sent.size() == 7u);
+  BOOST_TEST(f.l->queued() == 3u);
+  BOOST_TEST(f.l->credits().credits() == 1u);
+  // The peer reposted 4 receives and says so in a credit-only message.
+  BOOST_REQUIRE(f.deliver(credit_only | 4, 0));
+  f.settle();
+  BOOST_TEST(f.rec.messages.empty()); // credit-only: nothing to deliver
+  BOOST_TEST(f.peer->sent.size() == 10u);
+  BOOST_TEST(f.l->queued() == 0u);
+  BOOST_TEST(f.rec.dones.size() == 10u);
+  for (auto& d : f.rec.dones)
+    BOOST_TEST(d.result.value() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(released_buffers_are_reposted_and_reported) {
+  fixture f{8};
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  BOOST_REQUIRE(f.rec.messages.size() == 4u);
+  BOOST_TEST(f.l->reclaim() == 0u); // the user still holds them
+  f.rec.messages.clear();
+  BOOST_TEST(f.l->reclaim() == 4u);
+  BOOST_TEST(f.l->credits().owed() == 0u);
+  // Half the pool was owed and nothing else goes: one credit-only SEND.
+  BOOST_REQUIRE(f.peer->sent.size() == 1u);
+  BOOST_TEST(f.peer->sent[0].bytes.empty());
+  BOOST_TEST(f.peer->sent[0].imm.value() == (credit_only | 4));
+  // The reposted receives take four more SENDs.
+  for (int i = 0; i < 8; ++i)
+    BOOST_TEST(f.deliver(0));
+  BOOST_TEST(!f.deliver(0));
+}
+
+BOOST_AUTO_TEST_CASE(a_data_send_carries_the_credits_it_owes) {
+  fixture f{8};
+  BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  f.rec.messages.clear();
+  BOOST_TEST(f.l->reclaim() == 1u); // below half the pool: not yet reported
+  BOOST_TEST(f.peer->sent.empty());
+  f.send(1);
+  BOOST_REQUIRE(f.peer->sent.size() == 1u);
+  BOOST_TEST(f.peer->sent[0].imm.value() == 1u); // owed, not credit-only
+  BOOST_TEST(f.l->credits().owed() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_release_on_another_thread_wakes_the_owner_once) {
+  fixture f{8};
+  int wakes = 0;
+  f.l->set_wake([&] { ++wakes; });
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  auto held = std::move(f.rec.messages);
+  f.rec.messages.clear();
+  std::thread{[&] { held.clear(); }}.join();
+  BOOST_TEST(wakes == 1); // not once per buffer
+  BOOST_TEST(f.l->reclaim() == 3u);
+  BOOST_REQUIRE(f.deliver(0)); // armed again: the next release wakes
+  f.l->poll();
+  f.rec.messages.clear();
+  BOOST_TEST(wakes == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(signaling)
+
+BOOST_AUTO_TEST_CASE(one_completion_finishes_the_unsignaled_batch_before_it) {
+  fixture f{16};
+  // No credits: everything queues; the credits arrive at once.
+  for (uint64_t i = 1; i <= 15; ++i)
+    f.send(i);
+  BOOST_TEST(f.peer->sent.size() == 15u);
+  f.l->poll();
+  BOOST_TEST(f.rec.dones.size() == 15u);
+  f.rec.dones.clear();
+  BOOST_REQUIRE(f.deliver(credit_only | 15, 0)); // the 15 receives used
+  // A burst queued behind the exhausted credits goes out as one batch.
+  for (uint64_t i = 16; i <= 30; ++i)
+    f.send(i);
+  BOOST_TEST(f.l->queued() == 15u);
+  f.l->poll(); // the credits arrive: 15 posts, few signaled
+  BOOST_TEST(f.l->queued() == 0u);
+  BOOST_TEST(f.rec.dones.size() < 15u); // not every one signaled
+  f.l->poll();
+  BOOST_TEST(f.rec.dones.size() == 15u);
+  BOOST_TEST(f.l->in_flight() == 0u);
+  for (size_t i = 0; i < f.rec.dones.size(); ++i)
+    BOOST_TEST(f.rec.dones[i].cookie == 16 + i); // in posting order
+}
+
+BOOST_AUTO_TEST_CASE(the_cq_is_armed_once_until_it_fires) {
+  fixture f;
+  f.l->arm();
+  f.l->arm();
+  BOOST_TEST(f.qp->arms == 1);
+  BOOST_TEST(f.l->armed());
+  f.l->notified();
+  f.l->arm();
+  BOOST_TEST(f.qp->arms == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(failure)
+
+BOOST_AUTO_TEST_CASE(a_failed_completion_fails_the_link_with_its_status) {
+  fixture f{8};
+  f.send(1);
+  // A write from memory the device never registered: the fake NIC
+  // completes it with a protection error, as a real one would.
+  std::vector<uint8_t> stray(16);
+  local_mr unregistered{std::make_shared<mr_block>(
+      stray.data(), stray.size(), 0xdead, 0xdead, mr_block::release_fn{})};
+  f.l->submit(op_kind::write, {}, unregistered, mr_token{0x1000, 16, 1}, 99);
+  f.settle();
+  BOOST_TEST(f.l->down());
+  BOOST_REQUIRE(f.rec.downs.size() == 1u);
+  BOOST_TEST(code_of(f.rec.downs[0]) == errc::local_protection_error);
+  BOOST_REQUIRE(f.rec.dones.size() == 2u); // every cookie answered once
+  BOOST_TEST(f.rec.dones[0].cookie == 1u);
+  BOOST_TEST(f.rec.dones[0].result.value() == 8u);
+  BOOST_TEST(f.rec.dones[1].cookie == 99u);
+  BOOST_TEST(code(f.rec.dones[1].result) == errc::local_protection_error);
+  // Later submissions are answered with the failure at once.
+  f.send(100);
+  BOOST_REQUIRE(f.rec.dones.size() == 3u);
+  BOOST_TEST(code(f.rec.dones[2].result) == errc::local_protection_error);
+  BOOST_TEST(f.rec.downs.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(flushed_receives_take_the_link_down) {
+  fixture f;
+  f.peer->close();
+  f.l->poll();
+  BOOST_TEST(f.l->down());
+  BOOST_REQUIRE(f.rec.downs.size() == 1u);
+  BOOST_TEST(code_of(f.rec.downs[0]) == errc::work_request_flushed);
+}
+
+BOOST_AUTO_TEST_CASE(fail_is_idempotent_and_answers_everything_once) {
+  fixture f{8};
+  for (uint64_t i = 1; i <= 9; ++i)
+    f.send(i);
+  f.l->fail(make_error(errc::closed, "test"));
+  f.l->fail(make_error(errc::closed, "again"));
+  BOOST_TEST(f.rec.downs.size() == 1u);
+  BOOST_TEST(f.rec.dones.size() == 9u);
+  for (auto& d : f.rec.dones)
+    BOOST_TEST(code(d.result) == errc::work_request_flushed);
+  f.l->poll(); // signaled completions of the flushed sends: no second answer
+  BOOST_TEST(f.rec.dones.size() == 9u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,450 @@
+#include "transport/link.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "common/tuning.hpp"
+#include "transport/recv_pool.hpp"
+
+namespace rdmactor::transport {
+
+namespace {
+
+/// Receive work requests carry this bit in their wr_id.
+constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
+
+static_assert(max_send_header_bytes % 64 == 0,
+              "header slots stay cache-line aligned");
+
+using detail::recv_pool;
+using detail::slot_allocator;
+using detail::slot_ring;
+
+/// Creates the receive pool of `qp` and posts every receive.
+caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
+                                                         queue_pair& qp) {
+  const auto& cp = qp.params();
+  if (cp.recv_depth < min_recv_depth)
+    return make_error(
+        errc::invalid_argument,
+        "the connection to " + qp.peer_name() + " has a receive depth of "
+            + std::to_string(cp.recv_depth) + "; rdmactor needs at least "
+            + std::to_string(min_recv_depth)
+            + " (set recv-depth >= 4 on both sides)");
+  // recv_depth slots of max_message_len bytes, one registration, reposted
+  // as consumers release them.
+  auto pool = std::make_shared<recv_pool>();
+  pool->slot_bytes = cp.max_message_len_bytes;
+  pool->depth = cp.recv_depth;
+  pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
+  pool->blocks.reset(new recv_pool::block_storage[pool->depth]);
+  pool->released = std::make_unique<slot_ring>(pool->depth);
+  auto reg = dev.register_memory(pool->mem.get(),
+                                 size_t{pool->slot_bytes} * pool->depth,
+                                 access::local_write);
+  if (!reg)
+    return std::move(reg.error());
+  pool->reg = std::move(*reg);
+  for (uint32_t i = 0; i < pool->depth; ++i) {
+    auto sg = pool->slot_sge(i);
+    if (auto err = qp.post_recv(recv_wr_bit | i, &sg, 1))
+      return err;
+  }
+  return pool;
+}
+
+} // namespace
+
+const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::send:
+      return "send";
+    case op_kind::write:
+      return "RDMA write";
+    case op_kind::read:
+      return "RDMA read";
+  }
+  return "operation";
+}
+
+// -- setup and teardown -------------------------------------------------------
+
+link::link(device_ptr dev, std::shared_ptr<queue_pair> qp)
+    : dev_(std::move(dev)), qp_(std::move(qp)) {
+  const auto& cp = qp_->params();
+  params_ = link_params_of(*qp_);
+  credits_ = credit_ledger{cp.recv_depth};
+  send_queue_depth_ = tuning::send_queue_depth(cp.recv_depth);
+  signal_every_ = tuning::signal_every(send_queue_depth_);
+}
+
+caf::expected<std::unique_ptr<link>>
+link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
+  auto pool = make_recv_pool(*dev, *qp);
+  if (!pool)
+    return std::move(pool.error());
+  std::unique_ptr<link> result{new link(std::move(dev), std::move(qp))};
+  auto& l = *result;
+  l.pool_ = std::move(*pool);
+  // Header slots: one per send-queue entry.
+  l.header_mem_.resize(size_t{l.send_queue_depth_} * max_send_header_bytes);
+  auto hreg
+      = l.dev_->register_memory(l.header_mem_.data(), l.header_mem_.size(), 0);
+  if (!hreg)
+    return std::move(hreg.error());
+  l.header_reg_ = std::move(*hreg);
+  for (auto i = static_cast<int32_t>(l.send_queue_depth_); i > 0; --i)
+    l.free_header_slots_.push_back(i - 1);
+  return result;
+}
+
+link::~link() {
+  if (qp_)
+    qp_->close();
+}
+
+void link::set_wake(std::function<void()> fn) {
+  pool_->wake = std::move(fn);
+}
+
+// -- posting ------------------------------------------------------------------
+
+caf::error link::refusal(op_kind kind, const std::vector<uint8_t>& header,
+                         const local_mr& local, const mr_token& remote) const {
+  if (queue_.size() >= tuning::max_queued_ops)
+    return make_error(errc::quota_exceeded,
+                      "more than 2^20 operations wait for the connection to "
+                          + params_.peer + "; wait for some to finish");
+  auto limit = size_t{params_.max_message_len_bytes};
+  if (kind == op_kind::send) {
+    if (header.size() > max_send_header_bytes)
+      return make_error(errc::invalid_argument,
+                        "send header of " + std::to_string(header.size())
+                            + " bytes exceeds max_send_header_bytes");
+    if (header.size() + local.size() > limit)
+      return make_error(
+          errc::invalid_argument,
+          "message of " + std::to_string(header.size() + local.size())
+              + " bytes exceeds the negotiated max message length of "
+              + std::to_string(limit) + " bytes; split it or raise "
+              + "max-message-len-bytes on both sides");
+    return {};
+  }
+  if (!local.valid() || local.size() != remote.len)
+    return make_error(errc::length_mismatch,
+                      std::string{to_string(kind)} + " of "
+                          + std::to_string(local.size())
+                          + " local bytes to a remote range of "
+                          + std::to_string(remote.len) + " bytes");
+  if (local.size() > (uint64_t{1} << 31))
+    return make_error(errc::invalid_argument,
+                      "one RDMA operation moves at most 2 GiB");
+  return {};
+}
+
+void link::answer(uint64_t cookie, caf::expected<uint64_t> result) {
+  if (cookie != 0 && observer_ != nullptr)
+    observer_->on_done(cookie, std::move(result));
+}
+
+void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
+                  mr_token remote, uint64_t cookie) {
+  if (down_) {
+    answer(cookie, failure_);
+    return;
+  }
+  if (auto err = refusal(kind, header, local, remote)) {
+    if (cookie != 0) {
+      answer(cookie, std::move(err));
+      return;
+    }
+    log().error("transport to {}: refused a post: {}", params_.peer,
+                render(err));
+    fail(std::move(err));
+    return;
+  }
+  queue_.push_back(
+      queued_op{kind, std::move(header), std::move(local), remote, cookie});
+  try_post();
+}
+
+/// Decides whether the operation about to be posted is signaled and counts
+/// the run of unsignaled ones.  Signaling every `signal_every`-th keeps the
+/// unsignaled entries far below the send-queue depth, so a completion that
+/// frees them always comes.
+bool link::next_signaled(bool must) {
+  bool signaled = must || unsignaled_run_ + 1 >= signal_every_;
+  unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+  return signaled;
+}
+
+/// True when the operation after the queue's head could be posted right
+/// after the head (so the head need not be signaled).
+bool link::next_can_follow() const {
+  if (queue_.size() < 2 || inflight_.size() + 1 >= send_queue_depth_)
+    return false;
+  const auto& head = queue_[0];
+  const auto& next = queue_[1];
+  if (next.kind != op_kind::send)
+    return true;
+  if (!credits_.can_send_data(head.kind == op_kind::send ? 1 : 0))
+    return false;
+  auto slots_after
+      = free_header_slots_.size()
+        - (head.kind == op_kind::send && !head.header.empty() ? 1 : 0);
+  return next.header.empty() || slots_after > 0;
+}
+
+/// Posts the head of the queue while credits and send-queue entries last.
+/// The last operation of a batch is signaled (its requester waits), the
+/// ones before only every `signal_every`-th: one completion finishes every
+/// operation posted before it.
+void link::try_post() {
+  while (!down_ && !queue_.empty() && inflight_.size() < send_queue_depth_) {
+    auto& op = queue_.front();
+    if (op.kind == op_kind::send) {
+      // Keep one credit in reserve for credit-only messages.
+      if (!credits_.can_send_data()
+          || (!op.header.empty() && free_header_slots_.empty()))
+        break;
+    }
+    auto signaled
+        = next_signaled(op.kind == op_kind::read || !next_can_follow());
+    auto wr_id = next_wr_id_++;
+    sge sg[2];
+    size_t n = 0;
+    int32_t slot = -1;
+    caf::error err;
+    if (op.kind == op_kind::send) {
+      if (!op.header.empty()) {
+        slot = free_header_slots_.back();
+        free_header_slots_.pop_back();
+        auto* dst = header_mem_.data() + size_t(slot) * max_send_header_bytes;
+        std::memcpy(dst, op.header.data(), op.header.size());
+        sg[n++]
+            = sge{reinterpret_cast<uint64_t>(dst),
+                  static_cast<uint32_t>(op.header.size()), header_reg_->lkey()};
+      }
+      if (op.local.size() > 0)
+        sg[n++] = op.local.to_sge();
+      // A failed post fails the connection: the credit is not needed back.
+      err = qp_->post_send(wr_id, sg, n, credits_.take_for_send(false),
+                           signaled);
+    } else {
+      sg[n++] = op.local.to_sge();
+      if (op.kind == op_kind::write)
+        err = qp_->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey,
+                              std::nullopt, signaled);
+      else
+        err = qp_->post_read(wr_id, sg, n, op.remote.addr, op.remote.rkey);
+    }
+    if (err) {
+      if (slot >= 0)
+        free_header_slots_.push_back(slot);
+      auto cookie = op.cookie;
+      queue_.pop_front();
+      answer(cookie, err);
+      fail(std::move(err));
+      return;
+    }
+    uint64_t bytes = op.local.size() + op.header.size();
+    inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
+                                    slot, op.cookie});
+    queue_.pop_front();
+  }
+}
+
+/// Sends a credit-only message when enough receives were reposted since
+/// the last report and nothing else is going to carry them.  Called after
+/// every event that can make it true: a buffer reposted, a send completed,
+/// credits arrived (a side that owed credits but had no credit to send them
+/// with must report them once the peer's credits arrive, even with nothing
+/// of its own queued: the peer may be waiting for exactly these).  The
+/// message is unsignaled unless it ends a run of `signal_every`.
+void link::maybe_return_credits() {
+  if (down_)
+    return;
+  // A queued send will carry the credits as soon as it can go.
+  bool carried = !queue_.empty() && queue_.front().kind == op_kind::send
+                 && credits_.can_send_data();
+  if (!credits_.credit_only_due(carried, inflight_.size() >= send_queue_depth_))
+    return;
+  auto imm = credits_.take_for_send(true);
+  auto wr_id = next_wr_id_++;
+  auto signaled = next_signaled(false);
+  if (auto err = qp_->post_send(wr_id, nullptr, 0, imm, signaled)) {
+    fail(std::move(err));
+    return;
+  }
+  inflight_.push_back(
+      inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1, uint64_t{0}});
+}
+
+// -- receiving ----------------------------------------------------------------
+
+void link::post_recv_slot(uint32_t slot) {
+  if (down_)
+    return;
+  auto sg = pool_->slot_sge(slot);
+  if (auto err = qp_->post_recv(recv_wr_bit | slot, &sg, 1))
+    fail(std::move(err));
+}
+
+uint32_t link::reclaim() {
+  auto& pool = *pool_;
+  uint32_t n = 0;
+  uint32_t slot = 0;
+  auto drain = [&] {
+    while (pool.released->pop(slot)) {
+      if (slot >= pool.depth)
+        continue; // cannot happen: slots come from our own blocks
+      ++n;
+      credits_.on_reposted(true);
+      post_recv_slot(slot);
+    }
+  };
+  drain();
+  // Ask for a wake-up, then look once more: a release between the last pop
+  // and arming sent no message.  The exchange synchronizes with the
+  // releasing thread's exchange, so its push is visible here.
+  if (!pool.wake_armed.exchange(true, std::memory_order_acq_rel))
+    drain();
+  if (n > 0)
+    maybe_return_credits();
+  return n;
+}
+
+void link::on_recv(const work_completion& wc) {
+  auto slot = static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit);
+  if (slot >= pool_->depth) {
+    fail(make_error(errc::internal_error, "receive wr_id out of range"));
+    return;
+  }
+  if (wc.has_imm && credits_.on_received(wc.imm_data)) {
+    // Credit-only: nothing to deliver; the receive goes back at once.
+    credits_.on_reposted(false);
+    post_recv_slot(slot);
+    try_post();
+    // Credits that arrived may be what kept us from reporting ours.
+    maybe_return_credits();
+    return;
+  }
+  // View the receive buffer; its slot is released for reposting when the
+  // last handle goes.  Block and control block live in the slot's storage.
+  auto len = std::min<uint32_t>(wc.byte_len, pool_->slot_bytes);
+  auto block = std::allocate_shared<mr_block>(
+      slot_allocator<mr_block>{pool_, slot}, pool_->slot(slot), len,
+      pool_->reg->lkey(), pool_->reg->rkey(), mr_block::release_fn{});
+  if (observer_ != nullptr)
+    observer_->on_message(local_mr{std::move(block)});
+  // else: nobody listens; the buffer is reposted with the handle.
+  try_post();
+  maybe_return_credits();
+}
+
+// -- completions --------------------------------------------------------------
+
+/// Finishes one posted operation with `status`.
+void link::finish(inflight_op& op, wc_status status) {
+  if (op.header_slot >= 0)
+    free_header_slots_.push_back(op.header_slot);
+  if (status != wc_status::success) {
+    auto err = make_error(
+        to_errc(status), std::string{to_string(op.kind)} + " to " + params_.peer
+                             + " completed with " + to_string(status));
+    answer(op.cookie, err);
+    fail(std::move(err));
+    return;
+  }
+  answer(op.cookie, op.bytes);
+}
+
+void link::on_completion(const work_completion& wc) {
+  if (wc.wr_id & recv_wr_bit) {
+    if (wc.status != wc_status::success) {
+      fail(make_error(to_errc(wc.status), std::string{"receive completed with "}
+                                              + to_string(wc.status)
+                                              + " on the connection to "
+                                              + params_.peer));
+      return;
+    }
+    on_recv(wc);
+    return;
+  }
+  if (down_)
+    return; // answered already (failure path)
+  // wr_ids are handed out in posting order without gaps while the
+  // connection is up, so one in the deque's range is in the deque.
+  if (inflight_.empty() || wc.wr_id < inflight_.front().wr_id
+      || wc.wr_id > inflight_.back().wr_id)
+    return;
+  // Completions come in posting order: every unsignaled operation posted
+  // before this one finished successfully.
+  while (inflight_.front().wr_id != wc.wr_id) {
+    auto op = std::move(inflight_.front());
+    inflight_.pop_front();
+    finish(op, wc_status::success);
+  }
+  auto op = std::move(inflight_.front());
+  inflight_.pop_front();
+  finish(op, wc.status);
+  if (down_)
+    return;
+  try_post();
+  maybe_return_credits();
+}
+
+size_t link::poll() {
+  work_completion wcs[tuning::cq_batch];
+  size_t total = 0;
+  while (!down_) {
+    auto n = qp_->poll_cq(wcs, tuning::cq_batch);
+    total += n;
+    for (size_t i = 0; i < n && !down_; ++i)
+      on_completion(wcs[i]);
+    if (n < tuning::cq_batch)
+      break;
+  }
+  return total;
+}
+
+void link::arm() {
+  if (down_ || armed_)
+    return;
+  if (auto err = qp_->arm_cq()) {
+    fail(std::move(err));
+    return;
+  }
+  armed_ = true;
+}
+
+void link::fail(caf::error cause) {
+  if (down_)
+    return;
+  down_ = true;
+  failure_ = cause;
+  if (code_of(cause) == errc::closed || cause.category() == caf::atom("exit"))
+    log().debug("transport to {}: closed", params_.peer);
+  else
+    log().warn("transport to {}: connection down: {}", params_.peer,
+               render(cause));
+  auto flushed = make_error(errc::work_request_flushed,
+                            "operation aborted: the connection to "
+                                + params_.peer + " failed: " + render(cause));
+  // Answer now; the entries (and the memory they keep registered) stay
+  // until the QP is closed with the link.
+  for (auto& op : inflight_) {
+    answer(op.cookie, flushed);
+    op.cookie = 0;
+  }
+  auto queue = std::move(queue_);
+  queue_.clear();
+  for (auto& op : queue)
+    answer(op.cookie, flushed);
+  if (observer_ != nullptr)
+    observer_->on_down(cause);
+}
+
+} // namespace rdmactor::transport

@@ -1,0 +1,236 @@
+#pragma once
+
+// The data path of one connection without actors: the queue pair, the
+// credit rules, the receive pool, the send queue, the operations in flight
+// and which of them are signaled.  The transport actor (transport_actor.cpp)
+// is a thin owner that turns messages into `submit` calls, link events
+// into messages, and decides when to `poll` and when to `arm`.  Unit tests
+// drive a link directly on a fake queue pair (test/unit/link_test.cpp).
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "transport/credit_ledger.hpp"
+#include "transport/fabric.hpp"
+#include "transport/link_params.hpp"
+#include "transport/local_mr.hpp"
+#include "transport/mr_token.hpp"
+
+namespace rdmactor::transport {
+
+namespace detail {
+struct recv_pool;
+} // namespace detail
+
+/// What a link posts.
+enum class op_kind : uint8_t { send, write, read };
+
+/// "send", "RDMA write" or "RDMA read", for error messages.
+const char* to_string(op_kind k);
+
+/// Receives what a link reports.  Every call happens on the owner's
+/// thread, from inside a call into the link (`submit`, `poll`, `reclaim`,
+/// `arm`, `fail`); an observer may call the link again only through
+/// `submit` (it is reentrant) and must not destroy it.
+class link_observer {
+public:
+  virtual ~link_observer() = default;
+
+  /// The operation submitted with `cookie` (never 0) finished: the bytes it
+  /// moved (header plus payload), or why it failed.  Exactly once per
+  /// cookie, also when the link goes down (`work_request_flushed`).
+  virtual void on_done(uint64_t cookie, caf::expected<uint64_t> result) = 0;
+
+  /// A message arrived.  `msg` views its receive buffer, which is reposted
+  /// once the last handle of it is gone (on whichever thread drops it).
+  virtual void on_message(local_mr msg) = 0;
+
+  /// The link is down with `cause`; once, after every outstanding cookie
+  /// was answered.
+  virtual void on_down(const caf::error& cause) = 0;
+};
+
+/// The data path of one reliable connected queue pair.
+///
+/// Single-threaded: one owner calls every member function (the transport
+/// actor, or a test), except that receive buffers are released from any
+/// thread (see `set_wake`).  The link keeps every operation it posted, and
+/// the memory the operation names registered, until its completion or
+/// until the link is destroyed; destroying it closes the queue pair.
+///
+/// Credits: a message needs one of the peer's receive buffers.  The
+/// `credit_ledger` counts them; returned credits ride on the immediate
+/// value of a SEND, or on a credit-only SEND when nothing else goes.
+/// Signaling: only every `signal_every()`-th operation, the last of a
+/// batch and every READ ask for a completion; completions come in posting
+/// order, so one finishes every unsignaled operation before it.
+class link {
+public:
+  /// Opens the data path of `qp`: registers and posts every receive buffer
+  /// (so the peer's first messages find one) and the send-header slots.
+  /// Called once, on any thread, before anything is submitted.  Fails when
+  /// the negotiated receive depth is below `min_recv_depth` or the
+  /// registration fails.
+  static caf::expected<std::unique_ptr<link>>
+  open(device_ptr dev, std::shared_ptr<queue_pair> qp);
+
+  /// Closes the queue pair.  Operations still in flight complete no more;
+  /// their memory is released with the link.
+  ~link();
+
+  link(const link&) = delete;
+  link& operator=(const link&) = delete;
+
+  /// Sets who hears of completions, messages and the failure.  Before the
+  /// first `poll`; `obs` outlives the link.
+  void set_observer(link_observer* obs) noexcept {
+    observer_ = obs;
+  }
+
+  /// Sets what asks the owner to call `reclaim` after a receive buffer was
+  /// released on another thread.  Called on the releasing thread, at most
+  /// once per `reclaim`; set before the first `poll`.
+  void set_wake(std::function<void()> fn);
+
+  /// Queues an operation and posts what credits and the send queue allow.
+  /// `cookie` names it in `on_done`; 0 means nobody waits (a post): then a
+  /// refusal fails the link, so that it cannot vanish.  A send carries
+  /// `header` (copied into a registered slot) and then `local`; a write or
+  /// read moves `local` to or from `remote`.  On a link that is down the
+  /// cookie is answered with the failure at once.
+  void submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
+              mr_token remote, uint64_t cookie);
+
+  /// Handles every completion the CQ holds; returns how many.
+  size_t poll();
+
+  /// Reposts the receive buffers released since the last call (and sends
+  /// the credits they free when due); returns how many.  Asks for a wake-up
+  /// before it returns.
+  uint32_t reclaim();
+
+  /// Arms the CQ's notification unless it is armed (a system call on some
+  /// fabrics, so never twice).  A failure to arm fails the link.
+  void arm();
+
+  /// The armed notification fired (and so is no longer armed).
+  void notified() noexcept {
+    armed_ = false;
+  }
+
+  /// Goes down with `cause`: answers every queued and posted operation
+  /// with `work_request_flushed`, then tells the observer.  Idempotent.
+  void fail(caf::error cause);
+
+  // -- state, for the owner and for tests -------------------------------
+
+  bool down() const noexcept {
+    return down_;
+  }
+
+  /// Why the link is down; empty while it is up.
+  const caf::error& failure() const noexcept {
+    return failure_;
+  }
+
+  const link_params& params() const noexcept {
+    return params_;
+  }
+
+  queue_pair& qp() noexcept {
+    return *qp_;
+  }
+
+  /// Operations posted and not completed.
+  size_t in_flight() const noexcept {
+    return inflight_.size();
+  }
+
+  /// Operations waiting for a credit or a send-queue entry.
+  size_t queued() const noexcept {
+    return queue_.size();
+  }
+
+  bool armed() const noexcept {
+    return armed_;
+  }
+
+  const credit_ledger& credits() const noexcept {
+    return credits_;
+  }
+
+  /// Operations posted at most at once.
+  uint32_t send_queue_depth() const noexcept {
+    return send_queue_depth_;
+  }
+
+  /// An operation is signaled at least this often.
+  uint32_t signal_every() const noexcept {
+    return signal_every_;
+  }
+
+private:
+  /// An operation waiting for a send credit or a free send-queue entry.
+  struct queued_op {
+    op_kind kind;
+    std::vector<uint8_t> header;
+    local_mr local;
+    mr_token remote;
+    uint64_t cookie;
+  };
+
+  /// An operation posted to the QP, waiting for its completion (or for the
+  /// completion of a later signaled one).
+  struct inflight_op {
+    uint64_t wr_id;
+    op_kind kind;
+    uint64_t bytes;
+    local_mr keep_alive; // payload must stay registered until completion
+    int32_t header_slot; // -1: none
+    uint64_t cookie;
+  };
+
+  link(device_ptr dev, std::shared_ptr<queue_pair> qp);
+
+  caf::error refusal(op_kind kind, const std::vector<uint8_t>& header,
+                     const local_mr& local, const mr_token& remote) const;
+  void answer(uint64_t cookie, caf::expected<uint64_t> result);
+  bool next_signaled(bool must);
+  bool next_can_follow() const;
+  void try_post();
+  void maybe_return_credits();
+  void post_recv_slot(uint32_t slot);
+  void on_completion(const work_completion& wc);
+  void on_recv(const work_completion& wc);
+  void finish(inflight_op& op, wc_status status);
+
+  device_ptr dev_;
+  std::shared_ptr<queue_pair> qp_;
+  std::shared_ptr<detail::recv_pool> pool_;
+  std::vector<uint8_t> header_mem_;
+  std::unique_ptr<memory_region> header_reg_;
+  std::vector<int32_t> free_header_slots_;
+  link_params params_;
+  uint32_t send_queue_depth_ = 0;
+  uint32_t signal_every_ = 1;
+  /// Unsignaled operations posted since the last signaled one.
+  uint32_t unsignaled_run_ = 0;
+  credit_ledger credits_;
+  uint64_t next_wr_id_ = 1;
+  /// Posted operations in posting order (= completion order).
+  std::deque<inflight_op> inflight_;
+  std::deque<queued_op> queue_;
+  link_observer* observer_ = nullptr;
+  caf::error failure_;
+  bool down_ = false;
+  bool armed_ = false;
+};
+
+} // namespace rdmactor::transport
