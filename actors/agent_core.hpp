@@ -46,8 +46,8 @@ using owned_regions = std::map<mr_token, owned_mr>;
 /// may start or end a request takes `now`, so a test drives time
 /// deterministically.  Effects go out through the `sink` given at
 /// construction; the core calls it synchronously, and the sink must not
-/// call back into the core from inside those calls (except through its
-/// own later events).
+/// call the core's non-const members from inside those calls (it may
+/// schedule a later call, e.g. the ack flush).
 class agent_core {
 public:
   using clock_type = std::chrono::steady_clock;
@@ -132,8 +132,8 @@ public:
   }
 
   /// Returns the counters, with the owned regions, pending requests and
-  /// the peer's allocated bytes filled in (the queue fields are the
-  /// owner's to fill).
+  /// the peer's allocated bytes filled in.  Called by the owner's stats
+  /// request, which fills in the queue fields it owns.
   agent_stats stats() const;
 
   /// Returns the request timeout from the options.
@@ -161,7 +161,9 @@ public:
 
   /// Handles one inbound frame (request, response or Hello) that arrived in
   /// `buf`; never trusts it.  Called by the owner for every frame the
-  /// transport received; answers go out through the sink.
+  /// transport received; answers go out through the sink.  The owner stops
+  /// calling it after close (a frame then would still be served, but never
+  /// disconnects again).
   void on_frame(const local_mr& buf, time_point now);
 
   /// Sends the gathered SendData acknowledgements in one response (called
@@ -175,51 +177,67 @@ public:
 
   // -- requests to the peer ---------------------------------------------------
 
-  /// A fresh random request id, not pending (top bit clear).
+  /// Returns a fresh random request id, not pending (top bit clear).
+  /// Called by the core's own requests and by tests.
   uint64_t new_request_id();
 
   /// Sends the request `msg` with `payload` behind it and calls `done` with
-  /// the response or an error (encoding, too many pending, timeout, close:
-  /// `close` fails it with its error).  After close `done` fails at once.
+  /// the response or an error (encoding, too many pending, timeout).  Called
+  /// by the operations below and by tests.  A pending request fails with
+  /// the error given to `close`; after close `done` fails at once
+  /// (`peer_gone`).
   void send_request(protocol::Message msg, local_mr payload, completion_fn done,
                     time_point now);
 
-  /// AllocMR: asks the peer for `size` bytes aligned to `align`; `done`
-  /// gets the token or an error.  A late OK answer after a timeout is
-  /// released at once.
+  /// Asks the peer for `size` bytes aligned to `align` (AllocMR); `done`
+  /// gets the token or an error.  Called by the owner's request_remote_mr.
+  /// A late OK answer after a timeout is released at once; a request
+  /// pending at close fails with the close error.
   void alloc_remote(uint64_t size, uint64_t align, time_point now,
                     std::function<void(caf::expected<mr_token>)> done);
 
-  /// SendMR LOCAL: lends `mr` to the peer, keeping it alive in the owned
+  /// Lends `mr` to the peer (SendMR LOCAL), keeping it alive in the owned
   /// table until the peer releases it or the connection ends; `done` gets
-  /// the token or an error (then the region is no longer owned, unless the
-  /// connection is closing).
+  /// the token or an error (then the region is no longer owned).  Called by
+  /// the owner's send_mr(local_mr).  A request pending at close fails with
+  /// the close error and the region stays owned until `take_owned`.
   void lend(local_mr mr, time_point now,
             std::function<void(caf::expected<mr_token>)> done);
 
-  /// SendMR REMOTE: hands the peer's region `token` back to it.
+  /// Hands the peer's region `token` back to it (SendMR REMOTE); `done`
+  /// gets an empty error on success.  Called by the owner's
+  /// send_mr(remote_mr); a request pending at close fails with the close
+  /// error.
   void give_back(const mr_token& token, time_point now,
                  std::function<void(const caf::error&)> done);
 
-  /// ReleaseMR of the peer's region `token`.  Without `done`, a failure
-  /// other than the connection's end is logged.
+  /// Releases the peer's region `token` (ReleaseMR); `done` gets an empty
+  /// error on success.  Called by the owner's release (a user's call, or a
+  /// dropped remote_mr without `done`: then a failure other than the
+  /// connection's end is logged) and for late AllocMR answers.  A request
+  /// pending at close fails with the close error.
   void release_remote(const mr_token& token, time_point now,
                       std::function<void(const caf::error&)> done = {});
 
-  /// SendData of `mr`, in chunks that fit the max message length with at
+  /// Sends `mr` as SendData in chunks that fit the max message length, at
   /// most `send_data_window` in flight; `done` gets the bytes sent once
   /// the peer acknowledged every chunk, or the first error.  Each chunk's
-  /// deadline starts when it is issued.
+  /// deadline starts when it is issued.  Called by the owner's send_data;
+  /// at close the chunks in flight fail with the close error (`done` once)
+  /// and no more are issued.
   void send_data(local_mr mr, time_point now,
                  std::function<void(caf::expected<uint64_t>)> done);
 
   // -- helpers ----------------------------------------------------------------
 
-  /// Turns a non-OK response status into an error.
+  /// Turns a non-OK response status into an error (`what` names the
+  /// request).
   static caf::error status_error(const protocol::Response& res,
                                  const char* what);
 
-  /// Checks that `res` answers a request of kind `expected` with status OK.
+  /// Checks that `res` answers a request of kind `expected` with status OK:
+  /// another kind is `malformed_message`, a refusal carries the peer's
+  /// code.
   static caf::error check_response(const protocol::Response& res,
                                    protocol::Response::BodyCase expected,
                                    const char* what);

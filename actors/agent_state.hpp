@@ -7,7 +7,6 @@
 // operations with their response promises (agent_user_ops.cpp).  Not
 // installed.
 
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <optional>
