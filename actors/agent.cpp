@@ -4,28 +4,115 @@
 
 #include "actors/agent_state.hpp"
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 
 namespace rdmactor {
 
 namespace agent_detail {
 
-// -- shutdown
-// -------------------------------------------------------------------
+// -- the core's sink ----------------------------------------------------------
+
+void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
+  // No answer wanted: a failed send takes the connection down (qp_down).
+  self_->send(self_->state.transport, transport::post_atom::value,
+              std::move(header), std::move(payload));
+}
+
+void actor_sink::deliver_data(local_mr chunk) {
+  auto& st = self_->state;
+  if (st.subscriber)
+    self_->send(st.subscriber, data_atom::value, std::move(chunk));
+  else
+    put(self_, st.data, std::move(chunk));
+}
+
+void actor_sink::deliver_local_mr(local_mr mr) {
+  put(self_, self_->state.local_mrs, std::move(mr));
+}
+
+void actor_sink::deliver_remote_mr(const mr_token& token) {
+  auto state = std::make_shared<remote_mr_state>(
+      token, caf::actor_cast<caf::actor_addr>(self_));
+  put(self_, self_->state.remote_mrs, remote_mr{std::move(state)});
+}
+
+void actor_sink::disconnect(const caf::error& reason) {
+  // The transport's exit comes back to us (linked) and shuts us down.
+  self_->send_exit(self_->state.transport, reason);
+}
+
+void actor_sink::schedule_ack_flush() {
+  // Behind the frames queued in our mailbox now.
+  self_->send(self_, flush_acks_atom::value);
+}
+
+void actor_sink::schedule_sweep() {
+  arm_sweep(self_);
+}
+
+uint64_t actor_sink::queued_data_bytes() const {
+  return self_->state.data.queued_bytes;
+}
+
+size_t actor_sink::queued_remote_mrs() const {
+  return self_->state.remote_mrs.items.size();
+}
+
+// -- timeouts -----------------------------------------------------------------
+
+/// How often an agent with waiting requests looks for expired ones: a
+/// twentieth of the timeout, between 1 and 100 ms.  Calls end between
+/// request-timeout-ms and request-timeout-ms plus this interval.
+std::chrono::milliseconds sweep_interval(self_ptr self) {
+  return std::chrono::milliseconds{
+      tuning::sweep_interval_ms(self->state.core->opts().request_timeout_ms)};
+}
+
+/// Makes sure one sweep is scheduled.  One timer per agent instead of one
+/// per request: a request costs a map entry, not a clock-thread entry and
+/// a message that always comes back.
+void arm_sweep(self_ptr self) {
+  auto& st = self->state;
+  if (st.sweep_armed)
+    return;
+  st.sweep_armed = true;
+  self->delayed_send(self, sweep_interval(self), timeout_atom::value);
+}
+
+/// Deadlines use the actor system's clock (steady_clock, or the test
+/// coordinator's simulated one in the fuzz target).
+clock_type::time_point deadline(self_ptr self) {
+  return self->clock().now() + self->state.core->request_timeout();
+}
+
+/// Ends what waited past its deadline: requests with `request_timeout`,
+/// receive calls likewise; re-arms while anything still waits.
+void sweep(self_ptr self) {
+  auto& st = self->state;
+  st.sweep_armed = false;
+  auto now = self->clock().now();
+  auto next = st.core->expire(now);
+  bool waiting = expire(self, st.data, now);
+  waiting = expire(self, st.local_mrs, now) || waiting;
+  waiting = expire(self, st.remote_mrs, now) || waiting;
+  if ((waiting || next != clock_type::time_point::max()) && !st.core->closed())
+    arm_sweep(self);
+}
+
+// -- shutdown -----------------------------------------------------------------
 
 void shut_down(self_ptr self, const caf::error& cause) {
   auto& st = self->state;
-  if (st.down)
+  auto& core = *st.core;
+  if (core.closed())
     return;
-  st.down = true;
+  const auto& peer = core.link().peer;
   auto err
       = code_of(cause) == errc::closed
             ? cause
-            : make_error(errc::peer_gone, "the connection to " + st.link.peer
+            : make_error(errc::peer_gone, "the connection to " + peer
                                               + " is gone: " + render(cause));
-  auto pending = std::move(st.pending);
-  st.pending.clear();
-  for (auto& kv : pending)
-    kv.second.done(nullptr, err);
+  core.close(err);
   for (auto& kv : st.one_sided)
     kv.second.deliver(err);
   st.one_sided.clear();
@@ -40,14 +127,11 @@ void shut_down(self_ptr self, const caf::error& cause) {
   // attachables).  Until then the peer may still READ or WRITE these
   // regions through tokens it holds; releasing them earlier would let it
   // reach memory that already has a new owner.
-  agent_state::hand_to_transport(st.transport, std::move(st.owned));
-  st.owned.clear();
-  st.peer_alloc_bytes = 0;
-  st.peer_mrs = 0;
+  agent_state::hand_to_transport(st.transport, core.take_owned());
   if (code_of(err) == errc::closed)
-    log().debug("connection to {} closed", st.link.peer);
+    log().debug("connection to {} closed", peer);
   else
-    log().info("connection to {} lost: {}", st.link.peer, render(err));
+    log().info("connection to {} lost: {}", peer, render(err));
   self->send_exit(st.transport, err);
   self->quit(err);
 }
@@ -59,18 +143,17 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
                                       allocator_actor allocator, options opts) {
   auto& st = self->state;
   st.transport = std::move(transport);
-  st.link = std::move(link);
-  st.pool = std::move(pool);
   st.allocator = std::move(allocator);
-  st.opts = std::move(opts);
+  st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
   self->link_to(st.transport);
   // An exit from anyone but our transport is a local close (the user's
   // send_exit); the transport's carries why the connection failed.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     auto& st = self->state;
     if (msg.source != st.transport.address() || !msg.reason)
-      shut_down(self, make_error(errc::closed, "connection to " + st.link.peer
-                                                   + " closed locally"));
+      shut_down(self,
+                make_error(errc::closed, "connection to " + st.core->link().peer
+                                             + " closed locally"));
     else
       shut_down(self, msg.reason);
   });
@@ -91,12 +174,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
                 transport::subscribe_weak_atom::value, sub)
       .then([](transport::link_params&) {},
             [self](caf::error& err) { shut_down(self, err); });
-  send_unsolicited(self, pb::make_hello(pb::protocol_version,
-                                        st.link.max_message_len_bytes,
-                                        st.link.recv_depth,
-                                        /*cumulative_acks=*/true));
-  log().info("connected to {} (max message {} B, recv depth {})", st.link.peer,
-             st.link.max_message_len_bytes, st.link.recv_depth);
+  st.core->start(); // our Hello
+  const auto& lp = st.core->link();
+  log().info("connected to {} (max message {} B, recv depth {})", lp.peer,
+             lp.max_message_len_bytes, lp.recv_depth);
   return {
       [self](alloc_local_mr_atom, uint64_t size, uint64_t align) {
         return self->delegate(self->state.allocator, alloc_atom::value, size,
@@ -108,7 +189,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](read_atom, local_mr& dst, remote_mr& src) {
         return read_from_peer(self, std::move(dst), std::move(src));
       },
-      [self](peer_atom) { return self->state.link; },
+      [self](peer_atom) { return self->state.core->link(); },
       [self](request_remote_mr_atom, uint64_t size, uint64_t align) {
         return request_remote_mr(self, size, align);
       },
@@ -143,23 +224,22 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       },
       [self](stats_atom) {
         auto& st = self->state;
-        auto s = st.counters;
-        s.owned_mrs = st.owned.size();
-        s.pending_requests = st.pending.size();
+        auto s = st.core->stats();
         s.queued_data = st.data.items.size();
         s.queued_local_mrs = st.local_mrs.items.size();
         s.queued_remote_mrs = st.remote_mrs.items.size();
-        s.peer_alloc_bytes = st.peer_alloc_bytes;
         s.queued_data_bytes = st.data.queued_bytes;
         return s;
       },
       [self](release_atom, mr_token token) {
-        if (!self->state.down)
+        if (!self->state.core->closed())
           release(self, token, false);
       },
       [self](timeout_atom) { sweep(self); },
-      [self](flush_acks_atom) { flush_acks(self); },
-      [self](transport::recv_atom, local_mr& buf) { on_message(self, buf); },
+      [self](flush_acks_atom) { self->state.core->flush_acks(); },
+      [self](transport::recv_atom, local_mr& buf) {
+        self->state.core->on_frame(buf, self->clock().now());
+      },
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);
       },

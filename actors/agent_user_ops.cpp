@@ -1,4 +1,5 @@
-// The agent: the operations users call on a connection.
+// The agent: the operations users call on a connection, as response
+// promises over the protocol core (actors/agent_core.hpp).
 
 #include "actors/agent_state.hpp"
 
@@ -6,33 +7,20 @@
 
 namespace rdmactor::agent_detail {
 
-// -- user operations
-// -----------------------------------------------------------
+// -- user operations ----------------------------------------------------------
 
 caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   auto rp = self->make_response_promise<remote_mr>();
-  auto id = new_request_id(self);
-  send_request(
-      self, pb::make_alloc_mr(id, size, align), local_mr{},
-      [self, rp, id](const pb::Response* res, const caf::error& err) mutable {
-        if (err) {
-          auto& late = self->state.late_allocs;
-          if (code_of(err) == errc::request_timeout) {
-            late.push_back(id);
-            if (late.size() > tuning::max_late_allocs)
-              late.pop_front();
-          }
-          rp.deliver(err);
+  self->state.core->alloc_remote(
+      size, align, self->clock().now(),
+      [self, rp](caf::expected<mr_token> token) mutable {
+        if (!token) {
+          rp.deliver(token.error());
           return;
         }
-        if (auto e = check_response(*res, pb::Response::kAllocMr, "AllocMR")) {
-          rp.deliver(e);
-          return;
-        }
-        auto token = to_token(res->alloc_mr().token());
         auto st = std::make_shared<remote_mr_state>(
-            token, caf::actor_cast<caf::actor_addr>(self));
+            *token, caf::actor_cast<caf::actor_addr>(self));
         rp.deliver(remote_mr{std::move(st)});
       });
   return rp;
@@ -41,37 +29,13 @@ request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                                                     local_mr mr) {
   auto rp = self->make_response_promise<mr_token>();
-  auto& st = self->state;
-  if (!mr.valid()) {
-    rp.deliver(make_error(errc::invalid_argument, "empty local_mr"));
-    return rp;
-  }
-  auto token = mr.token();
-  if (st.owned.count(token) != 0) {
-    rp.deliver(make_error(errc::already_sent,
-                          "this memory region was already sent to the peer "
-                          "and not released yet"));
-    return rp;
-  }
-  st.owned.emplace(token, owned_mr{mr, false});
-  auto id = new_request_id(self);
-  send_request(self, pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)),
-               local_mr{},
-               [self, rp, token](const pb::Response* res,
-                                 const caf::error& err) mutable {
-                 auto e = err ? err
-                              : check_response(*res, pb::Response::kSendMr,
-                                               "SendMR LOCAL");
-                 if (!e) {
-                   rp.deliver(token);
-                   return;
-                 }
-                 // Not lent: unless the connection is going (then shut_down
-                 // holds the memory until the queue pair is closed).
-                 if (!self->state.down)
-                   self->state.owned.erase(token);
-                 rp.deliver(e);
-               });
+  self->state.core->lend(std::move(mr), self->clock().now(),
+                         [rp](caf::expected<mr_token> token) mutable {
+                           if (token)
+                             rp.deliver(*token);
+                           else
+                             rp.deliver(token.error());
+                         });
   return rp;
 }
 
@@ -94,97 +58,41 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
     return rp;
   }
   auto token = mr.token();
-  auto id = new_request_id(self);
-  send_request(
-      self, pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
-      [rp, token](const pb::Response* res, const caf::error& err) mutable {
-        auto e = err ? err
-                     : check_response(*res, pb::Response::kSendMr,
-                                      "SendMR REMOTE");
-        if (e)
-          rp.deliver(e);
-        else
-          rp.deliver(token);
-      });
+  self->state.core->give_back(token, self->clock().now(),
+                              [rp, token](const caf::error& err) mutable {
+                                if (err)
+                                  rp.deliver(err);
+                                else
+                                  rp.deliver(token);
+                              });
   return rp;
 }
 
 caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
                                               bool answer) {
   auto rp = self->make_response_promise<uint64_t>();
-  auto id = new_request_id(self);
-  send_request(self, pb::make_release_mr(id, to_pb(token)), local_mr{},
-               [self, rp, token, answer](const pb::Response* res,
-                                         const caf::error& err) mutable {
-                 caf::error e = err;
-                 if (!e)
-                   e = check_response(*res, pb::Response::kReleaseMr,
-                                      "ReleaseMR");
-                 if (e && !answer && code_of(e) != errc::peer_gone
-                     && code_of(e) != errc::closed)
-                   log().warn("agent {}: ReleaseMR failed: {}",
-                              self->state.link.peer, render(e));
-                 if (!answer)
-                   return;
-                 if (e)
-                   rp.deliver(e);
-                 else
-                   rp.deliver(token.len);
-               });
+  std::function<void(const caf::error&)> done;
+  if (answer)
+    done = [rp, token](const caf::error& err) mutable {
+      if (err)
+        rp.deliver(err);
+      else
+        rp.deliver(token.len);
+    };
+  // Without `done` the core logs a failure.
+  self->state.core->release_remote(token, self->clock().now(), std::move(done));
   return rp;
-}
-
-/// Issues the next chunks of `job` while fewer than its window are in
-/// flight.  Each chunk's request timer starts when the chunk is issued, so
-/// a long transfer never times out for chunks that merely waited here.
-void pump(self_ptr self, const std::shared_ptr<send_data_job>& job) {
-  while (!job->failed && job->outstanding < job->window
-         && (job->offset < job->mr.size() || job->chunks == 0)) {
-    auto len = std::min(job->chunk_max, job->mr.size() - job->offset);
-    auto chunk = job->mr.slice(job->offset, len);
-    job->offset += len;
-    ++job->chunks;
-    ++job->outstanding;
-    auto id = new_request_id(self);
-    send_request(
-        self, pb::make_send_data(id, len), std::move(*chunk),
-        [self, job, len](const pb::Response* res, const caf::error& err) {
-          --job->outstanding;
-          if (job->failed)
-            return;
-          caf::error e = err;
-          if (!e)
-            e = check_response(*res, pb::Response::kSendData, "SendData");
-          if (e) {
-            job->failed = true;
-            job->rp.deliver(e);
-            return;
-          }
-          job->bytes += len;
-          if (job->outstanding == 0 && job->offset >= job->mr.size()) {
-            job->rp.deliver(job->bytes);
-            return;
-          }
-          pump(self, job);
-        });
-  }
 }
 
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   auto rp = self->make_response_promise<uint64_t>();
-  auto& st = self->state;
-  if (!mr.valid()) {
-    rp.deliver(
-        make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
-    return rp;
-  }
-  auto job = std::make_shared<send_data_job>();
-  job->rp = rp;
-  job->mr = std::move(mr);
-  job->chunk_max
-      = size_t{st.link.max_message_len_bytes} - pb::max_frame_overhead;
-  job->window = tuning::send_data_window(st.link.recv_depth);
-  pump(self, job);
+  self->state.core->send_data(std::move(mr), self->clock().now(),
+                              [rp](caf::expected<uint64_t> bytes) mutable {
+                                if (bytes)
+                                  rp.deliver(*bytes);
+                                else
+                                  rp.deliver(bytes.error());
+                              });
   return rp;
 }
 
@@ -225,8 +133,9 @@ caf::result<uint64_t> one_sided(self_ptr self, Atom a, const char* what,
   if (auto err = check_one_sided(self, what, local, remote))
     return err;
   auto& st = self->state;
-  if (st.down)
-    return make_error(errc::peer_gone, "the peer " + st.link.peer + " is gone");
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
   auto rp = self->make_response_promise<uint64_t>();
   auto id = st.next_one_sided++;
   st.one_sided.emplace(id, rp);

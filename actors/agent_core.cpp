@@ -1,0 +1,356 @@
+// The agent's protocol core: lifecycle, requests to the peer, their ids
+// and deadlines, and the operations users start.  The responder (frames
+// from the peer) is in agent_core_responder.cpp.
+
+#include "actors/agent_core.hpp"
+
+#include <algorithm>
+
+#include "common/logging.hpp"
+#include "common/tuning.hpp"
+
+namespace rdmactor {
+
+namespace pb = protocol;
+
+namespace {
+
+/// Request ids leave the top bit clear (room for a future flag).
+constexpr uint64_t reserved_id_bit = uint64_t{1} << 63;
+
+pb::MrToken to_pb(const mr_token& t) {
+  return pb::make_token(t.addr, t.len, t.rkey);
+}
+
+mr_token to_token(const pb::MrToken& t) {
+  return mr_token{t.addr(), t.len(), t.rkey()};
+}
+
+} // namespace
+
+/// One SendData call split into chunks.
+struct agent_core::send_data_job {
+  std::function<void(caf::expected<uint64_t>)> done;
+  local_mr mr;          // what is being sent
+  size_t chunk_max = 0; // payload bytes per message
+  size_t window = 1;    // chunks in flight at most
+  size_t offset = 0;    // next byte to send
+  size_t chunks = 0;    // chunks issued so far
+  size_t outstanding = 0;
+  uint64_t bytes = 0;
+  bool failed = false;
+};
+
+agent_core::sink::~sink() = default;
+
+agent_core::agent_core(sink& out, options opts, transport::link_params link,
+                       memory_pool_ptr pool)
+    : out_(out), opts_(std::move(opts)), link_(std::move(link)),
+      pool_(std::move(pool)) {}
+
+agent_core::~agent_core() = default;
+
+agent_stats agent_core::stats() const {
+  auto s = counters_;
+  s.owned_mrs = owned_.size();
+  s.pending_requests = pending_.size();
+  s.peer_alloc_bytes = peer_alloc_bytes_;
+  return s;
+}
+
+// -- lifecycle ----------------------------------------------------------------
+
+void agent_core::start() {
+  send_unsolicited(pb::make_hello(pb::protocol_version,
+                                  link_.max_message_len_bytes, link_.recv_depth,
+                                  /*cumulative_acks=*/true));
+}
+
+void agent_core::close(const caf::error& err) {
+  if (closed_)
+    return;
+  closed_ = true;
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& kv : pending)
+    kv.second.done(nullptr, err);
+}
+
+owned_regions agent_core::take_owned() {
+  auto result = std::move(owned_);
+  owned_.clear();
+  peer_alloc_bytes_ = 0;
+  peer_mrs_ = 0;
+  return result;
+}
+
+// -- requests -----------------------------------------------------------------
+
+uint64_t agent_core::new_request_id() {
+  for (;;) {
+    auto id = rng_() & ~reserved_id_bit;
+    if (id != 0 && pending_.count(id) == 0)
+      return id;
+  }
+}
+
+/// Encodes `msg` into a header buffer for the transport.
+caf::expected<std::vector<uint8_t>> agent_core::encode(const pb::Message& msg) {
+  std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+  auto res
+      = pb::encode(msg, buf.data(), buf.size(), link_.max_message_len_bytes);
+  if (res.code != errc::none)
+    return make_error(res.code, std::string{"cannot encode "}
+                                    + pb::kind_name(msg) + ": "
+                                    + describe(res.code));
+  buf.resize(res.header_len);
+  return buf;
+}
+
+/// Sends a response (or Hello) as a post: nothing waits for it; a send
+/// that fails takes the connection down.
+void agent_core::send_unsolicited(const pb::Message& msg) {
+  auto buf = encode(msg);
+  if (!buf) {
+    log().error("agent {}: {}", link_.peer, render(buf.error()));
+    return;
+  }
+  out_.post(std::move(*buf), local_mr{});
+}
+
+/// Finishes a pending request exactly once.
+void agent_core::complete(uint64_t id, const pb::Response* res,
+                          const caf::error& err) {
+  auto i = pending_.find(id);
+  if (i == pending_.end())
+    return;
+  auto fn = std::move(i->second.done);
+  pending_.erase(i);
+  fn(res, err);
+}
+
+void agent_core::send_request(pb::Message msg, local_mr payload,
+                              completion_fn done, time_point now) {
+  now_ = now;
+  if (closed_) {
+    done(nullptr,
+         make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+    return;
+  }
+  if (pending_.size() >= opts_.peer_max_pending_requests) {
+    done(nullptr, make_error(errc::quota_exceeded,
+                             std::to_string(pending_.size()) + " requests to "
+                                 + link_.peer
+                                 + " are waiting for answers (peer-max-pending-"
+                                   "requests); wait for some to finish"));
+    return;
+  }
+  auto id = msg.request().request_id();
+  auto buf = encode(msg);
+  if (!buf) {
+    done(nullptr, buf.error());
+    return;
+  }
+  pending_.emplace(id,
+                   pending_request{std::move(done), now + request_timeout()});
+  out_.schedule_sweep();
+  // The peer's response completes the request; a send that fails takes
+  // the connection down, and `close` fails every pending request.  So the
+  // transport need not answer the send itself (one message less per
+  // request on the data path).
+  out_.post(std::move(*buf), std::move(payload));
+}
+
+agent_core::time_point agent_core::expire(time_point now) {
+  now_ = now;
+  std::vector<uint64_t> expired;
+  for (auto& kv : pending_)
+    if (kv.second.deadline <= now)
+      expired.push_back(kv.first);
+  for (auto id : expired)
+    complete(id, nullptr,
+             make_error(errc::request_timeout,
+                        "no answer from " + link_.peer + " within "
+                            + std::to_string(opts_.request_timeout_ms)
+                            + " ms (request-timeout-ms)"));
+  auto next = time_point::max();
+  for (auto& kv : pending_)
+    next = std::min(next, kv.second.deadline);
+  return next;
+}
+
+caf::error agent_core::status_error(const pb::Response& res, const char* what) {
+  auto status = pb::status_of(res);
+  auto detail = pb::detail_of(res);
+  auto code = pb::to_errc(status);
+  if (code == errc::none) // only called for refusals; never "no error"
+    code = errc::malformed_message;
+  return make_error(
+      code, std::string{"the peer refused "} + what + ": "
+                + pb::to_string(status)
+                + (detail.empty() ? std::string{} : " (" + detail + ")"));
+}
+
+/// Another kind is `malformed_message`, a refusal carries the peer's code.
+caf::error agent_core::check_response(const pb::Response& res,
+                                      pb::Response::BodyCase expected,
+                                      const char* what) {
+  if (res.body_case() != expected)
+    return make_error(errc::malformed_message,
+                      std::string{"the peer answered "} + what
+                          + " with a response of another kind");
+  if (pb::status_of(res) != pb::OK)
+    return status_error(res, what);
+  return {};
+}
+
+// -- operations users start ---------------------------------------------------
+
+void agent_core::alloc_remote(
+    uint64_t size, uint64_t align, time_point now,
+    std::function<void(caf::expected<mr_token>)> done) {
+  auto id = new_request_id();
+  send_request(
+      pb::make_alloc_mr(id, size, align), local_mr{},
+      [this, id, done = std::move(done)](const pb::Response* res,
+                                         const caf::error& err) {
+        if (err) {
+          if (code_of(err) == errc::request_timeout) {
+            late_allocs_.push_back(id);
+            if (late_allocs_.size() > tuning::max_late_allocs)
+              late_allocs_.pop_front();
+          }
+          done(err);
+          return;
+        }
+        if (auto e = check_response(*res, pb::Response::kAllocMr, "AllocMR")) {
+          done(e);
+          return;
+        }
+        done(to_token(res->alloc_mr().token()));
+      },
+      now);
+}
+
+void agent_core::lend(local_mr mr, time_point now,
+                      std::function<void(caf::expected<mr_token>)> done) {
+  if (!mr.valid()) {
+    done(make_error(errc::invalid_argument, "empty local_mr"));
+    return;
+  }
+  auto token = mr.token();
+  if (owned_.count(token) != 0) {
+    done(make_error(errc::already_sent,
+                    "this memory region was already sent to the peer "
+                    "and not released yet"));
+    return;
+  }
+  owned_.emplace(token, owned_mr{std::move(mr), false});
+  auto id = new_request_id();
+  send_request(
+      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)), local_mr{},
+      [this, token, done = std::move(done)](const pb::Response* res,
+                                            const caf::error& err) {
+        auto e
+            = err ? err
+                  : check_response(*res, pb::Response::kSendMr, "SendMR LOCAL");
+        if (!e) {
+          done(token);
+          return;
+        }
+        // Not lent: unless the connection is going (then the
+        // owner holds the memory until the queue pair is closed).
+        if (!closed_)
+          owned_.erase(token);
+        done(e);
+      },
+      now);
+}
+
+void agent_core::give_back(const mr_token& token, time_point now,
+                           std::function<void(const caf::error&)> done) {
+  auto id = new_request_id();
+  send_request(
+      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
+      [done = std::move(done)](const pb::Response* res, const caf::error& err) {
+        done(
+            err ? err
+                : check_response(*res, pb::Response::kSendMr, "SendMR REMOTE"));
+      },
+      now);
+}
+
+void agent_core::release_remote(const mr_token& token, time_point now,
+                                std::function<void(const caf::error&)> done) {
+  auto id = new_request_id();
+  send_request(
+      pb::make_release_mr(id, to_pb(token)), local_mr{},
+      [this, done = std::move(done)](const pb::Response* res,
+                                     const caf::error& err) {
+        caf::error e = err;
+        if (!e)
+          e = check_response(*res, pb::Response::kReleaseMr, "ReleaseMR");
+        if (done) {
+          done(e);
+          return;
+        }
+        if (e && code_of(e) != errc::peer_gone && code_of(e) != errc::closed)
+          log().warn("agent {}: ReleaseMR failed: {}", link_.peer, render(e));
+      },
+      now);
+}
+
+void agent_core::send_data(local_mr mr, time_point now,
+                           std::function<void(caf::expected<uint64_t>)> done) {
+  if (!mr.valid()) {
+    done(
+        make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
+    return;
+  }
+  now_ = now;
+  auto job = std::make_shared<send_data_job>();
+  job->done = std::move(done);
+  job->mr = std::move(mr);
+  job->chunk_max = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
+  job->window = tuning::send_data_window(link_.recv_depth);
+  pump(job);
+}
+
+/// Issues the next chunks of `job` while fewer than its window are in
+/// flight.  Each chunk's request timer starts when the chunk is issued, so
+/// a long transfer never times out for chunks that merely waited here.
+void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
+  while (!job->failed && job->outstanding < job->window
+         && (job->offset < job->mr.size() || job->chunks == 0)) {
+    auto len = std::min(job->chunk_max, job->mr.size() - job->offset);
+    auto chunk = job->mr.slice(job->offset, len);
+    job->offset += len;
+    ++job->chunks;
+    ++job->outstanding;
+    auto id = new_request_id();
+    send_request(
+        pb::make_send_data(id, len), std::move(*chunk),
+        [this, job, len](const pb::Response* res, const caf::error& err) {
+          --job->outstanding;
+          if (job->failed)
+            return;
+          caf::error e = err;
+          if (!e)
+            e = check_response(*res, pb::Response::kSendData, "SendData");
+          if (e) {
+            job->failed = true;
+            job->done(e);
+            return;
+          }
+          job->bytes += len;
+          if (job->outstanding == 0 && job->offset >= job->mr.size()) {
+            job->done(job->bytes);
+            return;
+          }
+          pump(job);
+        },
+        now_);
+  }
+}
+
+} // namespace rdmactor

@@ -1,0 +1,307 @@
+#pragma once
+
+// Internal to the agent: the protocol logic of one connection without an
+// actor.  The agent actor (actors/agent*.cpp) feeds it inbound frames, user
+// requests and the time, and carries out its effects (posts, deliveries,
+// disconnects) through `agent_core::sink`.  Not installed.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/agent.hpp" // agent_stats and link_params (value types)
+#include "actors/memory_pool.hpp"
+#include "common/error.hpp"
+#include "common/options.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "transport/local_mr.hpp"
+#include "transport/mr_token.hpp"
+
+namespace rdmactor {
+
+/// A memory region kept alive for the peer.
+struct owned_mr {
+  local_mr mr;
+  bool by_peer; // allocated by the peer's AllocMR (counts to its quota)
+};
+
+/// Regions kept alive for the peer, by the token it knows them by.
+using owned_regions = std::map<mr_token, owned_mr>;
+
+/// The agent protocol of one connection, free of actors: quotas and
+/// validation of the untrusted peer's frames, requests to the peer with
+/// their ids and deadlines, cumulative acknowledgements and the regions
+/// held for the peer.
+///
+/// Single-threaded: the owner (the agent actor, or a test) calls it from
+/// one thread.  Time never comes from a clock here: every entry point that
+/// may start or end a request takes `now`, so a test drives time
+/// deterministically.  Effects go out through the `sink` given at
+/// construction; the core calls it synchronously, and the sink must not
+/// call the core's non-const members from inside those calls (it may
+/// schedule a later call, e.g. the ack flush).
+class agent_core {
+public:
+  using clock_type = std::chrono::steady_clock;
+  using time_point = clock_type::time_point;
+
+  /// Called once with the peer's response to a request (then `err` is
+  /// empty and `res` set), or with an error (`res` null): timeout, send
+  /// failure, connection gone.
+  using completion_fn
+      = std::function<void(const protocol::Response* res, const caf::error&)>;
+
+  /// Where the core's effects go; the agent actor implements it.
+  class sink {
+  public:
+    virtual ~sink();
+
+    /// Posts one frame to the peer: `header` (frame header + encoded
+    /// Message) with `payload` behind it (may be empty).  Nothing answers
+    /// the post; a failed send takes the connection down.
+    virtual void post(std::vector<uint8_t> header, local_mr payload) = 0;
+
+    /// Hands a data chunk the peer sent to the user (receive_data or the
+    /// subscriber).
+    virtual void deliver_data(local_mr chunk) = 0;
+
+    /// Hands a region of ours back to the user (the peer's SendMR REMOTE).
+    virtual void deliver_local_mr(local_mr mr) = 0;
+
+    /// Hands a token of the peer's memory lent to us (SendMR LOCAL).
+    virtual void deliver_remote_mr(const mr_token& token) = 0;
+
+    /// Ends the connection because of `reason` (the peer violated the
+    /// protocol); the owner later calls `close`.  May be called more than
+    /// once.
+    virtual void disconnect(const caf::error& reason) = 0;
+
+    /// Asks for `flush_acks` after the inbound frames queued now were
+    /// handled; called at most once until that flush.
+    virtual void schedule_ack_flush() = 0;
+
+    /// Asks for `expire(now)` within the sweep interval: a request now
+    /// waits for an answer.  May be called while one is already due.
+    virtual void schedule_sweep() = 0;
+
+    /// Bytes of delivered data chunks not yet claimed by the user (for the
+    /// peer-max-queued-bytes quota).
+    virtual uint64_t queued_data_bytes() const = 0;
+
+    /// Tokens delivered by `deliver_remote_mr` not yet claimed by the user
+    /// (for the peer-max-queued-mrs quota).
+    virtual size_t queued_remote_mrs() const = 0;
+  };
+
+  /// Builds the core of the connection `link`; `out` must outlive it.
+  agent_core(sink& out, options opts, transport::link_params link,
+             memory_pool_ptr pool);
+
+  agent_core(const agent_core&) = delete;
+  agent_core& operator=(const agent_core&) = delete;
+
+  /// Drops what is still owned for the peer: call `take_owned` first when
+  /// the memory must outlive the connection's queue pair.
+  ~agent_core();
+
+  // -- accessors --------------------------------------------------------------
+
+  const options& opts() const noexcept {
+    return opts_;
+  }
+
+  const transport::link_params& link() const noexcept {
+    return link_;
+  }
+
+  const memory_pool_ptr& pool() const noexcept {
+    return pool_;
+  }
+
+  /// Returns whether `close` ran.
+  bool closed() const noexcept {
+    return closed_;
+  }
+
+  /// Returns the counters, with the owned regions, pending requests and
+  /// the peer's allocated bytes filled in.  Called by the owner's stats
+  /// request, which fills in the queue fields it owns.
+  agent_stats stats() const;
+
+  /// Returns the request timeout from the options.
+  std::chrono::milliseconds request_timeout() const noexcept {
+    return std::chrono::milliseconds{opts_.request_timeout_ms};
+  }
+
+  // -- lifecycle --------------------------------------------------------------
+
+  /// Posts our Hello (called once by the owner when the connection starts).
+  void start();
+
+  /// Fails every pending request with `err` and refuses new ones
+  /// (`peer_gone`); idempotent.  Called by the owner's shutdown.  The
+  /// owned regions stay until `take_owned`: the peer may still reach them
+  /// until its queue pair is closed.
+  void close(const caf::error& err);
+
+  /// Hands over every region held for the peer and resets its quota
+  /// (called by the owner, at shutdown, to keep them alive until the
+  /// transport terminated).
+  owned_regions take_owned();
+
+  // -- events -----------------------------------------------------------------
+
+  /// Handles one inbound frame (request, response or Hello) that arrived in
+  /// `buf`; never trusts it.  Called by the owner for every frame the
+  /// transport received; answers go out through the sink.  The owner stops
+  /// calling it after close (a frame then would still be served, but never
+  /// disconnects again).
+  void on_frame(const local_mr& buf, time_point now);
+
+  /// Sends the gathered SendData acknowledgements in one response (called
+  /// by the owner after `sink::schedule_ack_flush`); nothing after close.
+  void flush_acks();
+
+  /// Completes every request whose deadline is at or before `now` with
+  /// `request_timeout`.  Returns the earliest deadline left, or
+  /// `time_point::max()` when nothing waits.  Called by the owner's sweep.
+  time_point expire(time_point now);
+
+  // -- requests to the peer ---------------------------------------------------
+
+  /// Returns a fresh random request id, not pending (top bit clear).
+  /// Called by the core's own requests and by tests.
+  uint64_t new_request_id();
+
+  /// Sends the request `msg` with `payload` behind it and calls `done` with
+  /// the response or an error (encoding, too many pending, timeout).  Called
+  /// by the operations below and by tests.  A pending request fails with
+  /// the error given to `close`; after close `done` fails at once
+  /// (`peer_gone`).
+  void send_request(protocol::Message msg, local_mr payload, completion_fn done,
+                    time_point now);
+
+  /// Asks the peer for `size` bytes aligned to `align` (AllocMR); `done`
+  /// gets the token or an error.  Called by the owner's request_remote_mr.
+  /// A late OK answer after a timeout is released at once; a request
+  /// pending at close fails with the close error.
+  void alloc_remote(uint64_t size, uint64_t align, time_point now,
+                    std::function<void(caf::expected<mr_token>)> done);
+
+  /// Lends `mr` to the peer (SendMR LOCAL), keeping it alive in the owned
+  /// table until the peer releases it or the connection ends; `done` gets
+  /// the token or an error (then the region is no longer owned).  Called by
+  /// the owner's send_mr(local_mr).  A request pending at close fails with
+  /// the close error and the region stays owned until `take_owned`.
+  void lend(local_mr mr, time_point now,
+            std::function<void(caf::expected<mr_token>)> done);
+
+  /// Hands the peer's region `token` back to it (SendMR REMOTE); `done`
+  /// gets an empty error on success.  Called by the owner's
+  /// send_mr(remote_mr); a request pending at close fails with the close
+  /// error.
+  void give_back(const mr_token& token, time_point now,
+                 std::function<void(const caf::error&)> done);
+
+  /// Releases the peer's region `token` (ReleaseMR); `done` gets an empty
+  /// error on success.  Called by the owner's release (a user's call, or a
+  /// dropped remote_mr without `done`: then a failure other than the
+  /// connection's end is logged) and for late AllocMR answers.  A request
+  /// pending at close fails with the close error.
+  void release_remote(const mr_token& token, time_point now,
+                      std::function<void(const caf::error&)> done = {});
+
+  /// Sends `mr` as SendData in chunks that fit the max message length, at
+  /// most `send_data_window` in flight; `done` gets the bytes sent once
+  /// the peer acknowledged every chunk, or the first error.  Each chunk's
+  /// deadline starts when it is issued.  Called by the owner's send_data;
+  /// at close the chunks in flight fail with the close error (`done` once)
+  /// and no more are issued.
+  void send_data(local_mr mr, time_point now,
+                 std::function<void(caf::expected<uint64_t>)> done);
+
+  // -- helpers ----------------------------------------------------------------
+
+  /// Turns a non-OK response status into an error (`what` names the
+  /// request).
+  static caf::error status_error(const protocol::Response& res,
+                                 const char* what);
+
+  /// Checks that `res` answers a request of kind `expected` with status OK:
+  /// another kind is `malformed_message`, a refusal carries the peer's
+  /// code.
+  static caf::error check_response(const protocol::Response& res,
+                                   protocol::Response::BodyCase expected,
+                                   const char* what);
+
+private:
+  struct pending_request {
+    completion_fn done;
+    time_point deadline;
+  };
+
+  struct send_data_job;
+
+  // requests (agent_core.cpp)
+  caf::expected<std::vector<uint8_t>> encode(const protocol::Message& msg);
+  void send_unsolicited(const protocol::Message& msg);
+  void complete(uint64_t id, const protocol::Response* res,
+                const caf::error& err);
+  void pump(const std::shared_ptr<send_data_job>& job);
+
+  // the responder (agent_core_responder.cpp)
+  void count_violation();
+  void reject(const protocol::Message& res, const char* what);
+  void accepted();
+  local_mr erase_owned(owned_regions::iterator i);
+  void on_request(const protocol::Request& req, const local_mr& buf,
+                  const protocol::decode_result& frame);
+  void on_alloc_mr(uint64_t id, const protocol::AllocMR& req);
+  void on_release_mr(uint64_t id, const protocol::ReleaseMR& req);
+  void on_send_mr(uint64_t id, const protocol::SendMR& req);
+  void on_send_data(uint64_t id, const local_mr& buf,
+                    const protocol::decode_result& frame);
+  void ack_send_data(uint64_t id);
+  void on_response(const protocol::Response& res);
+  void on_also_acked(const protocol::Response& res);
+  bool release_late_alloc(const protocol::Response& res);
+  void on_hello(const protocol::Hello& hello);
+
+  sink& out_;
+  options opts_;
+  transport::link_params link_;
+  memory_pool_ptr pool_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  /// The time of the event being handled (deadlines of requests that
+  /// completions issue, e.g. the next SendData chunk).
+  time_point now_{};
+  std::unordered_map<uint64_t, pending_request> pending_;
+  /// AllocMR requests that timed out (oldest first, bounded): a late OK
+  /// answer to one is released at once instead of staying allocated on the
+  /// peer until the connection closes.
+  std::deque<uint64_t> late_allocs_;
+  owned_regions owned_;
+  uint64_t peer_alloc_bytes_ = 0; // sum over owned entries with by_peer
+  uint32_t peer_mrs_ = 0;
+  uint32_t violations_ = 0; // refusals in a row
+  /// Receive buffers held by users through zero-copy SendData chunks.
+  std::shared_ptr<std::atomic<uint32_t>> held_buffers_
+      = std::make_shared<std::atomic<uint32_t>>(0);
+  agent_stats counters_;
+  bool closed_ = false;
+  /// The peer's Hello offered cumulative SendData acknowledgements.
+  bool peer_takes_cumulative_acks_ = false;
+  /// SendData ids to acknowledge (OK) in one response at the next flush.
+  std::vector<uint64_t> acks_;
+  bool acks_flush_scheduled_ = false;
+};
+
+} // namespace rdmactor

@@ -1,0 +1,374 @@
+// The agent's protocol core: the responder, which serves the untrusted
+// peer's requests and matches its responses.  Every field from the wire is
+// checked here.
+
+#include "actors/agent_core.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.hpp"
+#include "common/tuning.hpp"
+
+namespace rdmactor {
+
+namespace pb = protocol;
+
+namespace {
+
+/// Access rights of memory allocated on behalf of the peer.
+constexpr uint32_t peer_access = transport::access::local_write
+                                 | transport::access::remote_write
+                                 | transport::access::remote_read;
+
+mr_token to_token(const pb::MrToken& t) {
+  return mr_token{t.addr(), t.len(), t.rkey()};
+}
+
+pb::MrToken to_pb(const mr_token& t) {
+  return pb::make_token(t.addr, t.len, t.rkey);
+}
+
+} // namespace
+
+// -- requests from the peer ---------------------------------------------------
+
+/// Counts one refusal or malformed frame; disconnects a peer that keeps
+/// violating.
+void agent_core::count_violation() {
+  if (++violations_ < opts_.peer_max_violations || closed_)
+    return;
+  log().error("agent {}: {} refused requests or malformed frames in a row; "
+              "disconnecting the peer",
+              link_.peer, violations_);
+  out_.disconnect(make_error(errc::quota_exceeded,
+                             "the peer kept violating the protocol or its "
+                             "limits (peer-max-violations)"));
+}
+
+void agent_core::reject(const pb::Message& res, const char* what) {
+  ++counters_.rejected_requests;
+  log().warn("agent {}: rejected {} from the peer", link_.peer, what);
+  send_unsolicited(res);
+  count_violation();
+}
+
+/// Marks a request from the peer as served within its limits.
+void agent_core::accepted() {
+  violations_ = 0;
+}
+
+/// Forgets an owned region; the memory returns when the last handle goes.
+local_mr agent_core::erase_owned(owned_regions::iterator i) {
+  if (i->second.by_peer) {
+    peer_alloc_bytes_ -= i->second.mr.size();
+    peer_mrs_ -= 1;
+  }
+  auto mr = std::move(i->second.mr);
+  owned_.erase(i);
+  return mr;
+}
+
+void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
+  auto err = pool_->check_layout(req.size(), req.align());
+  if (!err && req.align() > memory_pool::arena_align_bytes)
+    err = make_error(errc::invalid_layout,
+                     "alignment " + std::to_string(req.align())
+                         + " exceeds the "
+                         + std::to_string(memory_pool::arena_align_bytes)
+                         + " bytes a peer may ask for");
+  if (err) {
+    reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(err)),
+                                      what_of(err)),
+           "AllocMR with an invalid layout");
+    return;
+  }
+  if (peer_mrs_ >= opts_.peer_max_mrs
+      || req.size() > opts_.peer_max_alloc_bytes - peer_alloc_bytes_) {
+    reject(pb::make_alloc_mr_response(
+               id, pb::QUOTA_EXCEEDED,
+               "you hold " + std::to_string(peer_mrs_) + " regions of "
+                   + std::to_string(peer_alloc_bytes_)
+                   + " bytes here; the limits are peer-max-mrs="
+                   + std::to_string(opts_.peer_max_mrs) + " and peer-max-alloc-"
+                   + "bytes=" + std::to_string(opts_.peer_max_alloc_bytes)),
+           "AllocMR over the peer's quota");
+    return;
+  }
+  auto mr = pool_->allocate(req.size(), req.align(), peer_access);
+  if (!mr) {
+    auto code = code_of(mr.error());
+    reject(pb::make_alloc_mr_response(id, pb::to_status(code),
+                                      what_of(mr.error())),
+           "AllocMR");
+    return;
+  }
+  auto token = mr->token();
+  peer_alloc_bytes_ += mr->size();
+  peer_mrs_ += 1;
+  owned_.emplace(token, owned_mr{std::move(*mr), true});
+  accepted();
+  send_unsolicited(pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token)));
+}
+
+void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
+  auto i = owned_.find(to_token(req.token()));
+  if (i == owned_.end()) {
+    reject(pb::make_release_mr_response(id, pb::UNKNOWN_TOKEN,
+                                        "no memory region with this token is "
+                                        "held for you"),
+           "ReleaseMR of an unknown token");
+    return;
+  }
+  erase_owned(i);
+  accepted();
+  send_unsolicited(pb::make_release_mr_response(id, pb::OK, {}));
+}
+
+void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
+  auto token = to_token(req.token());
+  if (req.kind() == pb::SendMR::LOCAL) {
+    // The peer lends us its memory.
+    if (out_.queued_remote_mrs() >= opts_.peer_max_queued_mrs) {
+      reject(pb::make_send_mr_response(
+                 id, pb::QUOTA_EXCEEDED,
+                 "too many unclaimed memory regions queued here "
+                 "(peer-max-queued-mrs="
+                     + std::to_string(opts_.peer_max_queued_mrs) + ")"),
+             "SendMR LOCAL over the queue limit");
+      return;
+    }
+    out_.deliver_remote_mr(token);
+    accepted();
+    send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
+    return;
+  }
+  // The peer hands back memory we own.
+  auto i = owned_.find(token);
+  if (i == owned_.end()) {
+    reject(pb::make_send_mr_response(id, pb::NOT_OWNED,
+                                     "this node does not own a memory region "
+                                     "with this token on your behalf"),
+           "SendMR REMOTE of a token we do not own");
+    return;
+  }
+  out_.deliver_local_mr(erase_owned(i));
+  accepted();
+  send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
+}
+
+void agent_core::on_send_data(uint64_t id, const local_mr& buf,
+                              const pb::decode_result& frame) {
+  auto offset = static_cast<size_t>(frame.payload - buf.data());
+  auto view = buf.slice(offset, frame.payload_len);
+  if (!view) {
+    reject(pb::make_send_data_response(id, pb::LENGTH_MISMATCH,
+                                       "payload outside the message"),
+           "SendData");
+    return;
+  }
+  auto queued = out_.queued_data_bytes();
+  if (view->size() > opts_.peer_max_queued_bytes - queued) {
+    reject(
+        pb::make_send_data_response(
+            id, pb::QUOTA_EXCEEDED,
+            std::to_string(queued)
+                + " bytes you sent are not claimed yet (peer-max-queued-bytes="
+                + std::to_string(opts_.peer_max_queued_bytes) + ")"),
+        "SendData over the queue limit");
+    return;
+  }
+  local_mr chunk;
+  // Zero copy while few receive buffers are held by users; beyond half of
+  // the pool, copy out so the peer keeps its send credits.
+  if (tuning::zero_copy_receive(held_buffers_->load(), link_.recv_depth)) {
+    auto held = held_buffers_;
+    ++*held;
+    auto inner = std::move(*view);
+    auto block
+        = std::make_shared<mr_block>(inner.data(), inner.size(), inner.lkey(),
+                                     inner.rkey(), [inner, held]() mutable {
+                                       --*held;
+                                       inner = local_mr{};
+                                     });
+    chunk = local_mr{std::move(block)};
+  } else {
+    auto copy = pool_->allocate(view->size(), 64,
+                                transport::access::local_write, false);
+    if (!copy) {
+      reject(pb::make_send_data_response(id, pb::OUT_OF_MEMORY,
+                                         what_of(copy.error())),
+             "SendData (no memory for the copy)");
+      return;
+    }
+    if (view->size() > 0)
+      std::memcpy(copy->data(), view->data(), view->size());
+    chunk = std::move(*copy);
+  }
+  out_.deliver_data(std::move(chunk));
+  accepted();
+  ack_send_data(id);
+}
+
+void agent_core::on_request(const pb::Request& req, const local_mr& buf,
+                            const pb::decode_result& frame) {
+  auto id = req.request_id();
+  switch (req.body_case()) {
+    case pb::Request::kAllocMr:
+      on_alloc_mr(id, req.alloc_mr());
+      break;
+    case pb::Request::kReleaseMr:
+      on_release_mr(id, req.release_mr());
+      break;
+    case pb::Request::kSendMr:
+      on_send_mr(id, req.send_mr());
+      break;
+    case pb::Request::kSendData:
+      on_send_data(id, buf, frame);
+      break;
+    default:
+      ++counters_.protocol_errors;
+      log().warn("agent {}: request without a body", link_.peer);
+  }
+}
+
+// -- cumulative acknowledgements ----------------------------------------------
+
+void agent_core::flush_acks() {
+  acks_flush_scheduled_ = false;
+  if (acks_.empty() || closed_)
+    return;
+  counters_.merged_acks_sent += acks_.size() - 1;
+  send_unsolicited(pb::make_send_data_acks(acks_));
+  acks_.clear();
+}
+
+/// Acknowledges the SendData `id` (OK): at once, or gathered into one
+/// cumulative response when the peer takes those.
+void agent_core::ack_send_data(uint64_t id) {
+  if (!peer_takes_cumulative_acks_) {
+    send_unsolicited(pb::make_send_data_response(id, pb::OK, {}));
+    return;
+  }
+  // Gather until the frames queued now are handled: the owner flushes
+  // behind them.  A full response goes at once.
+  acks_.push_back(id);
+  if (acks_.size() >= tuning::max_acks_per_response) {
+    flush_acks();
+    return;
+  }
+  if (!acks_flush_scheduled_) {
+    acks_flush_scheduled_ = true;
+    out_.schedule_ack_flush();
+  }
+}
+
+/// Completes the requests a cumulative SendDataResponse acknowledges
+/// besides its own request_id.  Only an OK response may carry them; ids
+/// that are not pending are counted and dropped like any unknown id.
+void agent_core::on_also_acked(const pb::Response& res) {
+  if (res.body_case() != pb::Response::kSendData
+      || res.send_data().also_acked_size() == 0)
+    return;
+  if (pb::status_of(res) != pb::OK) {
+    ++counters_.protocol_errors;
+    log().warn("agent {}: a refusal acknowledged more requests; ignored them",
+               link_.peer);
+    return;
+  }
+  for (auto id : res.send_data().also_acked()) {
+    if (pending_.count(id) == 0) {
+      ++counters_.protocol_errors;
+      continue;
+    }
+    ++counters_.merged_acks_received;
+    complete(id, &res, caf::error{});
+  }
+}
+
+// -- responses and Hello ------------------------------------------------------
+
+/// Releases the region of a late OK answer to an AllocMR that timed out;
+/// returns whether `res` was one.
+bool agent_core::release_late_alloc(const pb::Response& res) {
+  auto i
+      = std::find(late_allocs_.begin(), late_allocs_.end(), res.request_id());
+  if (i == late_allocs_.end())
+    return false;
+  late_allocs_.erase(i);
+  if (res.body_case() == pb::Response::kAllocMr && pb::status_of(res) == pb::OK
+      && res.alloc_mr().has_token()) {
+    log().info("agent {}: releasing the region of a late AllocMR answer",
+               link_.peer);
+    release_remote(to_token(res.alloc_mr().token()), now_);
+  }
+  return true;
+}
+
+void agent_core::on_response(const pb::Response& res) {
+  auto id = res.request_id();
+  if (pending_.count(id) == 0 && release_late_alloc(res))
+    return;
+  if (pending_.count(id) == 0) {
+    log().warn("agent {}: dropped a response for unknown request {}",
+               link_.peer, id);
+    // Not a violation: a response may arrive after its request timed out.
+    // Counted and dropped.
+    ++counters_.protocol_errors;
+    return;
+  }
+  complete(id, &res, caf::error{});
+  on_also_acked(res);
+}
+
+void agent_core::on_hello(const pb::Hello& hello) {
+  peer_takes_cumulative_acks_ = hello.cumulative_acks();
+  if (hello.version() != pb::protocol_version) {
+    log().error("agent {}: the peer speaks protocol version {}, we speak "
+                "{}; closing",
+                link_.peer, hello.version(), pb::protocol_version);
+    out_.disconnect(make_error(errc::version_mismatch,
+                               "the peer speaks agent protocol version "
+                                   + std::to_string(hello.version())));
+  }
+}
+
+void agent_core::on_frame(const local_mr& buf, time_point now) {
+  now_ = now;
+  pb::Message msg;
+  auto frame
+      = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
+  if (frame.code != errc::none) {
+    ++counters_.protocol_errors;
+    count_violation();
+    log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({})",
+               link_.peer, buf.size(), to_string(frame.code),
+               describe(frame.code));
+    // A SendData whose length disagrees with its payload still names its
+    // request: answer it so the peer does not wait for the timeout.
+    if (frame.code == errc::payload_mismatch && msg.has_request()
+        && msg.request().has_send_data())
+      reject(pb::make_send_data_response(
+                 msg.request().request_id(), pb::LENGTH_MISMATCH,
+                 "SendData.len says "
+                     + std::to_string(msg.request().send_data().len())
+                     + " bytes but another amount arrived"),
+             "SendData with a wrong length");
+    return;
+  }
+  switch (msg.body_case()) {
+    case pb::Message::kRequest:
+      on_request(msg.request(), buf, frame);
+      break;
+    case pb::Message::kResponse:
+      on_response(msg.response());
+      break;
+    case pb::Message::kHello:
+      on_hello(msg.hello());
+      break;
+    default:
+      ++counters_.protocol_errors;
+  }
+}
+
+} // namespace rdmactor

@@ -1,0 +1,630 @@
+#define BOOST_TEST_MODULE agent_core
+#include <boost/test/unit_test.hpp>
+
+// The agent's protocol (actors/agent_core.hpp) without a network or actors:
+// frames from the peer go straight into the core, its effects land in a
+// recording sink, memory comes from a pool on the fuzz target's fake
+// device, and the tests drive time themselves.
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/agent_core.hpp"
+#include "actors/memory_pool.hpp"
+#include "common/error.hpp"
+#include "common/tuning.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "test/fuzz/fake_fabric.hpp"
+
+using namespace rdmactor;
+namespace pb = rdmactor::protocol;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr uint32_t max_message_len = 4096;
+constexpr uint32_t recv_depth = 8;
+
+/// One frame the core posted, decoded.
+struct posted_frame {
+  pb::Message msg;
+  local_mr payload;
+};
+
+/// Records every effect of the core.
+class recording_sink : public agent_core::sink {
+public:
+  void post(std::vector<uint8_t> header, local_mr payload) override {
+    posted_frame f;
+    BOOST_REQUIRE(header.size() >= pb::frame_header_len);
+    BOOST_REQUIRE(f.msg.ParseFromArray(
+        header.data() + pb::frame_header_len,
+        static_cast<int>(header.size() - pb::frame_header_len)));
+    f.payload = std::move(payload);
+    posted.push_back(std::move(f));
+  }
+
+  void deliver_data(local_mr chunk) override {
+    queued_bytes += chunk.size();
+    data.push_back(std::move(chunk));
+  }
+
+  void deliver_local_mr(local_mr mr) override {
+    local_mrs.push_back(std::move(mr));
+  }
+
+  void deliver_remote_mr(const mr_token& token) override {
+    remote_mrs.push_back(token);
+  }
+
+  void disconnect(const caf::error& reason) override {
+    disconnects.push_back(reason);
+  }
+
+  void schedule_ack_flush() override {
+    ++ack_flushes;
+  }
+
+  void schedule_sweep() override {
+    ++sweeps;
+  }
+
+  uint64_t queued_data_bytes() const override {
+    return queued_bytes;
+  }
+
+  size_t queued_remote_mrs() const override {
+    return remote_mrs.size();
+  }
+
+  std::vector<posted_frame> posted;
+  std::vector<local_mr> data;
+  std::vector<local_mr> local_mrs;
+  std::vector<mr_token> remote_mrs;
+  std::vector<caf::error> disconnects;
+  int ack_flushes = 0;
+  int sweeps = 0;
+  uint64_t queued_bytes = 0;
+};
+
+/// What a completion callback received.
+struct outcome {
+  bool called = false;
+  caf::error err;
+};
+
+struct fixture {
+  std::shared_ptr<fuzz::fake_device> dev
+      = std::make_shared<fuzz::fake_device>();
+  memory_pool_ptr pool = std::make_shared<memory_pool>(dev, 1 << 20, 1 << 24);
+  recording_sink out;
+  options opts;
+  std::unique_ptr<agent_core> core;
+  agent_core::time_point t0 = agent_core::clock_type::now();
+
+  fixture() {
+    opts.request_timeout_ms = 1000;
+    opts.peer_max_mrs = 4;
+    opts.peer_max_alloc_bytes = 4096;
+    opts.peer_max_queued_bytes = 1000;
+    opts.peer_max_queued_mrs = 2;
+    opts.peer_max_violations = 3;
+    make_core();
+  }
+
+  /// (Re)builds the core after a test changed `opts`.
+  void make_core() {
+    core.reset();
+    core = std::make_unique<agent_core>(
+        out, opts, transport::link_params{max_message_len, recv_depth, "peer"},
+        pool);
+  }
+
+  /// Encodes `msg` with `payload` behind it into a registered buffer, as
+  /// the transport would hand it over.
+  local_mr frame(const pb::Message& msg, const std::string& payload = {}) {
+    auto header = pb::frame_header_len + msg.ByteSizeLong();
+    auto buf = pool->allocate(header + payload.size(), 64,
+                              transport::access::local_write);
+    BOOST_REQUIRE(buf);
+    auto res = pb::encode(msg, buf->data(), buf->size(), max_message_len);
+    BOOST_REQUIRE(res.code == errc::none);
+    BOOST_REQUIRE(res.header_len == header);
+    if (!payload.empty())
+      std::memcpy(buf->data() + header, payload.data(), payload.size());
+    return std::move(*buf);
+  }
+
+  /// Hands one frame from the peer to the core at time `t0`.
+  void receive(const pb::Message& msg, const std::string& payload = {}) {
+    core->on_frame(frame(msg, payload), t0);
+  }
+
+  /// The response of the last posted frame.
+  const pb::Response& last_response() {
+    BOOST_REQUIRE(!out.posted.empty());
+    BOOST_REQUIRE(out.posted.back().msg.has_response());
+    return out.posted.back().msg.response();
+  }
+
+  /// A completion that records what it got in `o`.
+  static agent_core::completion_fn record(outcome& o) {
+    return [&o](const pb::Response*, const caf::error& err) {
+      o.called = true;
+      o.err = err;
+    };
+  }
+
+  /// Sends a SendData of `len` bytes (no answer expected) and returns its
+  /// id.
+  uint64_t pending_send_data(outcome& o, size_t len = 0) {
+    auto id = core->new_request_id();
+    local_mr payload;
+    if (len > 0) {
+      auto mr = pool->allocate(len, 64, transport::access::local_write);
+      BOOST_REQUIRE(mr);
+      payload = std::move(*mr);
+    }
+    core->send_request(pb::make_send_data(id, len), std::move(payload),
+                       record(o), t0);
+    return id;
+  }
+};
+
+pb::Message hello(uint32_t version, bool cumulative_acks) {
+  return pb::make_hello(version, max_message_len, recv_depth, cumulative_acks);
+}
+
+} // namespace
+
+// -- regions the peer allocates and releases ----------------------------------
+
+BOOST_FIXTURE_TEST_SUITE(alloc_and_release, fixture)
+
+BOOST_AUTO_TEST_CASE(alloc_within_quota_answers_ok_with_a_token) {
+  auto before = pool->stats().bytes_in_use;
+  receive(pb::make_alloc_mr(7, 100, 64));
+  auto& res = last_response();
+  BOOST_TEST(res.request_id() == 7u);
+  BOOST_REQUIRE(res.has_alloc_mr());
+  BOOST_TEST(pb::status_of(res) == pb::OK);
+  BOOST_REQUIRE(res.alloc_mr().has_token());
+  BOOST_TEST(res.alloc_mr().token().len() == 100u);
+  BOOST_TEST(res.alloc_mr().token().rkey() != 0u);
+  BOOST_TEST(pool->stats().bytes_in_use >= before + 100);
+  auto s = core->stats();
+  BOOST_TEST(s.owned_mrs == 1u);
+  BOOST_TEST(s.peer_alloc_bytes == 100u);
+  BOOST_TEST(s.rejected_requests == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(alloc_over_peer_max_mrs_is_quota_exceeded) {
+  for (uint64_t id = 1; id <= opts.peer_max_mrs; ++id) {
+    receive(pb::make_alloc_mr(id, 64, 64));
+    BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  }
+  receive(pb::make_alloc_mr(99, 64, 64));
+  BOOST_TEST(last_response().request_id() == 99u);
+  BOOST_TEST(pb::status_of(last_response()) == pb::QUOTA_EXCEEDED);
+  BOOST_TEST(!last_response().alloc_mr().has_token());
+  BOOST_TEST(core->stats().owned_mrs == opts.peer_max_mrs);
+  BOOST_TEST(core->stats().rejected_requests == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(alloc_over_peer_max_alloc_bytes_is_quota_exceeded) {
+  receive(pb::make_alloc_mr(1, 4000, 64));
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  receive(pb::make_alloc_mr(2, 97, 64)); // 4097 > 4096
+  BOOST_TEST(pb::status_of(last_response()) == pb::QUOTA_EXCEEDED);
+  receive(pb::make_alloc_mr(3, 96, 64)); // exactly the limit
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_TEST(core->stats().peer_alloc_bytes == 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(alloc_with_an_invalid_layout_is_refused) {
+  receive(pb::make_alloc_mr(1, 64, 3)); // not a power of two
+  BOOST_TEST(pb::status_of(last_response()) == pb::INVALID_LAYOUT);
+  receive(pb::make_alloc_mr(2, 64, 8192)); // beyond what a peer may ask
+  BOOST_TEST(pb::status_of(last_response()) == pb::INVALID_LAYOUT);
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+  BOOST_TEST(core->stats().rejected_requests == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(release_of_an_unknown_token_is_unknown_token) {
+  receive(pb::make_release_mr(5, pb::make_token(0x1000, 64, 42)));
+  BOOST_TEST(last_response().request_id() == 5u);
+  BOOST_REQUIRE(last_response().has_release_mr());
+  BOOST_TEST(pb::status_of(last_response()) == pb::UNKNOWN_TOKEN);
+}
+
+BOOST_AUTO_TEST_CASE(release_returns_the_memory_and_the_quota) {
+  auto before = pool->stats().bytes_in_use;
+  receive(pb::make_alloc_mr(1, 4096, 64));
+  auto token = last_response().alloc_mr().token();
+  receive(pb::make_release_mr(2, token));
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+  BOOST_TEST(core->stats().peer_alloc_bytes == 0u);
+  BOOST_TEST(pool->stats().bytes_in_use == before);
+  receive(pb::make_release_mr(3, token)); // twice: no longer held
+  BOOST_TEST(pb::status_of(last_response()) == pb::UNKNOWN_TOKEN);
+}
+
+BOOST_AUTO_TEST_CASE(send_mr_local_delivers_the_token_up_to_the_queue_limit) {
+  receive(pb::make_send_mr(1, pb::SendMR::LOCAL, pb::make_token(0x10, 8, 3)));
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  receive(pb::make_send_mr(2, pb::SendMR::LOCAL, pb::make_token(0x20, 8, 3)));
+  receive(pb::make_send_mr(3, pb::SendMR::LOCAL, pb::make_token(0x30, 8, 3)));
+  BOOST_TEST(pb::status_of(last_response()) == pb::QUOTA_EXCEEDED);
+  BOOST_REQUIRE(out.remote_mrs.size() == 2u);
+  BOOST_TEST(out.remote_mrs[0].addr == 0x10u);
+}
+
+BOOST_AUTO_TEST_CASE(send_mr_remote_hands_back_only_what_we_own) {
+  receive(pb::make_send_mr(1, pb::SendMR::REMOTE, pb::make_token(0x10, 8, 3)));
+  BOOST_TEST(pb::status_of(last_response()) == pb::NOT_OWNED);
+  receive(pb::make_alloc_mr(2, 128, 64));
+  auto token = last_response().alloc_mr().token();
+  receive(pb::make_send_mr(3, pb::SendMR::REMOTE, token));
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_REQUIRE(out.local_mrs.size() == 1u);
+  BOOST_TEST(out.local_mrs[0].size() == 128u);
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+  BOOST_TEST(core->stats().peer_alloc_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- violations ---------------------------------------------------------------
+
+BOOST_FIXTURE_TEST_SUITE(violations, fixture)
+
+BOOST_AUTO_TEST_CASE(max_violations_in_a_row_disconnect_once) {
+  auto unknown = pb::make_token(0x1000, 64, 42);
+  receive(pb::make_release_mr(1, unknown));
+  receive(pb::make_release_mr(2, unknown));
+  BOOST_TEST(out.disconnects.empty());
+  receive(pb::make_release_mr(3, unknown));
+  BOOST_REQUIRE(out.disconnects.size() == 1u);
+  BOOST_TEST(code_of(out.disconnects[0]) == errc::quota_exceeded);
+  // Once closed, more violations disconnect no more.
+  core->close(make_error(errc::peer_gone, "test"));
+  receive(pb::make_release_mr(4, unknown));
+  BOOST_TEST(out.disconnects.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_accepted_request_resets_the_count) {
+  auto unknown = pb::make_token(0x1000, 64, 42);
+  receive(pb::make_release_mr(1, unknown));
+  receive(pb::make_release_mr(2, unknown));
+  receive(pb::make_alloc_mr(3, 64, 64)); // accepted
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  receive(pb::make_release_mr(4, unknown));
+  receive(pb::make_release_mr(5, unknown));
+  BOOST_TEST(out.disconnects.empty());
+  receive(pb::make_release_mr(6, unknown));
+  BOOST_TEST(out.disconnects.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_frame_is_a_protocol_error_and_a_violation) {
+  auto buf = pool->allocate(16, 64, transport::access::local_write);
+  BOOST_REQUIRE(buf);
+  // Announces 12 message bytes of garbage.
+  const uint8_t garbage[16] = {12,   0,    0,    0,    0xff, 0xff, 0xff, 0xff,
+                               0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  std::memcpy(buf->data(), garbage, sizeof(garbage));
+  for (int i = 0; i < 3; ++i)
+    core->on_frame(*buf, t0);
+  BOOST_TEST(core->stats().protocol_errors == 3u);
+  BOOST_TEST(out.posted.empty()); // nothing to answer
+  BOOST_TEST(out.disconnects.size() == 1u);
+  // A frame shorter than its header too.
+  auto tiny = buf->slice(0, 2);
+  BOOST_REQUIRE(tiny);
+  core->on_frame(*tiny, t0);
+  BOOST_TEST(core->stats().protocol_errors == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(send_data_with_a_wrong_length_is_answered) {
+  // SendData.len says 10, 4 bytes arrive.
+  receive(pb::make_send_data(9, 10), "abcd");
+  BOOST_TEST(last_response().request_id() == 9u);
+  BOOST_TEST(pb::status_of(last_response()) == pb::LENGTH_MISMATCH);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+  BOOST_TEST(out.data.empty());
+}
+
+BOOST_AUTO_TEST_CASE(hello_with_another_version_disconnects) {
+  receive(hello(pb::protocol_version, false));
+  BOOST_TEST(out.disconnects.empty());
+  receive(hello(pb::protocol_version + 1, false));
+  BOOST_REQUIRE(out.disconnects.size() == 1u);
+  BOOST_TEST(code_of(out.disconnects[0]) == errc::version_mismatch);
+}
+
+BOOST_AUTO_TEST_CASE(start_posts_our_hello_offering_cumulative_acks) {
+  core->start();
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  BOOST_REQUIRE(out.posted[0].msg.has_hello());
+  auto& h = out.posted[0].msg.hello();
+  BOOST_TEST(h.version() == pb::protocol_version);
+  BOOST_TEST(h.cumulative_acks());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- SendData from the peer and its acknowledgements --------------------------
+
+BOOST_FIXTURE_TEST_SUITE(send_data_in, fixture)
+
+BOOST_AUTO_TEST_CASE(send_data_over_peer_max_queued_bytes_is_refused) {
+  std::string chunk(600, 'x');
+  receive(pb::make_send_data(1, chunk.size()), chunk);
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_REQUIRE(out.data.size() == 1u);
+  BOOST_TEST(std::memcmp(out.data[0].data(), chunk.data(), chunk.size()) == 0);
+  receive(pb::make_send_data(2, chunk.size()), chunk); // 1200 > 1000
+  BOOST_TEST(last_response().request_id() == 2u);
+  BOOST_TEST(pb::status_of(last_response()) == pb::QUOTA_EXCEEDED);
+  BOOST_TEST(out.data.size() == 1u);
+  out.queued_bytes = 0; // the user claimed the first chunk
+  receive(pb::make_send_data(3, chunk.size()), chunk);
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_TEST(out.data.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(received_chunks_are_copied_once_half_the_pool_is_held) {
+  // A zero-copy chunk views its frame behind the header (not 64-aligned);
+  // a copy is an allocation of its own (64-aligned).
+  auto zero_copy = [](const local_mr& chunk) { return chunk.addr() % 64 != 0; };
+  for (uint64_t id = 1; id <= recv_depth; ++id)
+    receive(pb::make_send_data(id, 3), "abc");
+  BOOST_REQUIRE(out.data.size() == recv_depth);
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    BOOST_TEST(std::memcmp(out.data[i].data(), "abc", 3) == 0);
+    BOOST_TEST(zero_copy(out.data[i]) == (i < recv_depth / 2));
+  }
+  // Users let go of the views: zero copy again.
+  out.data.clear();
+  out.queued_bytes = 0;
+  receive(pb::make_send_data(100, 3), "abc");
+  BOOST_REQUIRE(out.data.size() == 1u);
+  BOOST_TEST(zero_copy(out.data[0]));
+}
+
+BOOST_AUTO_TEST_CASE(without_the_offer_each_chunk_gets_its_response) {
+  for (uint64_t id = 1; id <= 3; ++id)
+    receive(pb::make_send_data(id, 1), "z");
+  BOOST_REQUIRE(out.posted.size() == 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    auto& res = out.posted[i].msg.response();
+    BOOST_TEST(res.request_id() == i + 1);
+    BOOST_TEST(res.send_data().also_acked_size() == 0);
+  }
+  BOOST_TEST(out.ack_flushes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(with_the_offer_acks_gather_until_the_flush) {
+  receive(hello(pb::protocol_version, true));
+  constexpr uint64_t n = 5;
+  for (uint64_t id = 1; id <= n; ++id)
+    receive(pb::make_send_data(id, 1), "z");
+  BOOST_TEST(out.posted.empty());
+  BOOST_TEST(out.ack_flushes == 1); // asked once
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  auto& res = last_response();
+  BOOST_TEST(res.request_id() == 1u);
+  BOOST_TEST(pb::status_of(res) == pb::OK);
+  BOOST_REQUIRE(res.send_data().also_acked_size() == static_cast<int>(n - 1));
+  for (int i = 0; i < static_cast<int>(n - 1); ++i)
+    BOOST_TEST(res.send_data().also_acked(i) == static_cast<uint64_t>(i + 2));
+  BOOST_TEST(core->stats().merged_acks_sent == n - 1);
+  core->flush_acks(); // nothing left
+  BOOST_TEST(out.posted.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_cumulative_response_goes_at_once) {
+  receive(hello(pb::protocol_version, true));
+  constexpr auto n = tuning::max_acks_per_response;
+  for (uint64_t id = 1; id <= n; ++id)
+    receive(pb::make_send_data(id, 0));
+  BOOST_REQUIRE(out.posted.size() == 1u); // without a flush
+  BOOST_TEST(last_response().send_data().also_acked_size()
+             == static_cast<int>(n - 1));
+  receive(pb::make_send_data(n + 1, 0));
+  BOOST_TEST(out.posted.size() == 1u);
+  BOOST_TEST(out.ack_flushes == 2); // the first flush is still asked for
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 2u);
+  BOOST_TEST(last_response().request_id() == n + 1);
+  BOOST_TEST(last_response().send_data().also_acked_size() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- requests to the peer -----------------------------------------------------
+
+BOOST_FIXTURE_TEST_SUITE(requests_out, fixture)
+
+BOOST_AUTO_TEST_CASE(also_acked_completes_pending_requests) {
+  outcome a, b, c;
+  auto ia = pending_send_data(a);
+  auto ib = pending_send_data(b);
+  auto ic = pending_send_data(c);
+  BOOST_TEST(out.posted.size() == 3u);
+  BOOST_TEST(out.sweeps >= 1);
+  BOOST_TEST(core->stats().pending_requests == 3u);
+  receive(pb::make_send_data_acks({ia, ib, ic, 12345}));
+  BOOST_TEST(a.called);
+  BOOST_TEST(b.called);
+  BOOST_TEST(c.called);
+  BOOST_TEST(!a.err);
+  BOOST_TEST(!c.err);
+  BOOST_TEST(core->stats().pending_requests == 0u);
+  BOOST_TEST(core->stats().merged_acks_received == 2u);
+  BOOST_TEST(core->stats().protocol_errors == 1u); // 12345
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_acknowledges_nothing_more) {
+  outcome a, b;
+  auto ia = pending_send_data(a);
+  auto ib = pending_send_data(b);
+  auto res = pb::make_send_data_response(ia, pb::QUOTA_EXCEEDED, "no");
+  res.mutable_response()->mutable_send_data()->add_also_acked(ib);
+  receive(res);
+  BOOST_TEST(a.called);
+  BOOST_TEST(!b.called);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(send_data_completes_when_every_chunk_is_acked) {
+  auto chunk_max = max_message_len - pb::max_frame_overhead;
+  auto mr = pool->allocate(2 * chunk_max + 10, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  caf::expected<uint64_t> result = uint64_t{0};
+  bool done = false;
+  core->send_data(*mr, t0, [&](caf::expected<uint64_t> r) {
+    done = true;
+    result = std::move(r);
+  });
+  BOOST_REQUIRE(out.posted.size() == 3u);
+  std::vector<uint64_t> ids;
+  for (auto& f : out.posted) {
+    BOOST_REQUIRE(f.msg.request().has_send_data());
+    ids.push_back(f.msg.request().request_id());
+  }
+  BOOST_TEST(out.posted[0].payload.size() == chunk_max);
+  BOOST_TEST(out.posted[2].payload.size() == 10u);
+  receive(pb::make_send_data_acks({ids[0], ids[1]}));
+  BOOST_TEST(!done);
+  receive(pb::make_send_data_acks({ids[2]}));
+  BOOST_REQUIRE(done);
+  BOOST_REQUIRE(result);
+  BOOST_TEST(*result == 2 * chunk_max + 10);
+}
+
+BOOST_AUTO_TEST_CASE(expire_times_out_requests_at_their_deadline) {
+  outcome o;
+  auto id = pending_send_data(o);
+  auto timeout = milliseconds{opts.request_timeout_ms};
+  auto next = core->expire(t0 + timeout - milliseconds{1});
+  BOOST_TEST(!o.called);
+  BOOST_TEST((next == t0 + timeout));
+  next = core->expire(t0 + timeout);
+  BOOST_REQUIRE(o.called);
+  BOOST_TEST(code_of(o.err) == errc::request_timeout);
+  BOOST_TEST((next == agent_core::time_point::max()));
+  BOOST_TEST(core->stats().pending_requests == 0u);
+  // Its answer comes too late: counted and dropped.
+  receive(pb::make_send_data_response(id, pb::OK, {}));
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_late_ok_alloc_answer_is_released) {
+  caf::error err;
+  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) {
+    BOOST_REQUIRE(!t);
+    err = t.error();
+  });
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  auto id = out.posted[0].msg.request().request_id();
+  core->expire(t0 + milliseconds{opts.request_timeout_ms});
+  BOOST_TEST(code_of(err) == errc::request_timeout);
+  auto token = pb::make_token(0xabc0, 64, 77);
+  receive(pb::make_alloc_mr_response(id, pb::OK, {}, token));
+  BOOST_REQUIRE(out.posted.size() == 2u);
+  auto& req = out.posted[1].msg.request();
+  BOOST_REQUIRE(req.has_release_mr());
+  BOOST_TEST(req.release_mr().token().addr() == 0xabc0u);
+  BOOST_TEST(req.release_mr().token().rkey() == 77u);
+  BOOST_TEST(core->stats().protocol_errors == 0u);
+  // Only once: a second answer is an unknown one.
+  receive(pb::make_alloc_mr_response(id, pb::OK, {}, token));
+  BOOST_TEST(out.posted.size() == 2u);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(alloc_remote_answers_the_token) {
+  caf::expected<mr_token> got = mr_token{};
+  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) { got = t; });
+  auto id = out.posted[0].msg.request().request_id();
+  receive(
+      pb::make_alloc_mr_response(id, pb::OK, {}, pb::make_token(0x40, 64, 5)));
+  BOOST_REQUIRE(got);
+  BOOST_TEST(got->addr == 0x40u);
+  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) { got = t; });
+  id = out.posted[1].msg.request().request_id();
+  receive(pb::make_alloc_mr_response(id, pb::SIZE_LIMIT, "too big"));
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == errc::size_limit);
+}
+
+BOOST_AUTO_TEST_CASE(too_many_pending_requests_fail_at_once) {
+  opts.peer_max_pending_requests = 2;
+  make_core();
+  outcome a, b, c;
+  pending_send_data(a);
+  pending_send_data(b);
+  pending_send_data(c);
+  BOOST_TEST(!a.called);
+  BOOST_REQUIRE(c.called);
+  BOOST_TEST(code_of(c.err) == errc::quota_exceeded);
+  BOOST_TEST(out.posted.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(close_fails_pending_and_owned_memory_returns) {
+  outcome o;
+  pending_send_data(o, 256);
+  {
+    receive(pb::make_alloc_mr(1, 1024, 64)); // held for the peer
+    auto lent = pool->allocate(512, 64, transport::access::all);
+    BOOST_REQUIRE(lent);
+    caf::error lend_err;
+    core->lend(*lent, t0,
+               [&](caf::expected<mr_token> t) { lend_err = t.error(); });
+    BOOST_TEST(core->stats().owned_mrs == 2u);
+    auto err = make_error(errc::peer_gone, "test");
+    core->close(err);
+    BOOST_TEST(core->closed());
+    BOOST_REQUIRE(o.called);
+    BOOST_TEST(code_of(o.err) == errc::peer_gone);
+    BOOST_TEST(code_of(lend_err) == errc::peer_gone);
+    // The failed lend keeps the region while the connection closes.
+    BOOST_TEST(core->stats().owned_mrs == 2u);
+  }
+  out.posted.clear(); // payloads of our sends
+  BOOST_TEST(pool->stats().bytes_in_use > 0u);
+  auto owned = core->take_owned();
+  BOOST_TEST(owned.size() == 2u);
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+  BOOST_TEST(core->stats().peer_alloc_bytes == 0u);
+  BOOST_TEST(pool->stats().bytes_in_use > 0u);
+  owned.clear();
+  BOOST_TEST(pool->stats().bytes_in_use == 0u);
+  // Closed: new requests fail at once.
+  outcome late;
+  pending_send_data(late);
+  BOOST_REQUIRE(late.called);
+  BOOST_TEST(code_of(late.err) == errc::peer_gone);
+  BOOST_TEST(out.posted.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_lend_forgets_the_region) {
+  auto lent = pool->allocate(512, 64, transport::access::all);
+  BOOST_REQUIRE(lent);
+  caf::error err;
+  core->lend(*lent, t0, [&](caf::expected<mr_token> t) { err = t.error(); });
+  BOOST_TEST(core->stats().owned_mrs == 1u);
+  core->lend(*lent, t0, [&](caf::expected<mr_token> t) { err = t.error(); });
+  BOOST_TEST(code_of(err) == errc::already_sent);
+  auto id = out.posted[0].msg.request().request_id();
+  receive(pb::make_send_mr_response(id, pb::QUOTA_EXCEEDED, "full"));
+  BOOST_TEST(code_of(err) == errc::quota_exceeded);
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
