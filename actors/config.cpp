@@ -18,6 +18,15 @@ config::config() {
   // gcc-built libcaf (the libFuzzer target).
   caf::put(content, "scheduler.max-throughput",
            static_cast<int64_t>(default_max_throughput));
+  // An idle CAF worker polls its queue 100 times, then 500 times with a
+  // 50 us sleep between polls, then waits on a condition variable that a
+  // message from outside (a fabric thread's completion notice) signals.
+  // The 50 us naps delay every hand-off to a napping worker by 25 us on
+  // average and cost a context switch each; polling those 500 times
+  // without sleeping and then waiting on the condition variable is faster
+  // and no more expensive (docs/benchmarks.md, "CAF's worker naps").
+  caf::put(content, "work-stealing.moderate-sleep-duration",
+           caf::timespan{default_moderate_sleep_ns});
   register_error_category(*this);
 }
 

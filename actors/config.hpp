@@ -8,8 +8,9 @@ namespace rdmactor {
 
 /// A CAF configuration that knows rdmactor: binds `options` to the section
 /// `[rdmactor]` of the ini file and to `--rdmactor.NAME=VALUE` on the
-/// command line, registers the `rdmactor` error category and bounds
-/// `scheduler.max-throughput` (see `default_max_throughput`).
+/// command line, registers the `rdmactor` error category, bounds
+/// `scheduler.max-throughput` (see `default_max_throughput`) and keeps idle
+/// workers from napping (see `default_moderate_sleep_ns`).
 ///
 /// Derive from it to add options of your own, then
 /// `cfg.parse(argc, argv, "rdmactor.ini")` as with any CAF config.
@@ -21,6 +22,11 @@ public:
   /// handles before its worker serves others.  Bounded so that a transport
   /// actor polling its CQ shares its worker (see completion_mode.hpp).
   static constexpr int default_max_throughput = 8;
+
+  /// The `work-stealing.moderate-sleep-duration` this config sets, in
+  /// nanoseconds: 0, an idle worker polls without napping before it waits
+  /// to be woken (CAF's own default is 50 us).
+  static constexpr int64_t default_moderate_sleep_ns = 0;
 
   /// The options, filled in by `parse`.  Validate with `validate(opts)`.
   options opts;
