@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -88,6 +89,7 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   std::unique_ptr<link> result{new link(std::move(dev), std::move(qp))};
   auto& l = *result;
   l.pool_ = std::move(*pool);
+  l.pool_->wake_at.store(tuning::credit_return_threshold(l.pool_->depth));
   // Header slots: one per send-queue entry.
   l.header_mem_.resize(size_t{l.send_queue_depth_} * max_send_header_bytes);
   auto hreg
@@ -165,9 +167,14 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
     fail(std::move(err));
     return;
   }
+  // Receives released since the owner last ran: a send carries their
+  // credits.
+  if (kind == op_kind::send)
+    repost_released();
   queue_.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, cookie});
   try_post();
+  reclaim(); // what is owed changed: so does the wake-up threshold
 }
 
 /// Decides whether the operation about to be posted is signaled and counts
@@ -292,27 +299,53 @@ void link::post_recv_slot(uint32_t slot) {
     fail(std::move(err));
 }
 
-uint32_t link::reclaim() {
+uint32_t link::repost_released() {
   auto& pool = *pool_;
   uint32_t n = 0;
+  uint32_t popped = 0;
   uint32_t slot = 0;
-  auto drain = [&] {
-    while (pool.released->pop(slot)) {
-      if (slot >= pool.depth)
-        continue; // cannot happen: slots come from our own blocks
-      ++n;
-      credits_.on_reposted(true);
-      post_recv_slot(slot);
-    }
-  };
-  drain();
-  // Ask for a wake-up, then look once more: a release between the last pop
-  // and arming sent no message.  The exchange synchronizes with the
-  // releasing thread's exchange, so its push is visible here.
-  if (!pool.wake_armed.exchange(true, std::memory_order_acq_rel))
-    drain();
-  if (n > 0)
+  while (pool.released->pop(slot)) {
+    ++popped;
+    if (slot >= pool.depth)
+      continue; // cannot happen: slots come from our own blocks
+    ++n;
+    credits_.on_reposted(true);
+    post_recv_slot(slot);
+  }
+  if (popped > 0)
+    pool.unclaimed.fetch_sub(popped);
+  return n;
+}
+
+uint32_t link::reclaim() {
+  auto& pool = *pool_;
+  auto threshold = tuning::credit_return_threshold(pool.depth);
+  uint32_t n = 0;
+  for (;;) {
+    auto k = repost_released();
+    n += k;
+    // Also after nothing was reposted here: the caller may have reposted
+    // (submit) or received credits to report with (poll).
     maybe_return_credits();
+    // Ask for a wake-up once the releases in the ring make a credit return
+    // due, not for each one: until then nothing needs the transport (a
+    // send drains the ring itself, so its credits are never stale).  Every
+    // entry point that changes what is owed ends here (submit, poll), so
+    // the threshold is never stale either.
+    auto owed = credits_.owed();
+    pool.wake_at.store(owed < threshold ? threshold - owed : 1);
+    pool.wake_armed.store(true);
+    // Look once more: a release that came before the threshold and the
+    // flag were set may have found no wake-up to take.  If one took it,
+    // its message is on the way.
+    if (pool.unclaimed.load() < pool.wake_at.load()
+        || !pool.wake_armed.exchange(false))
+      break;
+    // A release counted but not pushed yet (see recv_pool::release) left
+    // nothing to pop: let its thread finish the push.
+    if (k == 0)
+      std::this_thread::yield();
+  }
   return n;
 }
 
@@ -407,6 +440,10 @@ size_t link::poll() {
     if (n < tuning::cq_batch)
       break;
   }
+  // Completions change what is owed (a credit-only message reposts at
+  // once): the wake-up threshold follows.
+  if (total > 0 && !down_)
+    reclaim();
   return total;
 }
 

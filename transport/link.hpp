@@ -112,8 +112,10 @@ public:
   size_t poll();
 
   /// Reposts the receive buffers released since the last call (and sends
-  /// the credits they free when due); returns how many.  Asks for a wake-up
-  /// before it returns.
+  /// the credits they free when due); returns how many.  Before it returns
+  /// it asks for a wake-up (`set_wake`) for when enough buffers are
+  /// released for their credits to be due, i.e. for a credit-only message
+  /// (`credit_ledger::credit_only_due`); sends carry fewer on their own.
   uint32_t reclaim();
 
   /// Arms the CQ's notification unless it is armed (a system call on some
@@ -207,6 +209,7 @@ private:
   void try_post();
   void maybe_return_credits();
   void post_recv_slot(uint32_t slot);
+  uint32_t repost_released();
   void on_completion(const work_completion& wc);
   void on_recv(const work_completion& wc);
   void finish(inflight_op& op, wc_status status);

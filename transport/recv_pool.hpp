@@ -76,9 +76,10 @@ private:
 /// A received message is a `local_mr` whose block (and shared-pointer
 /// control block) lives in storage preallocated for its slot: receiving
 /// allocates nothing.  When the last handle goes, the slot goes into
-/// `released`; the link drains it and reposts.  The owner is woken only
-/// when it had drained the ring and asked for a wake-up (`wake_armed`),
-/// not once per buffer.
+/// `released`; the link drains it and reposts whenever its owner runs.
+/// The owner is woken only when it asked for a wake-up (`wake_armed`) and
+/// `wake_at` releases wait in the ring: enough for the credits they free to
+/// be due (see `link::reclaim`), not once per buffer.
 struct recv_pool {
   struct alignas(64) block_storage {
     unsigned char bytes[slot_block_bytes];
@@ -91,6 +92,10 @@ struct recv_pool {
   std::unique_ptr<block_storage[]> blocks;
   std::unique_ptr<slot_ring> released;
   std::atomic<bool> wake_armed{true};
+  /// Releases in `released` the owner has not drained yet.
+  std::atomic<uint32_t> unclaimed{0};
+  /// The owner is woken once `unclaimed` reaches this; set by the owner.
+  std::atomic<uint32_t> wake_at{1};
   /// Wakes the owner (the transport actor sends itself `repost_atom`); set
   /// before its first completion is polled (no slot is released before).
   /// Called on the releasing thread.
@@ -107,8 +112,14 @@ struct recv_pool {
 
   /// Hands slot `i` back for reposting.  Any thread.
   void release(uint32_t i) noexcept {
+    // Counted before it is pushed, so the owner, which subtracts what it
+    // popped, never sees fewer than the ring holds.  Sequentially
+    // consistent, as the owner's side in `link::reclaim`: either this
+    // thread sees the owner's new threshold and armed flag, or the owner
+    // sees this release when it looks once more.
+    auto n = unclaimed.fetch_add(1) + 1;
     released->push(i);
-    if (wake_armed.exchange(false, std::memory_order_acq_rel) && wake)
+    if (n >= wake_at.load() && wake_armed.exchange(false) && wake)
       wake();
   }
 };

@@ -144,7 +144,8 @@ BOOST_AUTO_TEST_CASE(open_refuses_a_receive_depth_below_the_minimum) {
   conn_params cp;
   cp.recv_depth = min_recv_depth - 1;
   auto peer = std::make_shared<fake_link>(dev->registry, cp);
-  auto opened = transport::link::open(dev, std::make_shared<fake_queue_pair>(peer));
+  auto opened
+      = transport::link::open(dev, std::make_shared<fake_queue_pair>(peer));
   BOOST_REQUIRE(!opened);
   BOOST_TEST(code_of(opened.error()) == errc::invalid_argument);
 }
@@ -271,22 +272,50 @@ BOOST_AUTO_TEST_CASE(a_data_send_carries_the_credits_it_owes) {
   BOOST_TEST(f.l->credits().owed() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(a_release_on_another_thread_wakes_the_owner_once) {
+BOOST_AUTO_TEST_CASE(releases_wake_the_owner_once_their_credits_are_due) {
+  fixture f{8}; // credits are returned in batches of 4
+  int wakes = 0;
+  f.l->set_wake([&] { ++wakes; });
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  auto held = std::move(f.rec.messages);
+  f.rec.messages.clear();
+  // Released on another thread: three free no credit message yet.
+  std::thread{[&] { held.resize(1); }}.join();
+  BOOST_TEST(wakes == 0);
+  std::thread{[&] { held.clear(); }}.join();
+  BOOST_TEST(wakes == 1); // the fourth makes a credit return due
+  BOOST_TEST(f.l->reclaim() == 4u);
+  BOOST_REQUIRE(f.peer->sent.size() == 1u);
+  BOOST_TEST(f.peer->sent[0].imm.value() == (credit_only | 4));
+  // Fewer releases wake nobody; the next send drains them and carries
+  // their credits.
+  BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  f.rec.messages.clear();
+  BOOST_TEST(wakes == 1);
+  f.send(1);
+  BOOST_REQUIRE(f.peer->sent.size() == 2u);
+  BOOST_TEST(f.peer->sent[1].imm.value() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(owed_credits_lower_the_wake_threshold) {
   fixture f{8};
   int wakes = 0;
   f.l->set_wake([&] { ++wakes; });
   for (int i = 0; i < 3; ++i)
     BOOST_REQUIRE(f.deliver(0));
   f.l->poll();
-  auto held = std::move(f.rec.messages);
-  f.rec.messages.clear();
-  std::thread{[&] { held.clear(); }}.join();
-  BOOST_TEST(wakes == 1); // not once per buffer
+  f.rec.messages.clear(); // three released: below the batch of 4
+  BOOST_TEST(wakes == 0);
   BOOST_TEST(f.l->reclaim() == 3u);
-  BOOST_REQUIRE(f.deliver(0)); // armed again: the next release wakes
+  BOOST_TEST(f.l->credits().owed() == 3u);
+  // One more release completes the batch.
+  BOOST_REQUIRE(f.deliver(0));
   f.l->poll();
   f.rec.messages.clear();
-  BOOST_TEST(wakes == 2);
+  BOOST_TEST(wakes == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
