@@ -57,6 +57,16 @@ const char* to_string(wc_status x) noexcept;
 /// Maps a completion status to the project error code.
 errc to_errc(wc_status x) noexcept;
 
+/// Which completions an armed CQ notifies (see `queue_pair::arm_cq`).
+enum class cq_events : uint8_t {
+  /// The next completion.
+  all,
+  /// The next receive completion or unsuccessful completion; successful
+  /// send-queue completions are reaped at the next poll without waking
+  /// anyone (like arming only the receive CQ of a QP with two CQs).
+  receives,
+};
+
 /// Opcode of a work completion; mirrors `ibv_wc_opcode`.
 enum class wc_opcode : uint8_t {
   send,
@@ -197,10 +207,15 @@ public:
   /// and a completion arrives (completion channel / eventfd).  Any thread.
   virtual int cq_fd() const noexcept = 0;
 
-  /// Requests one notification for the next completion (like
-  /// `ibv_req_notify_cq`).  After arming, poll once more: a completion that
-  /// arrived before arming may not notify.  Caller: the owner.
-  virtual caf::error arm_cq() = 0;
+  /// Requests one notification for the next completion of the kind
+  /// `which` names (like `ibv_req_notify_cq`): `all`, or `receives` (a
+  /// receive completion or any unsuccessful completion, not a successful
+  /// send-queue one).  Arming for `all` while armed for `receives` widens
+  /// the request.  After arming, poll once more: a completion that arrived
+  /// before arming may not notify.  Caller: the owner.
+  caf::error arm_cq(cq_events which = cq_events::all) {
+    return do_arm_cq(which);
+  }
 
   /// Consumes the notification that made `cq_fd()` readable (like
   /// `ibv_get_cq_event` + `ibv_ack_cq_events`).  Returns false when no
@@ -227,6 +242,10 @@ public:
 
   /// Returns true once the QP is in the error state.  Any thread.
   virtual bool in_error() const noexcept = 0;
+
+protected:
+  /// Implements `arm_cq`.
+  virtual caf::error do_arm_cq(cq_events which) = 0;
 };
 
 using queue_pair_ptr = std::unique_ptr<queue_pair>;

@@ -257,6 +257,8 @@ void link::try_post() {
       return;
     }
     uint64_t bytes = op.local.size() + op.header.size();
+    if (op.cookie != 0)
+      ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
                                     slot, op.cookie});
     queue_.pop_front();
@@ -381,6 +383,8 @@ void link::on_recv(const work_completion& wc) {
 
 /// Finishes one posted operation with `status`.
 void link::finish(inflight_op& op, wc_status status) {
+  if (op.cookie != 0)
+    --waited_;
   if (op.header_slot >= 0)
     free_header_slots_.push_back(op.header_slot);
   if (status != wc_status::success) {
@@ -448,13 +452,18 @@ size_t link::poll() {
 }
 
 void link::arm() {
-  if (down_ || armed_)
+  if (down_)
     return;
-  if (auto err = qp_->arm_cq()) {
+  auto want
+      = waited_ > 0 || !queue_.empty() ? armed_for::all : armed_for::receives;
+  if (armed_ == armed_for::all || armed_ == want)
+    return;
+  auto which = want == armed_for::all ? cq_events::all : cq_events::receives;
+  if (auto err = qp_->arm_cq(which)) {
     fail(std::move(err));
     return;
   }
-  armed_ = true;
+  armed_ = want;
 }
 
 void link::fail(caf::error cause) {
@@ -476,6 +485,7 @@ void link::fail(caf::error cause) {
     answer(op.cookie, flushed);
     op.cookie = 0;
   }
+  waited_ = 0;
   auto queue = std::move(queue_);
   queue_.clear();
   for (auto& op : queue)

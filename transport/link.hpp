@@ -118,13 +118,18 @@ public:
   /// (`credit_ledger::credit_only_due`); sends carry fewer on their own.
   uint32_t reclaim();
 
-  /// Arms the CQ's notification unless it is armed (a system call on some
-  /// fabrics, so never twice).  A failure to arm fails the link.
+  /// Arms the CQ's notification unless it is armed as needed (a system
+  /// call on some fabrics, so never twice).  While nothing waits for a
+  /// send-queue completion (no requester's operation in flight, nothing
+  /// queued) it arms for receives only: completions of posts nobody waits
+  /// for then wake nobody and are reaped at the next poll.  Call it again
+  /// after a `submit` with a cookie when the owner will not poll on its own
+  /// (it widens the arming then).  A failure to arm fails the link.
   void arm();
 
   /// The armed notification fired (and so is no longer armed).
   void notified() noexcept {
-    armed_ = false;
+    armed_ = armed_for::none;
   }
 
   /// Goes down with `cause`: answers every queued and posted operation
@@ -160,8 +165,16 @@ public:
     return queue_.size();
   }
 
-  bool armed() const noexcept {
+  /// What the CQ is armed for.
+  enum class armed_for : uint8_t { none, receives, all };
+
+  armed_for armed() const noexcept {
     return armed_;
+  }
+
+  /// Operations in flight whose requester waits for their completion.
+  size_t waited() const noexcept {
+    return waited_;
   }
 
   const credit_ledger& credits() const noexcept {
@@ -232,8 +245,10 @@ private:
   std::deque<queued_op> queue_;
   link_observer* observer_ = nullptr;
   caf::error failure_;
+  /// Operations in `inflight_` with a cookie (see `waited`).
+  size_t waited_ = 0;
   bool down_ = false;
-  bool armed_ = false;
+  armed_for armed_ = armed_for::none;
 };
 
 } // namespace rdmactor::transport

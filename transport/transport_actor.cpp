@@ -215,7 +215,14 @@ caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
   auto rp = self->make_response_promise<uint64_t>();
   st.path->submit(kind, std::move(header), std::move(local), remote,
                   st.replies.add(rp));
-  on_posted(self);
+  if (st.how.mode != completion_mode::event) {
+    on_posted(self);
+  } else if (st.path->armed() != link::armed_for::all) {
+    // Armed for receives only: widen it for this requester, then poll for
+    // a completion that came between the post and the arming.
+    st.path->arm();
+    st.path->poll();
+  }
   return rp;
 }
 

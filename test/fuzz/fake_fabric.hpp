@@ -406,10 +406,12 @@ public:
     return cq_fd_;
   }
 
-  caf::error arm_cq() override {
+protected:
+  caf::error do_arm_cq(transport::cq_events) override {
     return {};
   }
 
+public:
   bool ack_cq_event() override {
     return false;
   }

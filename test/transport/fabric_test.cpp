@@ -522,6 +522,44 @@ BOOST_AUTO_TEST_CASE(cq_notification_fd) {
   BOOST_TEST(wc[0].wr_id == 6u);
 }
 
+BOOST_AUTO_TEST_CASE(cq_armed_for_receives_ignores_send_completions) {
+  auto& d = open();
+  auto p = connect_pair(d);
+  auto src = make_buffer(d, 64, 0);
+  auto dst = make_buffer(d, 64, local_write);
+  auto fd = p.client->cq_fd();
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(!p.client->arm_cq(transport::cq_events::receives));
+  // Our SEND completes: no notification.
+  post_recv(*p.server, 1, dst);
+  auto sg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(5, &sg, 1));
+  BOOST_TEST(one(*p.server).wr_id == 1u);
+  std::this_thread::sleep_for(50ms);
+  pollfd pfd{fd, POLLIN, 0};
+  BOOST_TEST(::poll(&pfd, 1, 0) == 0);
+  // The peer's SEND lands in our receive: notified; both completions are
+  // in the CQ.
+  auto back = make_buffer(d, 64, local_write);
+  post_recv(*p.client, 7, back);
+  auto ssg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_send(9, &ssg, 1));
+  pfd.revents = 0;
+  BOOST_TEST(::poll(&pfd, 1, 5000) == 1);
+  BOOST_TEST(p.client->ack_cq_event());
+  auto wcs = wait_completions(*p.client, 2, 10s);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 2u);
+  BOOST_TEST(count_status(wcs, wc_status::success) == 2u);
+  // Widening to every completion: a send completion notifies again.
+  BOOST_REQUIRE(!p.client->arm_cq(transport::cq_events::receives));
+  BOOST_REQUIRE(!p.client->arm_cq(transport::cq_events::all));
+  post_recv(*p.server, 2, dst);
+  BOOST_REQUIRE(!p.client->post_send(6, &sg, 1));
+  pfd.revents = 0;
+  BOOST_TEST(::poll(&pfd, 1, 5000) == 1);
+  BOOST_TEST(p.client->ack_cq_event());
+}
+
 BOOST_AUTO_TEST_CASE(unsignaled_send_produces_no_completion) {
   auto& d = open();
   auto p = connect_pair(d);

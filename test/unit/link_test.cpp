@@ -32,12 +32,13 @@ class counting_qp : public fake_queue_pair {
 public:
   using fake_queue_pair::fake_queue_pair;
 
-  caf::error arm_cq() override {
-    ++arms;
+  std::vector<cq_events> arms;
+
+protected:
+  caf::error do_arm_cq(cq_events which) override {
+    arms.push_back(which);
     return {};
   }
-
-  int arms = 0;
 };
 
 /// Records what the link reports.
@@ -350,11 +351,46 @@ BOOST_AUTO_TEST_CASE(the_cq_is_armed_once_until_it_fires) {
   fixture f;
   f.l->arm();
   f.l->arm();
-  BOOST_TEST(f.qp->arms == 1);
-  BOOST_TEST(f.l->armed());
+  BOOST_TEST(f.qp->arms.size() == 1u);
+  BOOST_TEST((f.l->armed() != transport::link::armed_for::none));
   f.l->notified();
   f.l->arm();
-  BOOST_TEST(f.qp->arms == 2);
+  BOOST_TEST(f.qp->arms.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(posts_nobody_waits_for_arm_for_receives_only) {
+  fixture f;
+  using armed_for = transport::link::armed_for;
+  f.send(0); // a post: nobody waits for its completion
+  f.l->arm();
+  BOOST_REQUIRE(f.qp->arms.size() == 1u);
+  BOOST_TEST((f.qp->arms[0] == cq_events::receives));
+  BOOST_TEST((f.l->armed() == armed_for::receives));
+  // A requester's operation widens the arming; once it completed, the next
+  // arming after a notification is for receives again.
+  f.send(7);
+  BOOST_TEST(f.l->waited() == 1u);
+  f.l->arm();
+  BOOST_REQUIRE(f.qp->arms.size() == 2u);
+  BOOST_TEST((f.qp->arms[1] == cq_events::all));
+  f.l->arm(); // armed for everything already
+  BOOST_TEST(f.qp->arms.size() == 2u);
+  f.settle();
+  BOOST_TEST(f.l->waited() == 0u);
+  f.l->notified();
+  f.l->arm();
+  BOOST_REQUIRE(f.qp->arms.size() == 3u);
+  BOOST_TEST((f.qp->arms[2] == cq_events::receives));
+}
+
+BOOST_AUTO_TEST_CASE(queued_operations_arm_for_everything) {
+  fixture f{8};
+  for (int i = 0; i < 9; ++i)
+    f.send(0); // 7 posted, 2 wait for credits
+  BOOST_REQUIRE(f.l->queued() == 2u);
+  f.l->arm();
+  BOOST_REQUIRE(f.qp->arms.size() == 1u);
+  BOOST_TEST((f.qp->arms[0] == cq_events::all));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

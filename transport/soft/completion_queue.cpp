@@ -1,8 +1,20 @@
 #include "transport/soft/completion_queue.hpp"
 
+#include <algorithm>
+
 #include "transport/soft/limits.hpp"
 
 namespace rdmactor::transport::soft {
+
+namespace {
+
+/// Whether `wc` notifies a CQ armed for receives.
+bool wakes_receives(const work_completion& wc) noexcept {
+  return wc.status != wc_status::success || wc.opcode == wc_opcode::recv
+         || wc.opcode == wc_opcode::recv_rdma_with_imm;
+}
+
+} // namespace
 
 bool completion_queue::push(const work_completion& wc) {
   bool fire = false;
@@ -11,7 +23,7 @@ bool completion_queue::push(const work_completion& wc) {
     if (entries_.size() >= limits::max_cq_entries)
       return false;
     entries_.push_back(wc);
-    if (armed_) {
+    if (armed_ && (!receives_only_ || wakes_receives(wc))) {
       armed_ = false;
       fire = true;
     }
@@ -32,11 +44,17 @@ size_t completion_queue::poll(work_completion* out, size_t max) {
   return n;
 }
 
-void completion_queue::arm() {
+void completion_queue::arm(cq_events which) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (entries_.empty()) {
+    bool receives_only
+        = which == cq_events::receives && (!armed_ || receives_only_);
+    bool due = receives_only ? std::any_of(entries_.begin(), entries_.end(),
+                                           wakes_receives)
+                             : !entries_.empty();
+    if (!due) {
       armed_ = true;
+      receives_only_ = receives_only;
       return;
     }
     armed_ = false;

@@ -15,8 +15,9 @@ namespace rdmactor::transport::soft {
 /// completions plus an eventfd that plays the completion channel.
 ///
 /// Notification model (like `ibv_req_notify_cq`): `arm` requests one
-/// notification; the next `push` signals the eventfd and disarms.  If
-/// completions are already queued when `arm` is called, it signals at once,
+/// notification; the next `push` of a completion of the armed kind signals
+/// the eventfd and disarms.  If such completions are already queued when
+/// `arm` is called, it signals at once,
 /// so a completion that slipped in between the last poll and arming is never
 /// missed.  `ack` consumes the signal.  With a notify function set, a
 /// notification calls it instead of signalling the eventfd.  The eventfd
@@ -38,8 +39,10 @@ public:
   /// it on the first call; -1 when the system refuses an eventfd.
   int fd() const noexcept;
 
-  /// Requests one notification.
-  void arm();
+  /// Requests one notification for the next completion `which` names
+  /// (`receives`: a receive or an unsuccessful completion; every inbound
+  /// SEND counts as solicited).  Widens an armed `receives` to `all`.
+  void arm(cq_events which = cq_events::all);
 
   /// Calls `fn` for each notification from now on instead of signalling the
   /// eventfd (see `queue_pair::set_cq_notify`).  Call before the first
@@ -57,6 +60,8 @@ private:
   mutable std::mutex mtx_;
   std::deque<work_completion> entries_;
   bool armed_ = false;
+  /// Armed for receives and failures only.
+  bool receives_only_ = false;
   /// Created by the first `fd()`; guarded by mtx_.
   mutable std::optional<event_fd> efd_;
   /// A notification fired before the eventfd existed.

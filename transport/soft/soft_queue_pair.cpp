@@ -249,8 +249,8 @@ size_t soft_queue_pair::poll_cq(work_completion* out, size_t max) {
   return cq_.poll(out, max);
 }
 
-caf::error soft_queue_pair::arm_cq() {
-  cq_.arm();
+caf::error soft_queue_pair::do_arm_cq(cq_events which) {
+  cq_.arm(which);
   return {};
 }
 

@@ -127,7 +127,10 @@ public:
 
   /// Requests one notification; signals at once when completions are
   /// already queued.  Never fails.
-  caf::error arm_cq() override;
+protected:
+  caf::error do_arm_cq(cq_events which) override;
+
+public:
 
   bool ack_cq_event() override;
 

@@ -482,11 +482,17 @@ int verbs_queue_pair::cq_fd() const noexcept {
   return cq_event_fd_.get();
 }
 
-caf::error verbs_queue_pair::arm_cq() {
-  for (auto cq : {send_cq_.get(), recv_cq_.get()})
+caf::error verbs_queue_pair::do_arm_cq(cq_events which) {
+  // Receives: the receive CQ alone.  A QP that fails flushes its posted
+  // receives there, so failures still notify.
+  auto* send_cq = which == cq_events::all ? send_cq_.get() : nullptr;
+  for (auto cq : {send_cq, recv_cq_.get()}) {
+    if (cq == nullptr)
+      continue;
     if (auto rc = ibv_req_notify_cq(cq, 0))
       return make_error(errc::qp_error,
                         "ibv_req_notify_cq failed: " + errno_text(rc));
+  }
   return {};
 }
 

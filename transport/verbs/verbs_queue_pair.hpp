@@ -30,7 +30,8 @@ class verbs_device;
 /// Notifications: a QP has no completion channel of its own.  Both CQs are
 /// created on the device's shared channel with the id of this QP's
 /// registration in the device's `completion_engine` as `cq_context`, and
-/// `arm_cq` arms both (`ibv_req_notify_cq`).  The engine thread takes and
+/// `arm_cq` arms both (`ibv_req_notify_cq`), or for `cq_events::receives`
+/// the receive CQ alone.  The engine thread takes and
 /// acknowledges the events and calls the registered function:
 ///   - by default one that signals an eventfd of this QP, which is
 ///     `cq_fd()`; `ack_cq_event` drains it (owners with a poller thread,
@@ -105,7 +106,11 @@ public:
                        uint64_t remote_addr, uint32_t rkey) override;
   size_t poll_cq(work_completion* out, size_t max) override;
   int cq_fd() const noexcept override;
-  caf::error arm_cq() override;
+
+protected:
+  caf::error do_arm_cq(cq_events which) override;
+
+public:
   bool ack_cq_event() override;
   bool set_cq_notify(std::function<void()> fn) override;
   void close() override;
