@@ -1,12 +1,9 @@
 #include "transport/transport_actor.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <limits>
-#include <new>
 #include <thread>
 
 #include <caf/actor_system.hpp>
