@@ -24,7 +24,7 @@ config::config() {
   // The 50 us naps delay every hand-off to a napping worker by 25 us on
   // average and cost a context switch each; polling those 500 times
   // without sleeping and then waiting on the condition variable cut the
-  // soft send latency by ~30 % for ~10-20 % more CPU per round trip
+  // soft send latency by ~30 % at about the same CPU per round trip
   // (docs/benchmarks.md, "CAF's worker naps").
   caf::put(content, "work-stealing.moderate-sleep-duration",
            caf::timespan{default_moderate_sleep_ns});
