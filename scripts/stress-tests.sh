@@ -17,6 +17,7 @@
 #
 # Exit status: 0 when every run passed, 1 when any failed, 2 on bad use.
 set -euo pipefail
+shopt -s extglob
 cd "$(dirname "$0")/.."
 
 runs=${1:-5}
@@ -41,8 +42,13 @@ if [[ ! -f "$build/CTestTestfile.cmake" ]]; then
   exit 2
 fi
 
-mapfile -t suites < <(ctest --test-dir "$build" -N -L "$label" |
-                        sed -n 's/^ *Test *#[0-9]*: *//p')
+# No process substitution: the rxe VM has no /dev/fd.
+suites=()
+while read -r line; do
+  if [[ "$line" =~ ^Test\ +\#[0-9]+:\ +([^ ]+) ]]; then
+    suites+=("${BASH_REMATCH[1]}")
+  fi
+done <<< "$(ctest --test-dir "$build" -N -L "$label")"
 if [[ ${#suites[@]} -eq 0 ]]; then
   echo "stress-tests.sh: no suite has the label '$label' in $build" >&2
   exit 2
@@ -82,8 +88,10 @@ for ((r = 1; r <= runs; ++r)); do
         # The first failing Boost.Test check, else ctest's verdict.
         line=$(grep -m1 -E 'error: in "|fatal error: in "' "$log" ||
                grep -m1 -E 'Failed|Timeout|SEGFAULT|Exception' "$log" || true)
-        first[$s]=$(echo "$line" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-160)
-        cp "$log" "$logs/first-failure-$s.log"
+        line=${line//$'\e'/}
+        line=${line//\[+([0-9;])m/} # Boost.Test's colours
+        first[$s]=${line:0:160}
+        cp "$log" "$logs/first-failure-$s.log" || true
       fi
       echo "  run $r $s: FAILED"
     fi
