@@ -124,7 +124,9 @@ public:
   /// queued) it arms for receives only: completions of posts nobody waits
   /// for then wake nobody and are reaped at the next poll.  Call it again
   /// after a `submit` with a cookie when the owner will not poll on its own
-  /// (it widens the arming then).  A failure to arm fails the link.
+  /// (it widens the arming then), and poll once after it: a completion that
+  /// came before the arming does not notify.  A failure to arm fails the
+  /// link.
   void arm();
 
   /// The armed notification fired (and so is no longer armed).
