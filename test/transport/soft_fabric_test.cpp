@@ -966,6 +966,36 @@ BOOST_AUTO_TEST_CASE(arm_with_queued_completions_signals_at_once) {
   BOOST_TEST(wc.status == wc_status::work_request_flushed);
 }
 
+BOOST_AUTO_TEST_CASE(close_right_after_a_receive_still_acknowledges_it) {
+  // A NIC acknowledges a SEND no later than it shows the receive's
+  // completion; a receiver that closes the moment it sees the completion
+  // must not turn the sender's SEND into work_request_flushed (issue 19).
+  auto dev = open_soft(soft_options());
+  for (int i = 0; i < 200; ++i) {
+    BOOST_TEST_CONTEXT("round " << i) {
+      auto p = connect_pair(*dev);
+      auto src = make_buffer(*dev, 64, 0);
+      auto dst = make_buffer(*dev, 64, local_write);
+      auto rsg = dst.whole();
+      BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+      auto ssg = src.whole();
+      BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+      work_completion wc;
+      auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (p.server->poll_cq(&wc, 1) == 0
+             && std::chrono::steady_clock::now() < deadline) {
+      }
+      BOOST_REQUIRE(wc.wr_id == 1u);
+      BOOST_REQUIRE(wc.status == wc_status::success);
+      p.server->close();
+      auto wcs = wait_completions(*p.client, 1, 10s);
+      BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+      BOOST_REQUIRE(wcs[0].wr_id == 2u);
+      BOOST_REQUIRE(wcs[0].status == wc_status::success);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(too_long_message_is_remote_operation_error) {
   auto dev = open_soft(soft_options());
   auto p = connect_pair(*dev);

@@ -266,8 +266,10 @@ bool soft_queue_pair::set_cq_notify(std::function<void()> fn) {
 void soft_queue_pair::close() {
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    fail_locked({"closed locally", wc_status::work_request_flushed,
-                 std::nullopt, true});
+    failure f{"closed locally", wc_status::work_request_flushed, std::nullopt,
+              true};
+    f.flush_answers = true;
+    fail_locked(f);
   }
   wake();
 }
@@ -515,7 +517,7 @@ void soft_queue_pair::fail_locked(failure f) {
   log().log(f.quiet ? spdlog::level::debug : spdlog::level::info,
             "soft QP to {}: error state: {}", peer_, f.reason);
   auto now = clock_type::now();
-  bool intact = tx_.abort(f.nak.has_value());
+  bool intact = tx_.abort(f.nak.has_value() || f.flush_answers);
   bool nak_queued = false;
   if (f.nak && intact) {
     wire::header nak;
@@ -543,7 +545,9 @@ void soft_queue_pair::fail_locked(failure f) {
   pending_bytes_ = 0;
   rnr_deadline_.reset();
   stalled_.store(false);
-  if (nak_queued) {
+  if (nak_queued || (f.flush_answers && intact && !tx_.empty())) {
+    // The answers go out (the loop keeps writing until the stream is
+    // empty or the linger ends), then the connection closes.
     linger_deadline_ = now + std::chrono::milliseconds{limits::linger_ms};
     pump_locked(now);
   } else {

@@ -131,7 +131,6 @@ protected:
   caf::error do_arm_cq(cq_events which) override;
 
 public:
-
   bool ack_cq_event() override;
 
   /// The loop thread (or the owner, in `arm_cq`) calls `fn` instead of
@@ -192,6 +191,10 @@ private:
     std::optional<wc_status> nak;
     /// Log at debug level (a local close) instead of info.
     bool quiet;
+    /// Send the answers already owed to the peer (the ACK of a SEND whose
+    /// receive completion the owner may have seen) before closing: a
+    /// local close.  Requests not yet sent are dropped either way.
+    bool flush_answers = false;
   };
 
   soft_queue_pair(std::shared_ptr<soft_device> dev, event_loop& loop,
