@@ -6,6 +6,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/agent_stats.hpp"
 #include "actors/allocator.hpp"
 #include "actors/atoms.hpp"
 #include "actors/memory_pool.hpp"
@@ -14,38 +15,6 @@
 #include "transport/transport_actor.hpp"
 
 namespace rdmactor {
-
-/// Counters of one agent (for tests, diagnostics and limits).
-struct agent_stats {
-  /// Memory regions kept alive for the peer (AllocMR'd or sent to it).
-  uint64_t owned_mrs = 0;
-  /// Requests to the peer waiting for their response.
-  uint64_t pending_requests = 0;
-  /// Received data chunks and MRs not yet taken by a receive call.
-  uint64_t queued_data = 0;
-  uint64_t queued_local_mrs = 0;
-  uint64_t queued_remote_mrs = 0;
-  /// Inbound frames rejected by the decoder or by validation.
-  uint64_t protocol_errors = 0;
-  /// Requests from the peer answered with an error status.
-  uint64_t rejected_requests = 0;
-  /// Bytes the peer has allocated on our side.
-  uint64_t peer_alloc_bytes = 0;
-  /// Received data bytes not yet claimed.
-  uint64_t queued_data_bytes = 0;
-  /// SendData requests we acknowledged inside another's response
-  /// (cumulative acknowledgements sent), and the peer's to us.
-  uint64_t merged_acks_sent = 0;
-  uint64_t merged_acks_received = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
-  return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
-           x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
-           x.peer_alloc_bytes, x.queued_data_bytes, x.merged_acks_sent,
-           x.merged_acks_received);
-}
 
 /// An actor that takes the data a peer sends as pushed messages instead of
 /// calling `receive_data`: `(data_atom, local_mr)`, one per chunk, in

@@ -16,12 +16,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/agent.hpp" // agent_stats and link_params (value types)
+#include "actors/agent_stats.hpp"
 #include "actors/memory_pool.hpp"
 #include "common/error.hpp"
 #include "common/options.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "transport/link_params.hpp"
 #include "transport/local_mr.hpp"
 #include "transport/mr_token.hpp"
 

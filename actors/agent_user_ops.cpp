@@ -7,6 +7,21 @@
 
 namespace rdmactor::agent_detail {
 
+namespace {
+
+/// A completion for the core that answers `rp` with the value or the error.
+template <class T>
+auto deliver_to(caf::typed_response_promise<T> rp) {
+  return [rp](caf::expected<T> x) mutable {
+    if (x)
+      rp.deliver(std::move(*x));
+    else
+      rp.deliver(std::move(x.error()));
+  };
+}
+
+} // namespace
+
 // -- user operations ----------------------------------------------------------
 
 caf::typed_response_promise<remote_mr>
@@ -29,13 +44,7 @@ request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                                                     local_mr mr) {
   auto rp = self->make_response_promise<mr_token>();
-  self->state.core->lend(std::move(mr), self->clock().now(),
-                         [rp](caf::expected<mr_token> token) mutable {
-                           if (token)
-                             rp.deliver(*token);
-                           else
-                             rp.deliver(token.error());
-                         });
+  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp));
   return rp;
 }
 
@@ -87,12 +96,7 @@ caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   auto rp = self->make_response_promise<uint64_t>();
   self->state.core->send_data(std::move(mr), self->clock().now(),
-                              [rp](caf::expected<uint64_t> bytes) mutable {
-                                if (bytes)
-                                  rp.deliver(*bytes);
-                                else
-                                  rp.deliver(bytes.error());
-                              });
+                              deliver_to(rp));
   return rp;
 }
 

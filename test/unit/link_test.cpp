@@ -325,7 +325,7 @@ BOOST_AUTO_TEST_SUITE(signaling)
 
 BOOST_AUTO_TEST_CASE(one_completion_finishes_the_unsignaled_batch_before_it) {
   fixture f{16};
-  // No credits: everything queues; the credits arrive at once.
+  // 15 sends use the credits up (one stays in reserve).
   for (uint64_t i = 1; i <= 15; ++i)
     f.send(i);
   BOOST_TEST(f.peer->sent.size() == 15u);
