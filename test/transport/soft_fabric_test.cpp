@@ -21,6 +21,7 @@
 #include "common/logging.hpp"
 #include "test/transport/fabric_fixture.hpp"
 #include "transport/soft/faults.hpp"
+#include "transport/soft/outbound_stream.hpp"
 #include "transport/soft/soft_fabric.hpp"
 #include "transport/soft/wire.hpp"
 
@@ -387,11 +388,11 @@ BOOST_AUTO_TEST_CASE(client_reports_handshake_errors) {
       ::close(c);
     });
   };
-  std::vector<uint8_t> v2(wire::hello_size);
+  std::vector<uint8_t> other(wire::hello_size);
   auto h = default_hello();
-  h.version = 2;
-  wire::encode(h, v2.data());
-  auto f1 = serve(v2);
+  h.version = wire::version + 1;
+  wire::encode(h, other.data());
+  auto f1 = serve(other);
   auto r1 = dev->connect("127.0.0.1", port, {}, 2s);
   BOOST_REQUIRE(!r1);
   BOOST_TEST(code_of(r1.error()) == errc::version_mismatch);
@@ -605,6 +606,190 @@ BOOST_AUTO_TEST_CASE(peer_that_never_reads_cannot_block_destruction) {
   auto start = std::chrono::steady_clock::now();
   s.qp.reset();
   BOOST_TEST(ms_since(start) < 2000);
+}
+
+// -- coalesced acknowledgements (wire version 2) --
+
+namespace {
+
+/// Appends the encoded frame `h` and its payload to `out`.
+void append_frame(std::vector<uint8_t>& out, const wire::header& h,
+                  const void* payload = nullptr, size_t len = 0) {
+  auto at = out.size();
+  out.resize(at + wire::header_size);
+  wire::encode(h, out.data() + at);
+  auto* p = static_cast<const uint8_t*>(payload);
+  out.insert(out.end(), p, p + len);
+}
+
+wire::header send_header(uint32_t seq, uint32_t len, uint8_t acks = 0) {
+  wire::header h;
+  h.type = wire::frame_type::send;
+  h.seq = seq;
+  h.length = len;
+  h.acks = acks;
+  return h;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_lone_send_is_acknowledged_after_the_ack_delay) {
+  raw_session s;
+  s.raw->send_frame(send_header(0, 3), "abc", 3);
+  auto ack = s.raw->read_header();
+  BOOST_REQUIRE(ack);
+  BOOST_TEST((ack->type == wire::frame_type::ack));
+  BOOST_TEST(ack->length == 1u);
+  BOOST_TEST(ack->seq == 0u);
+  auto wcs = wait_completions(*s.qp, 1);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].status == wc_status::success);
+}
+
+BOOST_AUTO_TEST_CASE(acks_owed_ride_ahead_of_a_read_response) {
+  raw_session s;
+  // A SEND and a READ in one write: the SEND's ACK is owed when the READ
+  // executes, so the READ response carries it.
+  std::vector<uint8_t> bytes;
+  append_frame(bytes, send_header(0, 3), "abc", 3);
+  wire::header rd;
+  rd.type = wire::frame_type::read;
+  rd.seq = 1;
+  rd.length = 8;
+  rd.addr = s.mem.addr();
+  rd.rkey = s.mem.mr->rkey();
+  append_frame(bytes, rd);
+  s.raw->write_all(bytes.data(), bytes.size());
+  auto resp = s.raw->read_header();
+  BOOST_REQUIRE(resp);
+  BOOST_TEST((resp->type == wire::frame_type::read_response));
+  BOOST_TEST(resp->acks == 1u);
+  BOOST_TEST(resp->seq == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_quarter_of_the_receive_depth_is_acknowledged_at_once) {
+  raw_session s;
+  // recv_depth 16: at most 4 ACKs are held back.  Four SENDs in one write
+  // get one ACK of 4 (at the latest after the ack delay: the same frame).
+  for (uint64_t i = 2; i <= 4; ++i) {
+    auto sg = s.inbox.whole();
+    BOOST_REQUIRE(!s.qp->post_recv(i, &sg, 1));
+  }
+  std::vector<uint8_t> bytes;
+  for (uint32_t i = 0; i < 4; ++i)
+    append_frame(bytes, send_header(i, 2), "hi", 2);
+  s.raw->write_all(bytes.data(), bytes.size());
+  uint32_t acked = 0;
+  while (acked < 4) {
+    auto ack = s.raw->read_header();
+    BOOST_REQUIRE(ack);
+    BOOST_REQUIRE((ack->type == wire::frame_type::ack));
+    acked += ack->length;
+  }
+  BOOST_TEST(acked == 4u);
+  BOOST_TEST(wait_completions(*s.qp, 4).size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(acks_a_request_carries_complete_our_sends) {
+  raw_session s;
+  auto sg = s.mem.sge_of(0, 16);
+  BOOST_REQUIRE(!s.qp->post_send(7, &sg, 1));
+  BOOST_REQUIRE(!s.qp->post_send(8, &sg, 1));
+  for (int i = 0; i < 2; ++i) {
+    auto h = s.raw->read_header();
+    BOOST_REQUIRE(h);
+    BOOST_REQUIRE((h->type == wire::frame_type::send));
+    std::array<uint8_t, 16> payload{};
+    BOOST_REQUIRE(s.raw->read_exact(payload.data(), payload.size(), 5s));
+  }
+  // Our reply SEND acknowledges both of the QP's SENDs.
+  s.raw->send_frame(send_header(0, 2, 2), "ok", 2);
+  auto wcs = wait_completions(*s.qp, 3);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 3u);
+  // The ACKs count before the SEND that carries them.
+  BOOST_TEST(wcs[0].wr_id == 7u);
+  BOOST_TEST(wcs[1].wr_id == 8u);
+  BOOST_TEST(wcs[2].wr_id == 1u);
+  for (auto& wc : wcs)
+    BOOST_TEST(wc.status == wc_status::success);
+  BOOST_TEST(!s.qp->in_error());
+}
+
+BOOST_AUTO_TEST_CASE(more_acks_than_requests_outstanding) {
+  raw_session s;
+  auto sg = s.mem.sge_of(0, 16);
+  BOOST_REQUIRE(!s.qp->post_send(7, &sg, 1));
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  ack.length = 2;
+  s.raw->send_frame(ack);
+  auto wcs = wait_completions(*s.qp, 2, 5s);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 2u);
+  BOOST_TEST(count_status(wcs, wc_status::work_request_flushed) >= 1u);
+  BOOST_TEST(s.qp->in_error());
+  BOOST_TEST(s.raw->wait_closed(3s));
+}
+
+BOOST_AUTO_TEST_CASE(a_request_carrying_acks_for_nothing) {
+  raw_session s;
+  s.raw->send_frame(send_header(0, 2, 1), "hi", 2);
+  s.expect_violation();
+}
+
+BOOST_AUTO_TEST_CASE(close_keeps_the_acks_of_a_dropped_request) {
+  raw_session s;
+  // Our frames are held back (delay fault), so the SEND that carries the
+  // owed ACK (or, if the ack delay ran out first, the ACK itself) is still
+  // queued when we close: the SEND is dropped, the ACK is not.
+  // `abort_turns_a_dropped_request_into_its_acks` checks the first case
+  // without timing.
+  transport::soft::fault_plan plan;
+  plan.delay = 300ms;
+  BOOST_REQUIRE(!transport::soft::set_faults(*s.qp, plan));
+  s.raw->send_frame(send_header(0, 3), "abc", 3);
+  BOOST_REQUIRE_EQUAL(wait_completions(*s.qp, 1).size(), 1u);
+  auto sg = s.mem.sge_of(0, 16);
+  BOOST_REQUIRE(!s.qp->post_send(7, &sg, 1));
+  s.qp->close();
+  uint32_t acked = 0;
+  while (auto h = s.raw->read_header(3s)) {
+    BOOST_TEST((h->type == wire::frame_type::ack));
+    acked += h->length;
+  }
+  BOOST_TEST(acked == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(abort_turns_a_dropped_request_into_its_acks) {
+  int fds[2];
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  transport::soft::outbound_stream tx;
+  auto now = transport::soft::clock_type::now();
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  ack.length = 1;
+  tx.push(ack, {}, now);
+  tx.push(send_header(0, 0, 2), {}, now);
+  wire::header rd;
+  rd.type = wire::frame_type::read;
+  tx.push(rd, {}, now);
+  BOOST_TEST(tx.abort(true));
+  BOOST_TEST(tx.responses() == 2u);
+  BOOST_TEST((tx.pump(fds[0], now).status
+              == transport::soft::outbound_stream::pump_status::idle));
+  std::array<uint8_t, 3 * wire::header_size> bytes{};
+  auto n = ::recv(fds[1], bytes.data(), bytes.size(), MSG_DONTWAIT);
+  BOOST_REQUIRE_EQUAL(n, static_cast<ssize_t>(2 * wire::header_size));
+  wire::header first;
+  wire::header second;
+  BOOST_REQUIRE(wire::decode(bytes.data(), first));
+  BOOST_REQUIRE(wire::decode(bytes.data() + wire::header_size, second));
+  BOOST_TEST((first.type == wire::frame_type::ack));
+  BOOST_TEST(first.length == 1u);
+  BOOST_TEST((second.type == wire::frame_type::ack));
+  BOOST_TEST(second.length == 2u);
+  BOOST_TEST(second.seq == first.seq + 1);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

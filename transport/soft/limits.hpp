@@ -54,6 +54,18 @@ constexpr size_t max_pending_handshakes = 64;
 /// read it and close, in milliseconds.
 constexpr int linger_ms = 1000;
 
+/// How long a responder may hold the ACK of a SEND back, hoping that a
+/// frame it sends anyway carries it (the reply of a request/response
+/// protocol does), in microseconds.  The peer's SEND completes this much
+/// later at worst; RDMA WRITE and READ are answered at once.
+constexpr uint32_t ack_delay_us = 200;
+
+/// ACKs of SENDs a responder holds back at most: a quarter of the receive
+/// depth (the peer cannot have more SENDs outstanding), 1..`max_owed_acks`.
+constexpr uint32_t max_owed_acks = 16;
+
+static_assert(max_owed_acks <= 255, "owed ACKs ride in a frame's u8 field");
+
 /// Upper bound of a timeout taken from the peer's hello, in milliseconds.
 constexpr uint32_t max_peer_timeout_ms = 10 * 60 * 1000;
 

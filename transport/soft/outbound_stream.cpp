@@ -123,9 +123,20 @@ bool outbound_stream::abort(bool keep_responses) {
     return true;
   auto seq = frames_.front().hdr.seq;
   std::deque<frame> kept;
+  responses_ = 0;
   for (auto& f : frames_) {
-    if (wire::is_request(f.hdr.type))
-      continue;
+    if (wire::is_request(f.hdr.type)) {
+      if (f.hdr.acks == 0)
+        continue;
+      // The request goes, the ACKs it carried stay.
+      wire::header ack;
+      ack.type = wire::frame_type::ack;
+      ack.length = f.hdr.acks;
+      f.hdr = ack;
+      f.payload = range_list{};
+      f.total = wire::header_size;
+    }
+    ++responses_;
     f.hdr.seq = seq++;
     wire::encode(f.hdr, f.bytes.data());
     if (f.corrupted)

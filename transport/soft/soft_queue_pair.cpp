@@ -60,6 +60,8 @@ soft_queue_pair::soft_queue_pair(std::shared_ptr<soft_device> dev,
     : dev_(std::move(dev)), loop_(&loop), sock_(std::move(sock)),
       params_(cfg.params), peer_(std::move(cfg.peer)),
       rnr_timeout_(cfg.rnr_timeout), transport_timeout_(cfg.transport_timeout),
+      owed_ack_limit_(std::clamp<uint32_t>(cfg.params.recv_depth / 4, 1,
+                                           limits::max_owed_acks)),
       rx_(limits::rx_buffer_bytes), loop_id_(loop.thread_id()) {
   tx_.set_faults(cfg.faults);
   note_progress(clock_type::now());
@@ -79,8 +81,11 @@ soft_queue_pair::~soft_queue_pair() {
   {
     std::lock_guard<std::mutex> guard{mutex_};
     destroying_ = true;
-    fail_locked({"queue pair destroyed", wc_status::work_request_flushed,
-                 std::nullopt, true});
+    // The ACKs owed go out first, as on close() (at most the linger long).
+    failure f{"queue pair destroyed", wc_status::work_request_flushed,
+              std::nullopt, true};
+    f.flush_answers = true;
+    fail_locked(f);
   }
   wake();
   loop_->detach_wait(hook_);
@@ -146,7 +151,9 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
     settle_front_locked();
     return {};
   }
-  tx_.push(h, payload, now);
+  auto frame = h;
+  frame.acks = take_owed_acks_locked();
+  tx_.push(frame, payload, now);
   pump_locked(now);
   if (!tx_.empty())
     wake();
@@ -347,9 +354,13 @@ void soft_queue_pair::pump_locked(time_point now) {
     finish_locked();
 }
 
-void soft_queue_pair::respond_locked(const wire::header& h,
-                                     const range_list& payload,
+void soft_queue_pair::respond_locked(wire::header h, const range_list& payload,
                                      time_point now) {
+  // The ACKs owed go first: in the ACK itself, or ahead of another answer.
+  if (h.type == wire::frame_type::ack)
+    h.length = 1 + take_owed_acks_locked();
+  else
+    h.acks = take_owed_acks_locked();
   if (tx_.responses() >= limits::max_send_wr) {
     violation_locked("the peer keeps more than "
                      + std::to_string(limits::max_send_wr)
@@ -365,6 +376,62 @@ void soft_queue_pair::respond_locked(const wire::header& h,
   pump_locked(now);
   if (!tx_.empty())
     wake();
+}
+
+void soft_queue_pair::owe_ack_locked(time_point now) {
+  if (++owed_acks_ >= owed_ack_limit_) {
+    flush_acks_locked(now);
+    return;
+  }
+  if (owed_acks_ == 1) {
+    ack_deadline_ = now + std::chrono::microseconds{limits::ack_delay_us};
+    if (std::this_thread::get_id() != loop_id_)
+      wake(); // the loop recomputes its timeout
+  }
+}
+
+void soft_queue_pair::flush_acks_locked(time_point now) {
+  if (owed_acks_ == 0)
+    return;
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  --owed_acks_; // respond_locked counts the ACK itself
+  respond_locked(ack, {}, now);
+}
+
+uint8_t soft_queue_pair::take_owed_acks_locked() noexcept {
+  auto n = static_cast<uint8_t>(owed_acks_);
+  owed_acks_ = 0;
+  ack_deadline_.reset();
+  return n;
+}
+
+bool soft_queue_pair::on_acks_locked(uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (transmitted_ == 0 || outstanding_.empty()) {
+      violation_locked("an ACK arrived while no request was outstanding");
+      return false;
+    }
+    auto& front = outstanding_.front();
+    if (front.opcode == wc_opcode::rdma_read) {
+      violation_locked("an ACK answered an RDMA READ");
+      return false;
+    }
+    auto done = std::move(front);
+    outstanding_.pop_front();
+    --transmitted_;
+    if (done.signaled) {
+      unreaped_ = 0;
+      complete_locked(
+          make_wc(done.wr_id, wc_status::success, done.opcode, done.byte_len));
+    } else {
+      ++unreaped_;
+    }
+    settle_front_locked();
+    if (phase_.load() != phase::running)
+      return false;
+  }
+  return true;
 }
 
 bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
@@ -442,7 +509,7 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
       auto imm = h.has_imm ? std::optional<uint32_t>{h.imm} : std::nullopt;
       complete_locked(
           make_wc(r.wr_id, wc_status::success, wc_opcode::recv, h.length, imm));
-      respond_locked(ack, {}, now);
+      owe_ack_locked(now);
       return;
     }
     case wire::frame_type::write: {
@@ -517,7 +584,17 @@ void soft_queue_pair::fail_locked(failure f) {
   log().log(f.quiet ? spdlog::level::debug : spdlog::level::info,
             "soft QP to {}: error state: {}", peer_, f.reason);
   auto now = clock_type::now();
-  bool intact = tx_.abort(f.nak.has_value() || f.flush_answers);
+  bool answer = f.nak.has_value() || f.flush_answers;
+  if (answer && owed_acks_ > 0) {
+    // They precede the NAK; a local close owes them too.
+    wire::header ack;
+    ack.type = wire::frame_type::ack;
+    ack.length = owed_acks_;
+    tx_.push(ack, {}, now);
+  }
+  owed_acks_ = 0;
+  ack_deadline_.reset();
+  bool intact = tx_.abort(answer);
   bool nak_queued = false;
   if (f.nak && intact) {
     wire::header nak;
@@ -601,6 +678,8 @@ void soft_queue_pair::check_timers_locked(time_point now) {
                  wc_status::rnr_retry_exceeded});
     return;
   }
+  if (ack_deadline_ && now >= *ack_deadline_)
+    flush_acks_locked(now);
   if ((!outstanding_.empty() || !tx_.empty())
       && now - last_progress() >= transport_timeout_) {
     fail_locked({"transport retry exceeded: no progress from the peer for "
@@ -620,6 +699,8 @@ soft_queue_pair::next_deadline_locked(time_point now) const {
   if (ph == phase::running) {
     if (rnr_deadline_)
       consider(*rnr_deadline_);
+    if (ack_deadline_)
+      consider(*ack_deadline_);
     if (write_broken_deadline_)
       consider(*write_broken_deadline_);
     if (!outstanding_.empty() || !tx_.empty())

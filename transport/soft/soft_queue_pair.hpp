@@ -191,9 +191,10 @@ private:
     std::optional<wc_status> nak;
     /// Log at debug level (a local close) instead of info.
     bool quiet;
-    /// Send the answers already owed to the peer (the ACK of a SEND whose
-    /// receive completion the owner may have seen) before closing: a
-    /// local close.  Requests not yet sent are dropped either way.
+    /// Send the answers already owed to the peer (the ACKs of SENDs whose
+    /// receive completions the owner may have seen, held back or queued)
+    /// before closing: a local close or the destructor.  Requests not yet
+    /// sent are dropped either way; the ACKs they carried are kept.
     bool flush_answers = false;
   };
 
@@ -222,8 +223,12 @@ private:
   void complete_locked(const work_completion& wc);
   void settle_front_locked();
   void pump_locked(time_point now);
-  void respond_locked(const wire::header& h, const range_list& payload,
+  void respond_locked(wire::header h, const range_list& payload,
                       time_point now);
+  void owe_ack_locked(time_point now);
+  void flush_acks_locked(time_point now);
+  uint8_t take_owed_acks_locked() noexcept;
+  bool on_acks_locked(uint32_t n);
   void drain_pending_locked(time_point now);
   void execute_buffered_locked(inbound_request& req, time_point now);
   bool resolve_remote(const wire::header& h, uint32_t needed,
@@ -267,6 +272,9 @@ private:
   const std::string peer_;
   const std::chrono::milliseconds rnr_timeout_;
   const std::chrono::milliseconds transport_timeout_;
+  /// ACKs held back at most (limits::max_owed_acks, or fewer for a small
+  /// receive depth).
+  const uint32_t owed_ack_limit_;
 
   // -- guarded by mutex_ ---------------------------------------------------
 
@@ -284,6 +292,11 @@ private:
   std::deque<posted_recv> rq_;
   std::deque<inbound_request> pending_;
   uint64_t pending_bytes_ = 0;
+  /// ACKs of executed SENDs not sent yet: the next frame we send carries
+  /// them, or an ACK frame once `owed_ack_limit_` pile up or at
+  /// `ack_deadline_` (see wire.hpp).
+  uint32_t owed_acks_ = 0;
+  std::optional<time_point> ack_deadline_;
   /// When the oldest inbound request waiting for a receive gives up.
   std::optional<time_point> rnr_deadline_;
   std::optional<time_point> linger_deadline_;

@@ -311,6 +311,12 @@ void soft_queue_pair::on_frame(const wire::header& h) {
     on_response(h);
     return;
   }
+  if (h.acks > 0) {
+    // The ACKs this request carries count before it.
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (phase_.load() == phase::running && !on_acks_locked(h.acks))
+      return;
+  }
   if (h.type == wire::frame_type::send
       && h.length > params_.max_message_len_bytes) {
     violation("SEND of " + std::to_string(h.length)
@@ -332,30 +338,17 @@ void soft_queue_pair::on_response(const wire::header& h) {
     start_payload(rx_action::discard, wire::payload_bytes(h));
     return;
   }
+  if (h.acks > 0 && !on_acks_locked(h.acks))
+    return;
   if (transmitted_ == 0 || outstanding_.empty()) {
     violation_locked("a response arrived while no request was outstanding");
     return;
   }
   auto& front = outstanding_.front();
   switch (h.type) {
-    case wire::frame_type::ack: {
-      if (front.opcode == wc_opcode::rdma_read) {
-        violation_locked("an ACK answered an RDMA READ");
-        return;
-      }
-      auto done = std::move(front);
-      outstanding_.pop_front();
-      --transmitted_;
-      if (done.signaled) {
-        unreaped_ = 0;
-        complete_locked(make_wc(done.wr_id, wc_status::success, done.opcode,
-                                done.byte_len));
-      } else {
-        ++unreaped_;
-      }
-      settle_front_locked();
+    case wire::frame_type::ack:
+      on_acks_locked(h.length);
       return;
-    }
     case wire::frame_type::nak:
       fail_locked({std::string{"the peer answered work request "}
                        + std::to_string(front.wr_id) + " with "
@@ -526,7 +519,7 @@ void soft_queue_pair::finish_payload() {
       auto imm = h.has_imm ? std::optional<uint32_t>{h.imm} : std::nullopt;
       complete_locked(
           make_wc(r.wr_id, wc_status::success, wc_opcode::recv, h.length, imm));
-      respond_locked(ack, {}, now);
+      owe_ack_locked(now);
       return;
     }
     case rx_action::write: {

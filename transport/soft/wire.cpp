@@ -83,7 +83,7 @@ void encode(const header& x, uint8_t* out) noexcept {
   out[0] = static_cast<uint8_t>(x.type);
   out[1] = x.has_imm ? 1 : 0;
   out[2] = x.type == frame_type::nak ? static_cast<uint8_t>(x.status) : 0;
-  out[3] = 0;
+  out[3] = x.acks;
   put32(out + 4, x.seq);
   put32(out + 8, x.length);
   put32(out + 12, x.imm);
@@ -93,7 +93,7 @@ void encode(const header& x, uint8_t* out) noexcept {
 }
 
 bool decode(const uint8_t* in, header& out) noexcept {
-  if (get32(in + check_offset) != check_of(in) || in[3] != 0)
+  if (get32(in + check_offset) != check_of(in))
     return false;
   auto type = in[0];
   if (type < static_cast<uint8_t>(frame_type::send)
@@ -104,6 +104,7 @@ bool decode(const uint8_t* in, header& out) noexcept {
   if (flags > 1)
     return false;
   out.has_imm = flags == 1;
+  out.acks = in[3];
   out.seq = get32(in + 4);
   out.length = get32(in + 8);
   out.imm = get32(in + 12);
@@ -129,6 +130,7 @@ bool decode(const uint8_t* in, header& out) noexcept {
     case frame_type::read:
       return true;
     case frame_type::ack:
+      return out.acks == 0 && out.length > 0 && out.rkey == 0 && out.addr == 0;
     case frame_type::nak:
       return out.length == 0 && out.rkey == 0 && out.addr == 0;
     case frame_type::read_response:

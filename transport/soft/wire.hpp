@@ -14,13 +14,22 @@
 /// max_message_len_bytes, u32 recv_depth, u32 rnr_timeout_ms.
 ///
 /// Frame header (32 bytes): u8 type, u8 flags (bit 0: immediate data
-/// present), u8 status (NAK only: a `wc_status`), u8 zero, u32 seq (per
+/// present), u8 status (NAK only: a `wc_status`), u8 acks, u32 seq (per
 /// direction, from 0), u32 length, u32 imm, u32 rkey, u32 check (FNV-1a of
 /// the other 28 bytes), u64 remote address.
+///
+/// Acknowledgements coalesce, as a NIC's do.  An `ack` frame acknowledges
+/// the `length` oldest requests the receiver of the ACK has outstanding
+/// (1 or more, never a READ).  Every other frame may carry `acks` ACKs
+/// ahead of itself: they count as an `ack` frame of that length that
+/// arrived just before it.  A responder defers the ACK of a SEND (up to
+/// `limits::ack_delay_us`, or `limits::max_owed_acks` of them) so that the
+/// next frame it sends anyway carries it; every other response goes at
+/// once, after the ACKs owed before it.
 namespace rdmactor::transport::soft::wire {
 
 /// Protocol version; a peer with another version is refused.
-constexpr uint32_t version = 1;
+constexpr uint32_t version = 2;
 
 /// First bytes of every hello.
 constexpr std::array<uint8_t, 8> magic
@@ -75,8 +84,11 @@ struct header {
   /// NAK only: remote_access_error, remote_operation_error or
   /// rnr_retry_exceeded.
   wc_status status = wc_status::success;
+  /// ACKs carried ahead of this frame (any type but `ack`).
+  uint8_t acks = 0;
   uint32_t seq = 0;
-  /// Payload bytes (send, write, read_response) or bytes requested (read).
+  /// Payload bytes (send, write, read_response), bytes requested (read) or
+  /// requests acknowledged (ack, at least 1).
   uint32_t length = 0;
   uint32_t imm = 0;
   uint32_t rkey = 0;
