@@ -284,7 +284,17 @@ BOOST_AUTO_TEST_CASE(
   BOOST_REQUIRE(dst);
   caf::scoped_actor user{sys};
   user->send(here, read_atom::value, *dst, *src);
-  std::this_thread::sleep_for(50ms); // the READ reaches the lender
+  // The READ reaches the lender: a SEND posted behind it (the lender
+  // executes requests in order) has arrived once the lender holds its chunk.
+  auto fence = call<local_mr>(sys, here, alloc_local_mr_atom::value,
+                              uint64_t{64}, uint64_t{64});
+  BOOST_REQUIRE(fence);
+  caf::scoped_actor fencer{sys};
+  fencer->send(here, send_data_atom::value, *fence);
+  BOOST_REQUIRE(eventually([&] {
+    auto s = call<agent_stats>(sys, *c, stats_atom::value);
+    return s && s->queued_data > 0;
+  }));
   // The lender closes the connection and reuses what it got back.
   caf::anon_send_exit(*c, caf::exit_reason::user_shutdown);
   BOOST_REQUIRE(

@@ -7,7 +7,8 @@
 // Modes:
 //   stream-write  requests a BYTES region on the server and writes all of it
 //                 with one RDMA WRITE, again and again; prints "streaming"
-//                 before the first write
+//                 before the first write and "wrote" after it (the next
+//                 one follows at once)
 //   lend          allocates BYTES, lends it to the server (SendMR LOCAL),
 //                 prints "lent" and waits
 //   send-data     sends BYTES with send_data, again and again; prints
@@ -80,10 +81,12 @@ int run(caf::actor_system& sys, connection_actor conn, const std::string& mode,
       return fail("alloc_local_mr", src.error());
     fill(*src, 1);
     say("streaming");
-    for (;;) {
+    for (bool first = true;; first = false) {
       auto n = call<uint64_t>(sys, conn, write_atom::value, *src, *dst);
       if (!n)
         return fail("write", n.error());
+      if (first)
+        say("wrote");
     }
   }
   if (mode == "lend") {

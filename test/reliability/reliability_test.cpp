@@ -267,7 +267,9 @@ BOOST_AUTO_TEST_CASE(peer_killed_during_a_100_mib_write_stream_into_us) {
   BOOST_REQUIRE_MESSAGE(peer->wait_for("streaming", line_bound) != "",
                         "the peer did not start streaming");
   BOOST_TEST(survivor->memory_stats().bytes_in_use >= stream_bytes);
-  std::this_thread::sleep_for(150ms); // a write of 100 MiB is under way
+  // One write of 100 MiB went through; the next is under way.
+  BOOST_REQUIRE_MESSAGE(peer->wait_for("wrote", line_bound) != "",
+                        "the peer's first write did not complete");
   peer->kill();
   auto reason = expect_down(w, "peer killed writing 100 MiB into us");
   BOOST_TEST(code_of(reason) == errc::peer_gone);
@@ -290,10 +292,22 @@ BOOST_AUTO_TEST_CASE(peer_killed_while_we_write_100_mib_into_it) {
   const int writes = 4;
   for (int i = 0; i < writes; ++i)
     self->send(conn, write_atom::value, *src, *dst);
-  std::this_thread::sleep_for(100ms);
-  peer->kill();
   std::map<std::string, int> seen;
   int received = 0;
+  // The first write's answer: the stream is under way (the next 300 MiB
+  // follow).  Then the kill.
+  self->receive(
+      [&](uint64_t) {
+        ++received;
+        ++seen["ok"];
+      },
+      [&](caf::error& err) {
+        ++received;
+        ++seen[outcome(err)];
+      },
+      caf::after(down_bound) >> [] {});
+  BOOST_REQUIRE_MESSAGE(received == 1, "the first write was not answered");
+  peer->kill();
   for (bool waiting = true; waiting && received < writes;)
     self->receive(
         [&](uint64_t) {
@@ -359,7 +373,9 @@ BOOST_AUTO_TEST_CASE(peer_killed_while_we_send_data_of_many_chunks_to_it) {
   fill(*src, 9);
   caf::scoped_actor self{sys};
   self->send(conn, send_data_atom::value, *src);
-  std::this_thread::sleep_for(200ms);
+  // Its first chunks went out and wait for the stopped peer's answers.
+  BOOST_REQUIRE(eventually([&] { return stats_of(conn).pending_requests > 0; },
+                           std::chrono::seconds(30)));
   peer->kill();
   caf::error result;
   bool got = false;

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <poll.h>
@@ -213,6 +214,21 @@ wait_completions(transport::queue_pair& qp, size_t n,
     pollfd p{qp.cq_fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(ms));
     qp.ack_cq_event();
+  }
+}
+
+/// Polls the CQ of `qp` (without arming it, so no notification is asked
+/// for) until `n` completions arrived or `timeout` passed.
+inline std::vector<transport::work_completion>
+poll_completions(transport::queue_pair& qp, size_t n,
+                 std::chrono::milliseconds timeout = 10s) {
+  std::vector<transport::work_completion> out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    drain_cq(qp, out);
+    if (out.size() >= n || std::chrono::steady_clock::now() >= deadline)
+      return out;
+    std::this_thread::sleep_for(1ms);
   }
 }
 

@@ -419,6 +419,11 @@ BOOST_AUTO_TEST_CASE(receive_posted_within_rnr_timeout_is_used) {
     auto sg = src.sge_of(i * 100, 500);
     BOOST_REQUIRE(!p.client->post_send(i, &sg, 1));
   }
+  // Let the SENDs reach the server before its receives: this suite knows
+  // only fabric.hpp, which shows no receiver-not-ready state, so a busy
+  // machine may post the receives first and test less (never fail: the RNR
+  // timeout is 3 s).  soft_fabric_test waits for that state instead
+  // (soft::waiting_for_receive).
   std::this_thread::sleep_for(200ms);
   for (uint64_t i = 0; i < 3; ++i)
     post_recv(*p.server, 10 + i, dst, i * 1000, 1000);
@@ -445,6 +450,7 @@ BOOST_AUTO_TEST_CASE(close_flushes_outstanding_work) {
   auto sg = src.sge_of(0, 100);
   for (uint64_t i = 0; i < 4; ++i)
     BOOST_REQUIRE(!p.client->post_send(i, &sg, 1));
+  // Nothing completes (a negative check: load can only make it see less).
   std::this_thread::sleep_for(50ms);
   BOOST_TEST(wait_completions(*p.client, 1, 50ms).empty());
   p.client->close();
@@ -515,11 +521,14 @@ BOOST_AUTO_TEST_CASE(cq_notification_fd) {
   post_recv(*p.server, 2, dst);
   BOOST_REQUIRE(!p.client->post_send(6, &sg, 1));
   BOOST_TEST(one(*p.server).wr_id == 2u);
-  std::this_thread::sleep_for(50ms);
+  // Our completion arrives (polled, the CQ stays unarmed) and the fd stays
+  // quiet.
+  auto sent = poll_completions(*p.client, 1);
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].wr_id == 6u);
   pfd.revents = 0;
   BOOST_TEST(::poll(&pfd, 1, 0) == 0);
-  BOOST_REQUIRE_EQUAL(p.client->poll_cq(wc, 4), 1u);
-  BOOST_TEST(wc[0].wr_id == 6u);
+  BOOST_TEST(p.client->poll_cq(wc, 4) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(cq_armed_for_receives_ignores_send_completions) {
@@ -535,11 +544,14 @@ BOOST_AUTO_TEST_CASE(cq_armed_for_receives_ignores_send_completions) {
   auto sg = src.whole();
   BOOST_REQUIRE(!p.client->post_send(5, &sg, 1));
   BOOST_TEST(one(*p.server).wr_id == 1u);
-  std::this_thread::sleep_for(50ms);
+  auto sent = poll_completions(*p.client, 1); // polled: the arm stays
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].wr_id == 5u);
+  BOOST_TEST(sent[0].status == wc_status::success);
   pollfd pfd{fd, POLLIN, 0};
   BOOST_TEST(::poll(&pfd, 1, 0) == 0);
-  // The peer's SEND lands in our receive: notified; both completions are
-  // in the CQ.
+  // The peer's SEND lands in our receive: notified; its completion is in
+  // the CQ.
   auto back = make_buffer(d, 64, local_write);
   post_recv(*p.client, 7, back);
   auto ssg = dst.whole();
@@ -547,9 +559,10 @@ BOOST_AUTO_TEST_CASE(cq_armed_for_receives_ignores_send_completions) {
   pfd.revents = 0;
   BOOST_TEST(::poll(&pfd, 1, 5000) == 1);
   BOOST_TEST(p.client->ack_cq_event());
-  auto wcs = wait_completions(*p.client, 2, 10s);
-  BOOST_REQUIRE_EQUAL(wcs.size(), 2u);
-  BOOST_TEST(count_status(wcs, wc_status::success) == 2u);
+  auto wcs = wait_completions(*p.client, 1, 10s);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].wr_id == 7u);
+  BOOST_TEST(wcs[0].status == wc_status::success);
   // Widening to every completion: a send completion notifies again.
   BOOST_REQUIRE(!p.client->arm_cq(transport::cq_events::receives));
   BOOST_REQUIRE(!p.client->arm_cq(transport::cq_events::all));

@@ -27,4 +27,9 @@ caf::error set_faults(queue_pair& qp, const fault_plan& plan) {
   return {};
 }
 
+size_t waiting_for_receive(const queue_pair& qp) {
+  auto* soft = dynamic_cast<const soft_queue_pair*>(&qp);
+  return soft != nullptr ? soft->waiting_for_receive() : 0;
+}
+
 } // namespace rdmactor::transport::soft

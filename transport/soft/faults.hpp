@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -44,5 +45,11 @@ caf::error set_faults(device& dev, const fault_plan& plan);
 /// Thread-safe.  Fails with `invalid_argument` when `qp` is not a soft
 /// queue pair.
 caf::error set_faults(queue_pair& qp, const fault_plan& plan);
+
+/// How many inbound requests `qp` holds for want of a posted receive (see
+/// "Responder" in soft_queue_pair.hpp): for tests that must know that the
+/// peer's SENDs arrived before they post the receives.  Thread-safe.  0 when
+/// `qp` is not a soft queue pair.
+size_t waiting_for_receive(const queue_pair& qp);
 
 } // namespace rdmactor::transport::soft

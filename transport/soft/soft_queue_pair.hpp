@@ -146,6 +146,14 @@ public:
   /// Replaces the fault plan (see faults.hpp).  Any thread.
   void set_faults(const fault_plan& plan);
 
+  /// How many inbound requests wait for a posted receive (receiver not
+  /// ready): the ones buffered, plus the one the loop stopped reading at.
+  /// Any thread (see faults.hpp).
+  size_t waiting_for_receive() const {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return pending_.size() + (stalled_.load() ? 1 : 0);
+  }
+
   // -- event loop interface (loop thread only) -------------------------------
 
   /// Does everything due: timers, writing queued frames, reading and
