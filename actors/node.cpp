@@ -62,10 +62,14 @@ node::~node() {
   close();
 }
 
-connection_actor node::adopt(transport::queue_pair_ptr qp) {
+caf::expected<connection_actor> node::adopt(transport::queue_pair_ptr qp) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  // close() sets closing_ before it takes the list under mtx_: a
+  // connection is either in the list it closes or refused here.
+  if (closing_)
+    return closed_error();
   auto conn
       = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_, opts_);
-  std::lock_guard<std::mutex> guard{mtx_};
   // Forget connections that are gone already.
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
                                     [](const caf::actor_addr& a) {
@@ -76,10 +80,14 @@ connection_actor node::adopt(transport::queue_pair_ptr qp) {
   return conn;
 }
 
+caf::error node::closed_error() {
+  return make_error(errc::closed, "the node was closed; open a new node");
+}
+
 caf::expected<std::pair<std::string, uint16_t>>
 node::endpoint(const std::string& host_port) const {
   if (closing_)
-    return make_error(errc::closed, "the node was closed");
+    return closed_error();
   return transport::parse_address(host_port);
 }
 
@@ -124,18 +132,34 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
         continue;
       }
       auto conn = adopt(std::move(*qp));
-      caf::anon_send(handler, accepted_atom::value, conn);
+      if (!conn)
+        return; // the node closes
+      caf::anon_send(handler, accepted_atom::value, *conn);
     }
   });
   log().info("listening on {}:{}", addr->first, port);
-  std::lock_guard<std::mutex> guard{mtx_};
-  acceptors_.push_back(std::move(acc));
-  return port;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!closing_) {
+      acceptors_.push_back(std::move(acc));
+      return port;
+    }
+  }
+  // close() took the acceptors already: this one is ours to stop (its
+  // thread may wait for mtx_ in adopt(), so not under it).
+  acc->listener->close();
+  acc->thread.join();
+  return closed_error();
 }
 
 void node::close() {
-  if (closing_.exchange(true))
-    return;
+  {
+    // Under mtx_, so that adopt() and listen() see it before close()
+    // takes the lists.
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closing_.exchange(true))
+      return;
+  }
   std::vector<std::unique_ptr<acceptor>> accs;
   std::vector<caf::actor_addr> conns;
   {

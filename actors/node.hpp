@@ -74,7 +74,10 @@ public:
   }
 
   /// Stops listening, closes every connection and the allocator.
-  /// Idempotent.
+  /// Idempotent, and safe while other threads connect or listen: a
+  /// connect() that finishes after close() began closes its new queue pair
+  /// and fails with `closed`, as do later calls; a peer accepted meanwhile
+  /// is dropped.  Every connection actor this node made is told to quit.
   void close();
 
 private:
@@ -87,7 +90,11 @@ private:
   /// Returns the connection parameters this node offers.
   transport::conn_params offer() const;
 
-  connection_actor adopt(transport::queue_pair_ptr qp);
+  /// Spawns the connection actor of `qp` and keeps its address for
+  /// close(); fails with `closed` once the node is closing (`qp` closes).
+  caf::expected<connection_actor> adopt(transport::queue_pair_ptr qp);
+
+  static caf::error closed_error();
 
   struct acceptor {
     std::unique_ptr<transport::listener> listener;
