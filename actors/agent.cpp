@@ -4,9 +4,21 @@
 
 #include "actors/agent_state.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
 
 namespace rdmactor {
+
+namespace {
+
+/// Whether a line about a connection's start or end may be written now:
+/// peers can open connections at will, so these lines share one budget
+/// (with the transport's "connection down").
+rate_limiter::verdict connection_log_budget() {
+  return shared_log_budget("connections").take(rate_limiter::clock_type::now());
+}
+
+} // namespace
 
 namespace agent_detail {
 
@@ -130,8 +142,9 @@ void shut_down(self_ptr self, const caf::error& cause) {
   agent_state::hand_to_transport(st.transport, core.take_owned());
   if (code_of(err) == errc::closed)
     log().debug("connection to {} closed", peer);
-  else
-    log().info("connection to {} lost: {}", peer, render(err));
+  else if (auto v = connection_log_budget())
+    log().info("connection to {} lost: {}{}", peer, render(err),
+               suppressed_note(v.denied_before));
   self->send_exit(st.transport, err);
   self->quit(err);
 }
@@ -176,8 +189,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
             [self](caf::error& err) { shut_down(self, err); });
   st.core->start(); // our Hello
   const auto& lp = st.core->link();
-  log().info("connected to {} (max message {} B, recv depth {})", lp.peer,
-             lp.max_message_len_bytes, lp.recv_depth);
+  if (auto v = connection_log_budget())
+    log().info("connected to {} (max message {} B, recv depth {}){}", lp.peer,
+               lp.max_message_len_bytes, lp.recv_depth,
+               suppressed_note(v.denied_before));
   return {
       [self](alloc_local_mr_atom, uint64_t size, uint64_t align) {
         return self->delegate(self->state.allocator, alloc_atom::value, size,

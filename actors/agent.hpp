@@ -61,7 +61,9 @@ using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 /// request_timeout_ms (armed only while something waits).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
-/// malformed frames in a row it is disconnected.
+/// malformed frames in a row, or more than peer_max_noise pieces of
+/// protocol noise within peer_noise_window_ms, it is disconnected.  Lines
+/// the peer triggers are rate-limited (peer_max_log_lines).
 /// When the peer goes, every pending request fails with `peer_gone`,
 /// everything held for the peer is released and the agent quits.
 using peer_operations = caf::typed_actor<

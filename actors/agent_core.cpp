@@ -46,7 +46,11 @@ agent_core::sink::~sink() = default;
 agent_core::agent_core(sink& out, options opts, transport::link_params link,
                        memory_pool_ptr pool)
     : out_(out), opts_(std::move(opts)), link_(std::move(link)),
-      pool_(std::move(pool)) {}
+      pool_(std::move(pool)),
+      noise_(opts_.peer_max_noise,
+             std::chrono::milliseconds{opts_.peer_noise_window_ms}),
+      log_budget_(opts_.peer_max_log_lines,
+                  std::chrono::milliseconds{opts_.peer_log_window_ms}) {}
 
 agent_core::~agent_core() = default;
 
@@ -74,6 +78,17 @@ void agent_core::close(const caf::error& err) {
   pending_.clear();
   for (auto& kv : pending)
     kv.second.done(nullptr, err);
+  // The lines the peer's budget held back, in one summary line (through
+  // the shared budget: a connection is cheap for a peer).
+  if (auto n = log_budget_.take_denied(); n > 0) {
+    auto& shared = shared_log_budget("agent");
+    if (auto v = shared.take(now_))
+      log().warn("agent {}: {} lines about this peer were suppressed "
+                 "(peer-max-log-lines){}",
+                 link_.peer, n, suppressed_note(v.denied_before));
+    else
+      shared.add_denied(n);
+  }
 }
 
 owned_regions agent_core::take_owned() {
@@ -167,16 +182,39 @@ agent_core::time_point agent_core::expire(time_point now) {
   for (auto& kv : pending_)
     if (kv.second.deadline <= now)
       expired.push_back(kv.first);
-  for (auto id : expired)
+  for (auto id : expired) {
+    remember_late(id);
     complete(id, nullptr,
              make_error(errc::request_timeout,
                         "no answer from " + link_.peer + " within "
                             + std::to_string(opts_.request_timeout_ms)
                             + " ms (request-timeout-ms)"));
+  }
   auto next = time_point::max();
   for (auto& kv : pending_)
     next = std::min(next, kv.second.deadline);
   return next;
+}
+
+/// Remembers that the request `id` timed out: its response, should it
+/// come, is late, not noise.
+void agent_core::remember_late(uint64_t id) {
+  if (!late_id_set_.insert(id).second)
+    return;
+  late_ids_.push_back(id);
+  if (late_ids_.size() > tuning::max_late_responses) {
+    late_id_set_.erase(late_ids_.front());
+    late_ids_.pop_front();
+  }
+}
+
+/// Returns whether `id` timed out (and forgets it: one late response per
+/// request).
+bool agent_core::forget_late(uint64_t id) {
+  if (late_id_set_.erase(id) == 0)
+    return false;
+  late_ids_.erase(std::find(late_ids_.begin(), late_ids_.end(), id));
+  return true;
 }
 
 caf::error agent_core::status_error(const pb::Response& res, const char* what) {
@@ -294,8 +332,11 @@ void agent_core::release_remote(const mr_token& token, time_point now,
           done(e);
           return;
         }
-        if (e && code_of(e) != errc::peer_gone && code_of(e) != errc::closed)
-          log().warn("agent {}: ReleaseMR failed: {}", link_.peer, render(e));
+        if (!e || code_of(e) == errc::peer_gone || code_of(e) == errc::closed)
+          return;
+        if (auto v = may_log(spdlog::level::warn))
+          log().warn("agent {}: ReleaseMR failed: {}{}", link_.peer, render(e),
+                     suppressed_note(v.denied_before));
       },
       now);
 }

@@ -14,12 +14,15 @@
 #include <memory>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/agent_stats.hpp"
 #include "actors/memory_pool.hpp"
 #include "common/error.hpp"
+#include "common/logging.hpp"
 #include "common/options.hpp"
+#include "common/rate_limiter.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "transport/link_params.hpp"
@@ -150,7 +153,8 @@ public:
   /// Fails every pending request with `err` and refuses new ones
   /// (`peer_gone`); idempotent.  Called by the owner's shutdown.  The
   /// owned regions stay until `take_owned`: the peer may still reach them
-  /// until its queue pair is closed.
+  /// until its queue pair is closed.  Logs how many lines about the peer
+  /// its log budget suppressed, if any.
   void close(const caf::error& err);
 
   /// Hands over every region held for the peer and resets its quota
@@ -258,7 +262,13 @@ private:
                 const caf::error& err);
   void pump(const std::shared_ptr<send_data_job>& job);
 
+  void remember_late(uint64_t id);
+  bool forget_late(uint64_t id);
+
   // the responder (agent_core_responder.cpp)
+  rate_limiter::verdict may_log(spdlog::level::level_enum level);
+  void end_connection(const caf::error& reason, const std::string& why);
+  void count_noise(const char* what);
   void count_violation();
   void reject(const protocol::Message& res, const char* what);
   void accepted();
@@ -293,6 +303,17 @@ private:
   uint64_t peer_alloc_bytes_ = 0; // sum over owned entries with by_peer
   uint32_t peer_mrs_ = 0;
   uint32_t violations_ = 0; // refusals in a row
+  /// Protocol noise in the current window (peer-max-noise).
+  rate_limiter noise_;
+  /// Log lines the peer's frames triggered (peer-max-log-lines); on top,
+  /// every agent shares `shared_log_budget("agent")`.
+  rate_limiter log_budget_;
+  /// Ids of requests that timed out (oldest first, bounded): a response to
+  /// one is late, not noise.
+  std::deque<uint64_t> late_ids_;
+  std::unordered_set<uint64_t> late_id_set_;
+  /// `end_connection` ran: the sink's disconnect was called.
+  bool disconnected_ = false;
   /// Receive buffers held by users through zero-copy SendData chunks.
   std::shared_ptr<std::atomic<uint32_t>> held_buffers_
       = std::make_shared<std::atomic<uint32_t>>(0);

@@ -33,22 +33,82 @@ pb::MrToken to_pb(const mr_token& t) {
 
 // -- requests from the peer ---------------------------------------------------
 
+/// Decides whether a line of `level` the peer's frames triggered may be
+/// written now: within the peer's budget (peer-max-log-lines) and the
+/// budget all agents share.  An admitted verdict carries the count of lines
+/// held back since the last one written (`suppressed_note`).
+rate_limiter::verdict agent_core::may_log(spdlog::level::level_enum level) {
+  if (!log().should_log(level))
+    return {}; // filtered anyway: spends no budget
+  auto mine = log_budget_.take(now_);
+  if (!mine)
+    return mine;
+  auto& shared = shared_log_budget("agent");
+  auto all = shared.take(now_);
+  if (!all) {
+    // The lines this peer's budget held back are reported by the next line
+    // the shared budget lets through.
+    shared.add_denied(mine.denied_before);
+    return all;
+  }
+  return {true, mine.denied_before + all.denied_before};
+}
+
+/// Disconnects the peer once, logging `why` (through the shared budget: a
+/// peer can open connections to end).
+void agent_core::end_connection(const caf::error& reason,
+                                const std::string& why) {
+  if (disconnected_ || closed_)
+    return;
+  disconnected_ = true;
+  auto& shared = shared_log_budget("agent");
+  if (auto v = shared.take(now_))
+    log().error("agent {}: {}; disconnecting the peer{}", link_.peer, why,
+                suppressed_note(v.denied_before));
+  else
+    shared.add_denied(1);
+  out_.disconnect(reason);
+}
+
+/// Counts one piece of protocol noise (`what`); disconnects a peer over
+/// peer-max-noise within peer-noise-window-ms, however many valid requests
+/// it mixes in.
+void agent_core::count_noise(const char* what) {
+  if (noise_.take(now_) || closed_)
+    return;
+  end_connection(
+      make_error(errc::quota_exceeded,
+                 "the peer sent more than "
+                     + std::to_string(opts_.peer_max_noise)
+                     + " refused requests, malformed frames or unexpected "
+                       "responses within "
+                     + std::to_string(opts_.peer_noise_window_ms)
+                     + " ms (peer-max-noise, peer-noise-window-ms)"),
+      std::string{"more than "} + std::to_string(opts_.peer_max_noise)
+          + " pieces of protocol noise within "
+          + std::to_string(opts_.peer_noise_window_ms) + " ms, the last "
+          + what);
+}
+
 /// Counts one refusal or malformed frame; disconnects a peer that keeps
-/// violating.
+/// violating (peer-max-violations in a row, or too much noise in a
+/// window).
 void agent_core::count_violation() {
+  count_noise("a refused request or malformed frame");
   if (++violations_ < opts_.peer_max_violations || closed_)
     return;
-  log().error("agent {}: {} refused requests or malformed frames in a row; "
-              "disconnecting the peer",
-              link_.peer, violations_);
-  out_.disconnect(make_error(errc::quota_exceeded,
-                             "the peer kept violating the protocol or its "
-                             "limits (peer-max-violations)"));
+  end_connection(make_error(errc::quota_exceeded,
+                            "the peer kept violating the protocol or its "
+                            "limits (peer-max-violations)"),
+                 std::to_string(violations_)
+                     + " refused requests or malformed frames in a row");
 }
 
 void agent_core::reject(const pb::Message& res, const char* what) {
   ++counters_.rejected_requests;
-  log().warn("agent {}: rejected {} from the peer", link_.peer, what);
+  if (auto v = may_log(spdlog::level::warn))
+    log().warn("agent {}: rejected {} from the peer{}", link_.peer, what,
+               suppressed_note(v.denied_before));
   send_unsolicited(res);
   count_violation();
 }
@@ -228,7 +288,10 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
       break;
     default:
       ++counters_.protocol_errors;
-      log().warn("agent {}: request without a body", link_.peer);
+      if (auto v = may_log(spdlog::level::warn))
+        log().warn("agent {}: request without a body{}", link_.peer,
+                   suppressed_note(v.denied_before));
+      count_noise("a request without a body");
   }
 }
 
@@ -272,13 +335,18 @@ void agent_core::on_also_acked(const pb::Response& res) {
     return;
   if (pb::status_of(res) != pb::OK) {
     ++counters_.protocol_errors;
-    log().warn("agent {}: a refusal acknowledged more requests; ignored them",
-               link_.peer);
+    if (auto v = may_log(spdlog::level::warn))
+      log().warn("agent {}: a refusal acknowledged more requests; ignored "
+                 "them{}",
+                 link_.peer, suppressed_note(v.denied_before));
+    count_noise("a refusal that acknowledged more requests");
     return;
   }
   for (auto id : res.send_data().also_acked()) {
     if (pending_.count(id) == 0) {
       ++counters_.protocol_errors;
+      if (!forget_late(id))
+        count_noise("an acknowledgement of an unknown request");
       continue;
     }
     ++counters_.merged_acks_received;
@@ -296,10 +364,12 @@ bool agent_core::release_late_alloc(const pb::Response& res) {
   if (i == late_allocs_.end())
     return false;
   late_allocs_.erase(i);
+  forget_late(res.request_id());
   if (res.body_case() == pb::Response::kAllocMr && pb::status_of(res) == pb::OK
       && res.alloc_mr().has_token()) {
-    log().info("agent {}: releasing the region of a late AllocMR answer",
-               link_.peer);
+    if (auto v = may_log(spdlog::level::info))
+      log().info("agent {}: releasing the region of a late AllocMR answer{}",
+                 link_.peer, suppressed_note(v.denied_before));
     release_remote(to_token(res.alloc_mr().token()), now_);
   }
   return true;
@@ -310,11 +380,20 @@ void agent_core::on_response(const pb::Response& res) {
   if (pending_.count(id) == 0 && release_late_alloc(res))
     return;
   if (pending_.count(id) == 0) {
-    log().warn("agent {}: dropped a response for unknown request {}",
-               link_.peer, id);
-    // Not a violation: a response may arrive after its request timed out.
-    // Counted and dropped.
+    // Counted and dropped.  Not a violation: a response may arrive after
+    // its request timed out.  Noise unless it is one of those.
     ++counters_.protocol_errors;
+    if (forget_late(id)) {
+      if (auto v = may_log(spdlog::level::info))
+        log().info("agent {}: dropped a late response to request {} (it "
+                   "timed out){}",
+                   link_.peer, id, suppressed_note(v.denied_before));
+      return;
+    }
+    if (auto v = may_log(spdlog::level::warn))
+      log().warn("agent {}: dropped a response for unknown request {}{}",
+                 link_.peer, id, suppressed_note(v.denied_before));
+    count_noise("a response for an unknown request");
     return;
   }
   complete(id, &res, caf::error{});
@@ -323,14 +402,13 @@ void agent_core::on_response(const pb::Response& res) {
 
 void agent_core::on_hello(const pb::Hello& hello) {
   peer_takes_cumulative_acks_ = hello.cumulative_acks();
-  if (hello.version() != pb::protocol_version) {
-    log().error("agent {}: the peer speaks protocol version {}, we speak "
-                "{}; closing",
-                link_.peer, hello.version(), pb::protocol_version);
-    out_.disconnect(make_error(errc::version_mismatch,
-                               "the peer speaks agent protocol version "
-                                   + std::to_string(hello.version())));
-  }
+  if (hello.version() != pb::protocol_version)
+    end_connection(make_error(errc::version_mismatch,
+                              "the peer speaks agent protocol version "
+                                  + std::to_string(hello.version())),
+                   "the peer speaks protocol version "
+                       + std::to_string(hello.version()) + ", we speak "
+                       + std::to_string(pb::protocol_version));
 }
 
 void agent_core::on_frame(const local_mr& buf, time_point now) {
@@ -340,10 +418,11 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
   if (frame.code != errc::none) {
     ++counters_.protocol_errors;
+    if (auto v = may_log(spdlog::level::warn))
+      log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({}){}",
+                 link_.peer, buf.size(), to_string(frame.code),
+                 describe(frame.code), suppressed_note(v.denied_before));
     count_violation();
-    log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({})",
-               link_.peer, buf.size(), to_string(frame.code),
-               describe(frame.code));
     // A SendData whose length disagrees with its payload still names its
     // request: answer it so the peer does not wait for the timeout.
     if (frame.code == errc::payload_mismatch && msg.has_request()
@@ -368,6 +447,7 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       break;
     default:
       ++counters_.protocol_errors;
+      count_noise("a frame of an unknown kind");
   }
 }
 

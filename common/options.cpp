@@ -41,12 +41,20 @@ void add_options(caf::config_option_set& set, options& o) {
            "our requests to one peer waiting for an answer")
       .add(o.peer_max_violations, "peer-max-violations",
            "refusals in a row before a peer is disconnected")
+      .add(o.peer_max_noise, "peer-max-noise",
+           "protocol noise per window before a peer is disconnected")
+      .add(o.peer_noise_window_ms, "peer-noise-window-ms",
+           "window of peer-max-noise in ms")
       .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
       .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
       .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")
       .add(o.verbs_rnr_retry, "verbs-rnr-retry", "RNR retries (7: infinite)")
       .add(o.verbs_min_rnr_timer, "verbs-min-rnr-timer", "min RNR NAK timer")
-      .add(o.log_level, "log-level", "trace, debug, info, warn, error, off");
+      .add(o.log_level, "log-level", "trace, debug, info, warn, error, off")
+      .add(o.peer_max_log_lines, "peer-max-log-lines",
+           "log lines one peer may trigger per window")
+      .add(o.peer_log_window_ms, "peer-log-window-ms",
+           "window of peer-max-log-lines in ms");
 }
 
 std::string validate(const options& o) {
@@ -76,8 +84,12 @@ std::string validate(const options& o) {
   if (o.max_alloc_bytes == 0)
     return "rdmactor.max-alloc-bytes must be > 0";
   if (o.peer_max_mrs == 0 || o.peer_max_queued_mrs == 0
-      || o.peer_max_pending_requests == 0 || o.peer_max_violations == 0)
+      || o.peer_max_pending_requests == 0 || o.peer_max_violations == 0
+      || o.peer_max_noise == 0)
     return "rdmactor.peer-max-* limits must be > 0";
+  if (o.peer_noise_window_ms == 0 || o.peer_log_window_ms == 0)
+    return "rdmactor.peer-noise-window-ms and rdmactor.peer-log-window-ms "
+           "must be > 0";
   if (o.verbs_mtu_bytes != 0 && o.verbs_mtu_bytes != 256
       && o.verbs_mtu_bytes != 512 && o.verbs_mtu_bytes != 1024
       && o.verbs_mtu_bytes != 2048 && o.verbs_mtu_bytes != 4096)

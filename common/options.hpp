@@ -64,7 +64,8 @@ struct options {
   uint64_t max_alloc_bytes = 1024ull * 1024 * 1024;
 
   // -- per-peer limits (a peer over a limit gets QUOTA_EXCEEDED answers;
-  //    after peer_max_violations refusals in a row it is disconnected) ----
+  //    after peer_max_violations refusals in a row, or peer_max_noise in a
+  //    window, it is disconnected) -----------------------------------------
   /// Bytes a peer may have allocated on our side (AllocMR) at once.
   uint64_t peer_max_alloc_bytes = 256ull * 1024 * 1024;
   /// Memory regions a peer may have allocated on our side at once.
@@ -77,6 +78,14 @@ struct options {
   uint32_t peer_max_pending_requests = 4096;
   /// Refused requests or malformed frames in a row before disconnecting.
   uint32_t peer_max_violations = 64;
+  /// Protocol noise a peer may send per peer-noise-window-ms before it is
+  /// disconnected: refused requests, malformed frames and what is not an
+  /// error on its own (responses to ids we never used, acknowledgements of
+  /// unknown requests).  Unlike peer_max_violations, accepted requests do
+  /// not reset it.  A late response to a request that timed out is not
+  /// noise.
+  uint32_t peer_max_noise = 10000;
+  uint32_t peer_noise_window_ms = 10000;
 
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.
@@ -94,6 +103,12 @@ struct options {
   // -- logging --------------------------------------------------------------
   /// spdlog level: trace, debug, info, warn, error, off.
   std::string log_level = "info";
+  /// Log lines one peer's frames may trigger per peer-log-window-ms
+  /// (refusals, dropped responses, malformed frames); more are counted and
+  /// reported as "N similar lines suppressed".  All peers together are
+  /// bounded too (tuning::shared_log_lines).
+  uint32_t peer_max_log_lines = 20;
+  uint32_t peer_log_window_ms = 10000;
 };
 
 /// Binds every field of `opts` to the option set `set` under the category

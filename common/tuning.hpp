@@ -68,6 +68,18 @@ constexpr size_t max_acks_per_response = 16;
 /// once; older ones are released with the connection).
 constexpr size_t max_late_allocs = 1024;
 
+/// Timed-out request ids remembered: a response to one is late, not noise
+/// (it does not count into peer-max-noise).  Bounded like max_late_allocs.
+constexpr size_t max_late_responses = 4096;
+
+// -- logging (common/rate_limiter.hpp) ----------------------------------------
+
+/// Lines that all peers together may trigger per window, per shared budget
+/// (`shared_log_budget`), on top of each peer's peer-max-log-lines: a node
+/// with many noisy peers writes at most this many such lines per window.
+constexpr uint64_t shared_log_lines = 200;
+constexpr uint64_t shared_log_window_ms = 10000;
+
 /// The agent's sweep for expired requests runs every twentieth of the
 /// request timeout, within [1, 100] ms.
 constexpr uint64_t sweep_interval_ms(uint64_t request_timeout_ms) {

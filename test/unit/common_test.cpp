@@ -11,6 +11,7 @@
 #include "actors/memory_pool.hpp"
 #include "common/error.hpp"
 #include "common/options.hpp"
+#include "common/rate_limiter.hpp"
 #include "transport/completion_mode.hpp"
 #include "transport/fabric.hpp"
 
@@ -81,6 +82,15 @@ BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
   o = options{};
   o.poll_budget_us = 2000000;
   BOOST_TEST(validate(o).find("poll-budget-us") != std::string::npos);
+  o = options{};
+  o.peer_max_noise = 0;
+  BOOST_TEST(validate(o).find("peer-max-") != std::string::npos);
+  o = options{};
+  o.peer_noise_window_ms = 0;
+  BOOST_TEST(validate(o).find("peer-noise-window-ms") != std::string::npos);
+  o = options{};
+  o.peer_log_window_ms = 0;
+  BOOST_TEST(validate(o).find("peer-log-window-ms") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(completion_modes_parse_and_print_round_trip) {
@@ -271,6 +281,68 @@ BOOST_AUTO_TEST_CASE(slices_share_the_block_and_check_bounds) {
   s = caf::expected<local_mr>{local_mr{}};
   empty = caf::expected<local_mr>{local_mr{}};
   BOOST_TEST(pool->stats().bytes_in_use == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- the rate limiter of log lines and protocol noise -------------------------
+
+BOOST_AUTO_TEST_SUITE(rate_limiting)
+
+using std::chrono::milliseconds;
+
+BOOST_AUTO_TEST_CASE(admits_the_budget_per_window_and_counts_the_rest) {
+  rate_limiter limit{3, milliseconds{100}};
+  auto t0 = rate_limiter::clock_type::now();
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i)
+    if (limit.take(t0 + milliseconds{i}))
+      ++admitted;
+  BOOST_TEST(admitted == 3);
+  BOOST_TEST(limit.used() == 3u);
+  // Still the first window.
+  BOOST_TEST(!limit.take(t0 + milliseconds{99}));
+  // The next window's first event reports the 8 denied ones, once.
+  auto v = limit.take(t0 + milliseconds{100});
+  BOOST_TEST(v.admitted);
+  BOOST_TEST(v.denied_before == 8u);
+  v = limit.take(t0 + milliseconds{101});
+  BOOST_TEST(v.admitted);
+  BOOST_TEST(v.denied_before == 0u);
+  // An earlier time (another thread's) counts into the current window.
+  BOOST_TEST(limit.take(t0).admitted);
+  BOOST_TEST(!limit.take(t0).admitted);
+}
+
+BOOST_AUTO_TEST_CASE(denied_events_are_handed_over_once) {
+  rate_limiter limit{1, milliseconds{1000}};
+  auto t0 = rate_limiter::clock_type::now();
+  BOOST_TEST(limit.take(t0).admitted);
+  BOOST_TEST(!limit.take(t0).admitted);
+  limit.add_denied(5);
+  BOOST_TEST(limit.take_denied() == 6u);
+  BOOST_TEST(limit.take_denied() == 0u);
+  limit.reset(2, milliseconds{10});
+  BOOST_TEST(limit.used() == 0u);
+  BOOST_TEST(limit.take(t0).admitted);
+  BOOST_TEST(limit.take(t0).admitted);
+  BOOST_TEST(!limit.take(t0).admitted);
+}
+
+BOOST_AUTO_TEST_CASE(a_zero_budget_denies_everything) {
+  rate_limiter limit{0, milliseconds{10}};
+  auto t0 = rate_limiter::clock_type::now();
+  BOOST_TEST(!limit.take(t0).admitted);
+  BOOST_TEST(!limit.take(t0 + milliseconds{20}).admitted);
+  BOOST_TEST(limit.take_denied() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(shared_budgets_are_one_per_name_and_notes_read_well) {
+  BOOST_TEST(&shared_log_budget("a-test") == &shared_log_budget("a-test"));
+  BOOST_TEST(&shared_log_budget("a-test") != &shared_log_budget("b-test"));
+  BOOST_TEST(suppressed_note(0).empty());
+  BOOST_TEST(suppressed_note(1) == " (1 similar line suppressed)");
+  BOOST_TEST(suppressed_note(30000) == " (30000 similar lines suppressed)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

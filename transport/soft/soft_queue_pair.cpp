@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/soft_device.hpp"
 
@@ -634,8 +635,13 @@ void soft_queue_pair::fail_locked(failure f) {
 }
 
 void soft_queue_pair::violation_locked(const std::string& what) {
-  log().warn("soft QP to {}: protocol violation: {}; closing the connection",
-             peer_, what);
+  // One line per connection (it closes), but peers open connections at
+  // will: shares the budget of the connection lines (actors/agent.cpp).
+  if (auto v
+      = shared_log_budget("connections").take(rate_limiter::clock_type::now()))
+    log().warn("soft QP to {}: protocol violation: {}; closing the "
+               "connection{}",
+               peer_, what, suppressed_note(v.denied_before));
   fail_locked({"protocol violation: " + what});
 }
 
