@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 
 namespace rdmactor {
 
@@ -128,7 +129,10 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
         if (code == errc::closed)
           return;
         if (code != errc::connect_timeout)
-          log().warn("accept failed: {}", render(qp.error()));
+          if (auto v = shared_log_budget("connections")
+                           .take(rate_limiter::clock_type::now()))
+            log().warn("accept failed: {}{}", render(qp.error()),
+                       suppressed_note(v.denied_before));
         continue;
       }
       auto conn = adopt(std::move(*qp));

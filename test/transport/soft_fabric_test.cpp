@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -70,9 +71,19 @@ struct raw_socket {
   }
 
   /// Connects to 127.0.0.1:port.
-  static std::unique_ptr<raw_socket> connect(uint16_t port) {
+  /// Connects to 127.0.0.1:`port`, from `source` (a loopback address)
+  /// when given.
+  static std::unique_ptr<raw_socket> connect(uint16_t port,
+                                             const char* source = nullptr) {
     auto s = std::make_unique<raw_socket>();
     s->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &from.sin_addr);
+      if (::bind(s->fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0)
+        throw std::runtime_error("raw bind failed");
+    }
     sockaddr_in sin{};
     sin.sin_family = AF_INET;
     sin.sin_port = htons(port);
@@ -356,6 +367,180 @@ BOOST_AUTO_TEST_CASE(short_hello_then_silence_is_dropped) {
   auto res = lst->accept(800ms);
   BOOST_TEST(!res);
   BOOST_TEST(s->wait_closed(100ms));
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_stranger_learns_why_it_was_dropped) {
+  auto opts = soft_options();
+  opts.connect_timeout_ms = 300;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto s = raw_socket::connect(lst->port());
+  BOOST_TEST(!lst->accept(800ms));
+  std::array<uint8_t, wire::hello_size> buf{};
+  BOOST_REQUIRE(s->read_exact(buf.data(), buf.size(), 5s));
+  wire::hello h;
+  BOOST_TEST((wire::decode(buf.data(), h) == wire::hello_status::refused));
+  BOOST_TEST(h.rnr_timeout_ms
+             == static_cast<uint32_t>(wire::refusal::timed_out));
+  BOOST_TEST(s->wait_closed(5s));
+}
+
+// Issue 16 item 1: admission per source address.  An address's 17th
+// handshake in progress drops its own oldest silent one (with a "busy"
+// refusal), however many slots are free.
+BOOST_AUTO_TEST_CASE(one_address_holds_at_most_its_share_of_handshakes) {
+  auto opts = soft_options();
+  opts.connect_timeout_ms = 20000;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  std::atomic<bool> stop{false};
+  auto acceptor = std::async(std::launch::async, [&] {
+    while (!stop)
+      (void)lst->accept(50ms);
+  });
+  constexpr size_t share
+      = transport::soft::limits::max_pending_handshakes_per_address;
+  std::vector<std::unique_ptr<raw_socket>> silent;
+  for (size_t i = 0; i < share + 4; ++i)
+    silent.push_back(raw_socket::connect(lst->port(), "127.0.0.2"));
+  // The first 4 are dropped, each told "busy"; the rest stay.
+  for (size_t i = 0; i < 4; ++i) {
+    std::array<uint8_t, wire::hello_size> buf{};
+    BOOST_REQUIRE(silent[i]->read_exact(buf.data(), buf.size(), 10s));
+    wire::hello h;
+    BOOST_TEST((wire::decode(buf.data(), h) == wire::hello_status::refused));
+    BOOST_TEST(h.rnr_timeout_ms == static_cast<uint32_t>(wire::refusal::busy));
+    BOOST_TEST(silent[i]->wait_closed(5s));
+  }
+  // Another address still gets a connection through.
+  transport::queue_pair_ptr client;
+  stop = true;
+  acceptor.get();
+  auto server = accept_while(*lst, [&] {
+    client = value_or_throw(dev->connect("127.0.0.1", lst->port(), {}, 5s),
+                            "connect");
+  });
+  check_send_works(*dev, *client, *server);
+  for (size_t i = 4; i < silent.size(); ++i)
+    BOOST_TEST(silent[i]->open_now(), "silent connection " << i);
+}
+
+// Issue 16 item 1: while silent connections arrive from 127.0.0.2 as fast
+// as this test can make them, a client whose hello comes 300 ms after
+// connecting gets through every time (before, the flood evicted it).
+BOOST_AUTO_TEST_CASE(
+    a_flood_of_silent_connections_does_not_starve_a_slow_client) {
+  auto opts = soft_options();
+  opts.connect_timeout_ms = 5000;
+  auto dev = open_soft(opts);
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> accepted{0};
+  auto acceptor = std::async(std::launch::async, [&] {
+    std::vector<transport::queue_pair_ptr> qps;
+    while (!stop)
+      if (auto qp = lst->accept(50ms)) {
+        qps.push_back(std::move(*qp));
+        ++accepted;
+      }
+  });
+  std::atomic<size_t> flood_made{0};
+  auto flood = std::async(std::launch::async, [&] {
+    std::deque<int> open;
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.2", &from.sin_addr);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    linger reset{1, 0}; // close with RST: no TIME_WAIT on our side
+    while (!stop) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0)
+        continue;
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0
+          || (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0
+              && errno != EINPROGRESS)) {
+        ::close(fd);
+        continue;
+      }
+      ++flood_made;
+      open.push_back(fd);
+      if (open.size() > 200) {
+        ::close(open.front());
+        open.pop_front();
+      }
+    }
+    for (auto fd : open)
+      ::close(fd);
+  });
+  auto flood_until = std::chrono::steady_clock::now() + 10s;
+  while (flood_made < 500 && std::chrono::steady_clock::now() < flood_until)
+    std::this_thread::sleep_for(5ms);
+  BOOST_REQUIRE(flood_made >= 500u);
+  constexpr int clients = 10;
+  int through = 0;
+  for (int i = 0; i < clients; ++i) {
+    auto c = raw_socket::connect(port);
+    std::this_thread::sleep_for(300ms); // the slow client's hello
+    std::array<uint8_t, wire::hello_size> buf{};
+    wire::encode(default_hello(), buf.data());
+    c->write_all(buf.data(), buf.size());
+    wire::hello theirs;
+    if (c->read_exact(buf.data(), buf.size(), 5s)
+        && wire::decode(buf.data(), theirs) == wire::hello_status::ok)
+      ++through;
+  }
+  auto during = flood_made.load();
+  stop = true;
+  flood.get();
+  acceptor.get();
+  BOOST_TEST_MESSAGE("flood connections while the clients ran: " << during);
+  BOOST_TEST(through == clients);
+  BOOST_TEST(accepted.load() == static_cast<size_t>(clients));
+}
+
+BOOST_AUTO_TEST_CASE(client_reports_a_dropped_handshake) {
+  auto dev = open_soft(soft_options());
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(srv, reinterpret_cast<sockaddr*>(&sin), sizeof(sin))
+                == 0);
+  BOOST_REQUIRE(::listen(srv, 4) == 0);
+  socklen_t len = sizeof(sin);
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&sin), &len);
+  auto port = ntohs(sin.sin_port);
+  for (auto why : {wire::refusal::busy, wire::refusal::timed_out}) {
+    auto server = std::async(std::launch::async, [srv, why] {
+      int c = ::accept(srv, nullptr, nullptr);
+      std::array<uint8_t, wire::hello_size> buf{};
+      size_t got = 0;
+      while (got < buf.size()) {
+        auto k = ::recv(c, buf.data() + got, buf.size() - got, 0);
+        if (k <= 0)
+          break;
+        got += static_cast<size_t>(k);
+      }
+      wire::encode(wire::refusal_hello(why), buf.data());
+      ::send(c, buf.data(), buf.size(), MSG_NOSIGNAL);
+      ::close(c);
+    });
+    auto r = dev->connect("127.0.0.1", port, {}, 5s);
+    server.get();
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(code_of(r.error())
+               == (why == wire::refusal::busy ? errc::connect_failed
+                                              : errc::connect_timeout));
+    BOOST_TEST(render(r.error()).find("dropped our handshake")
+                   != std::string::npos,
+               render(r.error()));
+  }
+  ::close(srv);
 }
 
 BOOST_AUTO_TEST_CASE(close_wakes_a_blocked_accept) {

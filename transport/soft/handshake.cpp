@@ -10,10 +10,12 @@
 namespace rdmactor::transport::soft {
 
 caf::error check_offer(const conn_params& offer) {
-  if (offer.max_message_len_bytes == 0
+  if (offer.max_message_len_bytes < limits::min_message_len_bytes
       || offer.max_message_len_bytes > limits::max_message_len_bytes)
     return make_error(errc::invalid_argument,
-                      "max_message_len_bytes must be in [1, 2^30], got "
+                      "max_message_len_bytes must be in ["
+                          + std::to_string(limits::min_message_len_bytes)
+                          + ", 2^30], got "
                           + std::to_string(offer.max_message_len_bytes));
   if (offer.recv_depth == 0 || offer.recv_depth > limits::max_recv_depth)
     return make_error(errc::invalid_argument,
@@ -42,6 +44,8 @@ const char* describe(wire::hello_status st) noexcept {
       return "protocol version mismatch";
     case wire::hello_status::bad_params:
       return "connection parameters out of range";
+    case wire::hello_status::refused:
+      return "handshake refused";
   }
   return "invalid hello";
 }
@@ -57,6 +61,19 @@ client_handshake(int fd, const wire::hello& ours, const conn_params& offer,
     return err;
   wire::hello theirs;
   auto st = wire::decode(buf.data(), theirs);
+  if (st == wire::hello_status::refused) {
+    if (theirs.rnr_timeout_ms == static_cast<uint32_t>(wire::refusal::busy))
+      return make_error(errc::connect_failed,
+                        peer
+                            + " dropped our handshake: too many handshakes "
+                              "in progress there (a flood of connections "
+                              "from our address?); retry later");
+    return make_error(errc::connect_timeout,
+                      peer
+                          + " dropped our handshake: our hello did not "
+                            "reach it within its connect-timeout-ms; check "
+                            "the network or raise connect-timeout-ms there");
+  }
   if (st == wire::hello_status::bad_version)
     return make_error(errc::version_mismatch,
                       peer + " speaks soft-fabric protocol version "

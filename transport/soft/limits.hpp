@@ -46,9 +46,21 @@ constexpr size_t rx_buffer_bytes = 64 * 1024;
 /// destination memory instead of through the read buffer.
 constexpr size_t direct_recv_bytes = 16 * 1024;
 
-/// Handshakes a listener runs at the same time; a new connection beyond it
-/// drops the oldest unfinished one.
+/// Handshakes a listener runs at the same time.  A new connection beyond
+/// it drops one of the address with the most handshakes in progress (its
+/// oldest silent one first): a flood from some addresses cannot evict the
+/// clients of others.
 constexpr size_t max_pending_handshakes = 64;
+
+/// Handshakes one source address may have in progress; its next connection
+/// drops its own oldest (silent first).
+constexpr size_t max_pending_handshakes_per_address = 16;
+
+static_assert(max_pending_handshakes_per_address < max_pending_handshakes);
+
+/// Smallest `max_message_len_bytes` a side may offer (a frame must hold an
+/// agent header).
+constexpr uint32_t min_message_len_bytes = 256;
 
 /// After sending a final NAK, how long a queue pair waits for the peer to
 /// read it and close, in milliseconds.

@@ -197,9 +197,9 @@ caf::error recv_all(int fd, void* data, size_t n, time_point deadline) {
     if (k == 0)
       return make_error(errc::handshake_failed,
                         "the peer closed the connection during the "
-                        "handshake: it is not an rdmactor soft-fabric "
-                        "endpoint, refused our version or offer, or is "
-                        "shutting down");
+                        "handshake without answering: it is shutting down, "
+                        "dropped the handshake, or is not an rdmactor "
+                        "soft-fabric endpoint");
     if (errno == EINTR)
       continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -239,6 +239,13 @@ std::string peer_name_of(int fd) {
            + "]:" + std::to_string(ntohs(sin6->sin6_port));
   }
   return "unknown peer";
+}
+
+std::string address_part(const std::string& peer_name) {
+  auto colon = peer_name.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return peer_name;
+  return peer_name.substr(0, colon);
 }
 
 } // namespace rdmactor::transport::soft

@@ -49,4 +49,8 @@ void tune_socket(int fd) noexcept;
 /// "unknown peer".
 std::string peer_name_of(int fd);
 
+/// Returns the address of a `peer_name_of` name without its port
+/// ("10.0.0.1:4000" -> "10.0.0.1", "[::1]:4000" -> "[::1]").
+std::string address_part(const std::string& peer_name);
+
 } // namespace rdmactor::transport::soft

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "transport/soft/handshake.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/socket_ops.hpp"
@@ -55,8 +56,10 @@ soft_listener::accept(std::chrono::milliseconds timeout) {
     auto now = clock_type::now();
     for (size_t i = pending_.size(); i > 0; --i)
       if (pending_[i - 1].deadline <= now)
-        drop(i - 1, "no handshake within connect_timeout_ms="
-                        + std::to_string(dev_->opts().connect_timeout_ms));
+        drop(i - 1,
+             "no handshake within connect_timeout_ms="
+                 + std::to_string(dev_->opts().connect_timeout_ms),
+             wire::refusal::timed_out);
     if (now >= deadline)
       return make_error(errc::connect_timeout,
                         "no peer connected to port " + std::to_string(port_)
@@ -107,18 +110,22 @@ void soft_listener::take_connections(time_point now) {
         continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS
           || errno == ENOMEM) {
-        log().warn("soft listener :{}: cannot accept: {}; pausing 100 ms",
-                   port_, std::strerror(errno));
+        if (auto v = shared_log_budget("connections")
+                         .take(rate_limiter::clock_type::now()))
+          log().warn("soft listener :{}: cannot accept: {}; pausing 100 ms "
+                     "(raise the open-files limit?){}",
+                     port_, std::strerror(errno),
+                     suppressed_note(v.denied_before));
         backoff_until_ = now + std::chrono::milliseconds{100};
       }
       return;
     }
     unique_fd sock{fd};
     tune_socket(sock.get());
-    if (pending_.size() >= limits::max_pending_handshakes)
-      drop(0, "too many handshakes in progress");
     pending_handshake p;
     p.peer = peer_name_of(sock.get());
+    p.addr = address_part(p.peer);
+    admit(p.addr);
     p.fd = std::move(sock);
     p.deadline
         = now + std::chrono::milliseconds{dev_->opts().connect_timeout_ms};
@@ -126,9 +133,65 @@ void soft_listener::take_connections(time_point now) {
   }
 }
 
-void soft_listener::drop(size_t index, const std::string& why) {
-  log().warn("soft listener :{}: dropped {}: {}", port_, pending_[index].peer,
-             why);
+void soft_listener::admit(const std::string& addr) {
+  auto from_addr = static_cast<size_t>(std::count_if(
+      pending_.begin(), pending_.end(),
+      [&](const pending_handshake& p) { return p.addr == addr; }));
+  if (from_addr >= limits::max_pending_handshakes_per_address) {
+    drop(victim_of(addr),
+         "too many handshakes in progress from " + addr + " (at most "
+             + std::to_string(limits::max_pending_handshakes_per_address) + ")",
+         wire::refusal::busy);
+    return;
+  }
+  if (pending_.size() < limits::max_pending_handshakes)
+    return;
+  // Full: the address with the most handshakes in progress gives one up.
+  std::string heaviest;
+  size_t most = 0;
+  for (auto& p : pending_) {
+    auto n = static_cast<size_t>(std::count_if(
+        pending_.begin(), pending_.end(),
+        [&](const pending_handshake& q) { return q.addr == p.addr; }));
+    if (n > most) {
+      most = n;
+      heaviest = p.addr;
+    }
+  }
+  drop(victim_of(heaviest),
+       "too many handshakes in progress (at most "
+           + std::to_string(limits::max_pending_handshakes) + "), "
+           + std::to_string(most) + " of them from " + heaviest,
+       wire::refusal::busy);
+}
+
+size_t soft_listener::victim_of(const std::string& addr) const {
+  std::optional<size_t> oldest;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].addr != addr)
+      continue;
+    if (pending_[i].got == 0)
+      return i; // the oldest silent one
+    if (!oldest)
+      oldest = i;
+  }
+  return oldest.value_or(0);
+}
+
+void soft_listener::drop(size_t index, const std::string& why,
+                         std::optional<wire::refusal> why_code) {
+  auto& p = pending_[index];
+  if (why_code) {
+    // Best effort, never blocking: the client learns that it was dropped.
+    std::array<uint8_t, wire::hello_size> bytes{};
+    wire::encode(wire::refusal_hello(*why_code), bytes.data());
+    [[maybe_unused]] auto n = ::send(p.fd.get(), bytes.data(), bytes.size(),
+                                     MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  if (auto v
+      = shared_log_budget("connections").take(rate_limiter::clock_type::now()))
+    log().warn("soft listener :{}: dropped {}: {}{}", port_, p.peer, why,
+               suppressed_note(v.denied_before));
   pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(index));
 }
 
@@ -186,8 +249,10 @@ std::optional<queue_pair_ptr> soft_listener::advance(size_t index) {
   auto qp = dev_->start_queue_pair(
       std::move(sock), peer, negotiate(offer_, theirs), theirs.rnr_timeout_ms);
   if (!qp) {
-    log().warn("soft listener :{}: dropped {}: {}", port_, peer,
-               render(qp.error()));
+    if (auto v = shared_log_budget("connections")
+                     .take(rate_limiter::clock_type::now()))
+      log().warn("soft listener :{}: dropped {}: {}{}", port_, peer,
+                 render(qp.error()), suppressed_note(v.denied_before));
     return std::nullopt;
   }
   return std::move(*qp);

@@ -25,11 +25,17 @@ class soft_device;
 /// slow stranger never delays a real peer; each handshake gets
 /// `connect_timeout_ms` from the moment its TCP connection was taken.
 /// Strangers that send garbage, another protocol version or out-of-range
-/// parameters, that close, or that stay silent are logged (one line) and
-/// dropped; `accept` keeps waiting.  At most
-/// `limits::max_pending_handshakes` run at once (a new one drops the
-/// oldest).  Handshakes in progress when `accept` returns continue in the
-/// next call.
+/// parameters, that close, or that stay silent are logged (rate-limited)
+/// and dropped; `accept` keeps waiting.  Admission is fair per source
+/// address: one address has at most
+/// `limits::max_pending_handshakes_per_address` handshakes in progress
+/// (its next connection drops its own oldest, silent ones first), and when
+/// all `limits::max_pending_handshakes` are in use a new connection drops
+/// one of the address with the most, so a flood of silent connections from
+/// some addresses never evicts the clients of others.  A client dropped
+/// for admission or its deadline gets a refusal hello first
+/// (`wire::refusal`) and reports why.  Handshakes in progress when
+/// `accept` returns continue in the next call.
 class soft_listener final : public listener {
 public:
   /// Creates a listener on the bound, listening socket `sock`.
@@ -53,6 +59,8 @@ private:
   struct pending_handshake {
     unique_fd fd;
     std::string peer;
+    /// The source address without the port (admission is per address).
+    std::string addr;
     time_point deadline;
     std::array<uint8_t, wire::hello_size> buf{};
     size_t got = 0;
@@ -62,7 +70,14 @@ private:
                 const conn_params& offer, event_fd wake);
 
   void take_connections(time_point now);
-  void drop(size_t index, const std::string& why);
+  /// Makes room for a new handshake from `addr` (see the class comment).
+  void admit(const std::string& addr);
+  /// Index of the handshake of `addr` to drop: its oldest silent one, else
+  /// its oldest.
+  size_t victim_of(const std::string& addr) const;
+  /// Drops the handshake at `index`; with `why_code`, tells the client why.
+  void drop(size_t index, const std::string& why,
+            std::optional<wire::refusal> why_code = std::nullopt);
   std::optional<queue_pair_ptr> advance(size_t index);
 
   std::shared_ptr<soft_device> dev_;

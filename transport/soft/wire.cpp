@@ -55,6 +55,12 @@ bool valid_nak_status(uint8_t s) noexcept {
 
 } // namespace
 
+hello refusal_hello(refusal why) noexcept {
+  hello h;
+  h.rnr_timeout_ms = static_cast<uint32_t>(why);
+  return h;
+}
+
 void encode(const hello& x, uint8_t* out) noexcept {
   std::memcpy(out, magic.data(), magic.size());
   put32(out + 8, x.version);
@@ -72,7 +78,11 @@ hello_status decode(const uint8_t* in, hello& out) noexcept {
   out.rnr_timeout_ms = get32(in + 20);
   if (out.version != version)
     return hello_status::bad_version;
-  if (out.max_message_len_bytes == 0
+  if (out.max_message_len_bytes == 0 && out.recv_depth == 0
+      && (out.rnr_timeout_ms == static_cast<uint32_t>(refusal::busy)
+          || out.rnr_timeout_ms == static_cast<uint32_t>(refusal::timed_out)))
+    return hello_status::refused;
+  if (out.max_message_len_bytes < limits::min_message_len_bytes
       || out.max_message_len_bytes > limits::max_message_len_bytes
       || out.recv_depth == 0 || out.recv_depth > limits::max_recv_depth)
     return hello_status::bad_params;

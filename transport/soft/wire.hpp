@@ -48,12 +48,25 @@ struct hello {
   uint32_t rnr_timeout_ms = 0;
 };
 
+/// Why a listener refused a handshake.  A refusal is a hello with both
+/// offers 0 and the reason in `rnr_timeout_ms`, sent just before the
+/// listener closes the connection, so that the client can tell "dropped"
+/// from "not an rdmactor endpoint".
+enum class refusal : uint32_t {
+  busy = 1,      ///< too many handshakes in progress (from this address)
+  timed_out = 2, ///< the client's hello did not come within the deadline
+};
+
+/// Returns the hello that carries `why`.
+hello refusal_hello(refusal why) noexcept;
+
 /// Outcome of decoding a hello.
 enum class hello_status {
   ok,
   bad_magic,   ///< not an rdmactor soft-fabric peer
   bad_version, ///< an rdmactor peer speaking another version
   bad_params,  ///< an offer outside the supported ranges
+  refused,     ///< a refusal (`refusal_hello`): the reason is in out
 };
 
 /// Writes `x` to `out[0..hello_size)`.
