@@ -295,6 +295,13 @@ public:
     return true;
   }
 
+  /// Bytes one work request may move at most (verbs: the port's
+  /// `max_msg_sz`, 8 MiB on rxe; soft: 2 GiB).  `link` splits larger RDMA
+  /// WRITEs and READs into several work requests.
+  virtual uint64_t max_wr_bytes() const noexcept {
+    return uint64_t{1} << 31;
+  }
+
   /// Registers `[addr, addr + length)` with `access` flags (see
   /// `rdmactor::transport::access`).  Any thread.
   virtual caf::expected<std::unique_ptr<memory_region>>

@@ -80,6 +80,7 @@ link::link(device_ptr dev, std::shared_ptr<queue_pair> qp)
   credits_ = credit_ledger{cp.recv_depth};
   send_queue_depth_ = tuning::send_queue_depth(cp.recv_depth);
   signal_every_ = tuning::signal_every(send_queue_depth_);
+  max_wr_bytes_ = std::max<uint64_t>(dev_->max_wr_bytes(), 4096);
 }
 
 caf::expected<std::unique_ptr<link>>
@@ -209,8 +210,40 @@ bool link::next_can_follow() const {
 /// The last operation of a batch is signaled (its requester waits), the
 /// ones before only every `signal_every`-th: one completion finishes every
 /// operation posted before it.
+/// Splits an RDMA WRITE or READ at the head that is larger than one work
+/// request may be: its first `max_wr_bytes_` become an operation of their
+/// own (nobody waits for it) ahead of the rest, which keeps the cookie.
+/// The QP executes them in order, so the last piece's completion finishes
+/// the whole operation.  Returns false when slicing failed (answered).
+bool link::split_head() {
+  auto& op = queue_.front();
+  if (op.kind == op_kind::send || op.local.size() <= max_wr_bytes_)
+    return true;
+  auto first = op.local.slice(0, max_wr_bytes_);
+  auto rest = op.local.slice(max_wr_bytes_, op.local.size() - max_wr_bytes_);
+  if (!first || !rest) {
+    auto cookie = op.cookie;
+    queue_.pop_front();
+    answer(cookie, first ? std::move(rest.error()) : std::move(first.error()));
+    return false;
+  }
+  queued_op piece{op.kind,
+                  {},
+                  std::move(*first),
+                  mr_token{op.remote.addr, max_wr_bytes_, op.remote.rkey},
+                  uint64_t{0}};
+  op.local = std::move(*rest);
+  op.remote.addr += max_wr_bytes_;
+  op.remote.len -= max_wr_bytes_;
+  op.posted_before += max_wr_bytes_;
+  queue_.push_front(std::move(piece));
+  return true;
+}
+
 void link::try_post() {
   while (!down_ && !queue_.empty() && inflight_.size() < send_queue_depth_) {
+    if (!split_head())
+      continue;
     auto& op = queue_.front();
     if (op.kind == op_kind::send) {
       // Keep one credit in reserve for credit-only messages.
@@ -257,7 +290,7 @@ void link::try_post() {
       fail(std::move(err));
       return;
     }
-    uint64_t bytes = op.local.size() + op.header.size();
+    uint64_t bytes = op.posted_before + op.local.size() + op.header.size();
     if (op.cookie != 0)
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),

@@ -201,6 +201,9 @@ private:
     local_mr local;
     mr_token remote;
     uint64_t cookie;
+    /// Bytes of this operation already posted as pieces of their own (an
+    /// RDMA operation over `max_wr_bytes_`); its answer reports them too.
+    uint64_t posted_before = 0;
   };
 
   /// An operation posted to the QP, waiting for its completion (or for the
@@ -220,6 +223,7 @@ private:
                      const local_mr& local, const mr_token& remote) const;
   void answer(uint64_t cookie, caf::expected<uint64_t> result);
   bool next_signaled(bool must);
+  bool split_head();
   bool next_can_follow() const;
   void try_post();
   void maybe_return_credits();
@@ -237,6 +241,8 @@ private:
   std::vector<int32_t> free_header_slots_;
   link_params params_;
   uint32_t send_queue_depth_ = 0;
+  /// Bytes one work request moves at most on this device.
+  uint64_t max_wr_bytes_ = 0;
   uint32_t signal_every_ = 1;
   /// Unsignaled operations posted since the last signaled one.
   uint32_t unsignaled_run_ = 0;

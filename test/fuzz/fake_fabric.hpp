@@ -121,7 +121,13 @@ public:
                       "the fake fabric cannot connect");
   }
 
+  uint64_t max_wr_bytes() const noexcept override {
+    return max_wr;
+  }
+
   std::shared_ptr<fake_registry> registry = std::make_shared<fake_registry>();
+  /// What `max_wr_bytes` reports (2 GiB, as the soft fabric).
+  uint64_t max_wr = uint64_t{1} << 31;
 };
 
 /// One SEND the queue pair's owner posted, as the peer receives it.
@@ -196,6 +202,10 @@ public:
       return {};
     }
     uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i)
+      total += sg[i].length;
+    one_sided_sizes.push_back(total);
+    total = 0;
     for (size_t i = 0; i < n; ++i) {
       // Read the source like a NIC does.
       auto* p = reinterpret_cast<const uint8_t*>(sg[i].addr);
@@ -220,6 +230,7 @@ public:
       std::memset(reinterpret_cast<void*>(sg[i].addr), 0x5a, sg[i].length);
       total += sg[i].length;
     }
+    one_sided_sizes.push_back(total);
     complete(wr_id, transport::wc_opcode::rdma_read, total);
     return {};
   }
@@ -297,6 +308,8 @@ public:
 
   /// SENDs posted since the fuzzer last took them.
   std::vector<sent_message> sent;
+  /// Bytes of each RDMA WRITE and READ posted, in order.
+  std::vector<uint64_t> one_sided_sizes;
 
   /// Work requests whose local memory was not registered as needed.
   uint64_t protection_errors = 0;

@@ -84,7 +84,9 @@ struct buffer {
 };
 
 struct fixture {
-  explicit fixture(uint32_t recv_depth = 8, uint32_t max_len = 4096) {
+  explicit fixture(uint32_t recv_depth = 8, uint32_t max_len = 4096,
+                   uint64_t max_wr_bytes = uint64_t{1} << 31) {
+    dev->max_wr = max_wr_bytes;
     conn_params cp;
     cp.recv_depth = recv_depth;
     cp.max_message_len_bytes = max_len;
@@ -193,6 +195,31 @@ BOOST_AUTO_TEST_CASE(one_sided_operations_check_lengths_locally) {
   BOOST_REQUIRE(f.rec.dones.size() == 2u);
   BOOST_TEST(f.rec.dones[1].result.value() == 64u);
   BOOST_TEST(local.bytes[0] == 0x5a); // the fake READ's pattern
+  BOOST_TEST(!f.l->down());
+}
+
+BOOST_AUTO_TEST_CASE(rdma_operations_larger_than_a_work_request_go_in_pieces) {
+  // rxe moves at most 8 MiB per work request: a larger WRITE or READ is
+  // posted as several, and answered once, with its whole length.
+  fixture f{8, 4096, 4096};
+  buffer local{*f.dev, 3 * 4096 + 100};
+  f.l->submit(op_kind::write, {}, local.view(),
+              mr_token{0x10000, local.bytes.size(), 5}, 1);
+  f.l->submit(op_kind::read, {}, local.view(),
+              mr_token{0x10000, local.bytes.size(), 5}, 2);
+  f.settle();
+  std::vector<uint64_t> pieces{4096, 4096, 4096, 100};
+  std::vector<uint64_t> expected = pieces;
+  expected.insert(expected.end(), pieces.begin(), pieces.end());
+  BOOST_TEST(f.peer->one_sided_sizes == expected,
+             boost::test_tools::per_element());
+  BOOST_REQUIRE(f.rec.dones.size() == 2u);
+  BOOST_TEST(f.rec.dones[0].cookie == 1u);
+  BOOST_TEST(f.rec.dones[0].result.value() == local.bytes.size());
+  BOOST_TEST(f.rec.dones[1].cookie == 2u);
+  BOOST_TEST(f.rec.dones[1].result.value() == local.bytes.size());
+  BOOST_TEST(local.bytes.back() == 0x5a); // the last piece was read too
+  BOOST_TEST(f.l->in_flight() == 0u);
   BOOST_TEST(!f.l->down());
 }
 

@@ -99,6 +99,10 @@ public:
   uint64_t max_msg_bytes() const noexcept {
     return max_msg_bytes_;
   }
+
+  uint64_t max_wr_bytes() const noexcept override {
+    return max_msg_bytes_;
+  }
   /// RNR retry count and the RNR NAK timer code we advertise.
   uint8_t rnr_retry() const noexcept {
     return rnr_retry_;
