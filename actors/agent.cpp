@@ -198,6 +198,9 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         return self->delegate(self->state.allocator, alloc_atom::value, size,
                               align, transport::access::all);
       },
+      [self](alloc_for_peer_atom, uint64_t size, uint64_t align) {
+        return alloc_for_peer(self, size, align);
+      },
       [self](write_atom, local_mr& src, remote_mr& dst) {
         return write_to_peer(self, std::move(src), std::move(dst));
       },
@@ -244,6 +247,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         s.queued_local_mrs = st.local_mrs.items.size();
         s.queued_remote_mrs = st.remote_mrs.items.size();
         s.queued_data_bytes = st.data.queued_bytes;
+        s.peer_claim_bytes = st.claimed->load();
         return s;
       },
       [self](release_atom, mr_token token) {

@@ -87,6 +87,12 @@ using peer_operations = caf::typed_actor<
 ///
 /// - `(alloc_local_mr_atom, size, align) -> local_mr`: registered local
 ///   memory with every access right (from the node's allocator).
+/// - `(alloc_for_peer_atom, size, align) -> local_mr`: the same, for memory
+///   spent because the peer asked (to read what it lends: its claimed
+///   length).  Counted against this connection's peer-max-claim-bytes until
+///   the last handle goes, on any thread, also after the connection ended
+///   (agent_stats::peer_claim_bytes); over it the answer is
+///   `errc::quota_exceeded`.  Layout errors as for alloc_local_mr.
 /// - `(request_remote_mr_atom, size, align) -> remote_mr`: the peer
 ///   allocates memory for us.
 /// - `(send_mr_atom, local_mr | remote_mr) -> mr_token`,
@@ -116,6 +122,7 @@ using peer_operations = caf::typed_actor<
 /// `errc::closed`.
 using connection_actor = peer_operations::extend<
     caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t>::with<local_mr>,
+    caf::replies_to<alloc_for_peer_atom, uint64_t, uint64_t>::with<local_mr>,
     caf::replies_to<write_atom, local_mr, remote_mr>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, remote_mr>::with<uint64_t>,
     caf::replies_to<peer_atom>::with<transport::link_params>>;

@@ -7,8 +7,10 @@
 // operations with their response promises (agent_user_ops.cpp).  Not
 // installed.
 
+#include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -89,6 +91,10 @@ struct agent_state {
   mailbox<remote_mr> remote_mrs;
   /// The node's allocator (alloc_local_mr).
   allocator_actor allocator;
+  /// Bytes held by the local_mrs of alloc_for_peer; shared with their
+  /// release actions, which may run on any thread after the agent is gone.
+  std::shared_ptr<std::atomic<uint64_t>> claimed
+      = std::make_shared<std::atomic<uint64_t>>(0);
   /// WRITEs and READs the transport has not answered yet: failed by
   /// `shut_down`, since a promise that dies with this actor would leave its
   /// caller waiting for its own timeout.
@@ -133,6 +139,10 @@ void sweep(self_ptr self);
 
 caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align);
+
+/// Memory counted against peer-max-claim-bytes until its last handle goes.
+caf::result<local_mr> alloc_for_peer(self_ptr self, uint64_t size,
+                                     uint64_t align);
 
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr);
 

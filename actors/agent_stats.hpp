@@ -23,6 +23,8 @@ struct agent_stats {
   uint64_t rejected_requests = 0;
   /// Bytes the peer has allocated on our side.
   uint64_t peer_alloc_bytes = 0;
+  /// Bytes held by local_mrs from alloc_for_peer (peer-max-claim-bytes).
+  uint64_t peer_claim_bytes = 0;
   /// Received data bytes not yet claimed.
   uint64_t queued_data_bytes = 0;
   /// SendData requests we acknowledged inside another's response
@@ -35,8 +37,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
-           x.peer_alloc_bytes, x.queued_data_bytes, x.merged_acks_sent,
-           x.merged_acks_received);
+           x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
+           x.merged_acks_sent, x.merged_acks_received);
 }
 
 } // namespace rdmactor

@@ -41,6 +41,44 @@ request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   return rp;
 }
 
+caf::result<local_mr> alloc_for_peer(self_ptr self, uint64_t size,
+                                     uint64_t align) {
+  auto& core = *self->state.core;
+  auto claimed = self->state.claimed;
+  const auto limit = core.opts().peer_max_claim_bytes;
+  // A bad layout keeps its own error (invalid_layout, size_limit).
+  if (auto err = core.pool()->check_layout(size, align))
+    return err;
+  // Only this actor adds to the count (release actions subtract, on any
+  // thread), so a check before the addition cannot let it pass the limit.
+  const auto held = claimed->load();
+  if (held > limit || size > limit - held)
+    return make_error(errc::quota_exceeded,
+                      "reading what the peer " + core.link().peer
+                          + " lends would hold " + std::to_string(held) + " + "
+                          + std::to_string(size)
+                          + " bytes for it, over peer-max-claim-bytes="
+                          + std::to_string(limit)
+                          + "; release earlier regions, read in pieces, or "
+                            "raise the option");
+  *claimed += size;
+  auto inner = core.pool()->allocate(size, align, transport::access::all);
+  if (!inner) {
+    *claimed -= size;
+    return std::move(inner.error());
+  }
+  // The region first, then the count: once the count reads 0 the memory is
+  // back in the pool.
+  auto mr = std::move(*inner);
+  auto block
+      = std::make_shared<mr_block>(mr.data(), mr.size(), mr.lkey(), mr.rkey(),
+                                   [mr, claimed, size]() mutable {
+                                     mr = local_mr{};
+                                     *claimed -= size;
+                                   });
+  return local_mr{std::move(block)};
+}
+
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                                                     local_mr mr) {
   auto rp = self->make_response_promise<mr_token>();

@@ -11,6 +11,7 @@ using transport::read_atom;
 using transport::write_atom;
 
 using alloc_local_mr_atom = caf::atom_constant<caf::atom("alloc_lmr")>;
+using alloc_for_peer_atom = caf::atom_constant<caf::atom("alloc_peer")>;
 using request_remote_mr_atom = caf::atom_constant<caf::atom("req_rmr")>;
 using send_mr_atom = caf::atom_constant<caf::atom("send_mr")>;
 using receive_local_mr_atom = caf::atom_constant<caf::atom("recv_lmr")>;

@@ -33,6 +33,8 @@ void add_options(caf::config_option_set& set, options& o) {
            "bytes one peer may have allocated here")
       .add(o.peer_max_mrs, "peer-max-mrs",
            "memory regions one peer may have allocated here")
+      .add(o.peer_max_claim_bytes, "peer-max-claim-bytes",
+           "memory allocated for one peer's claims (alloc_for_peer) in bytes")
       .add(o.peer_max_queued_bytes, "peer-max-queued-bytes",
            "unclaimed received data per peer in bytes")
       .add(o.peer_max_queued_mrs, "peer-max-queued-mrs",
@@ -83,6 +85,8 @@ std::string validate(const options& o) {
     return "rdmactor.arena-size-bytes must be >= 4096";
   if (o.max_alloc_bytes == 0)
     return "rdmactor.max-alloc-bytes must be > 0";
+  if (o.peer_max_claim_bytes == 0)
+    return "rdmactor.peer-max-claim-bytes must be > 0";
   if (o.peer_max_mrs == 0 || o.peer_max_queued_mrs == 0
       || o.peer_max_pending_requests == 0 || o.peer_max_violations == 0
       || o.peer_max_noise == 0)

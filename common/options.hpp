@@ -70,6 +70,10 @@ struct options {
   uint64_t peer_max_alloc_bytes = 256ull * 1024 * 1024;
   /// Memory regions a peer may have allocated on our side at once.
   uint32_t peer_max_mrs = 4096;
+  /// Bytes of local memory one connection may hold through alloc_for_peer
+  /// at once: what the app allocates because the peer asked (to read a
+  /// region it lends, whatever length it claims).
+  uint64_t peer_max_claim_bytes = 64ull * 1024 * 1024;
   /// Received SendData bytes not yet claimed by receive_data.
   uint64_t peer_max_queued_bytes = 64ull * 1024 * 1024;
   /// Memory-region tokens from the peer not yet claimed.

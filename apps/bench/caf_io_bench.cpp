@@ -29,12 +29,19 @@ namespace {
 
 using bytes = std::vector<uint8_t>;
 
-caf::behavior server_impl(caf::event_based_actor*) {
+caf::behavior server_impl(caf::event_based_actor*, uint64_t max_pull_bytes) {
   auto cache = std::make_shared<bytes>();
   return {
       [](ping_atom, bytes& x) { return std::move(x); },
       [](push_atom, const bytes& x) { return uint64_t{x.size()}; },
-      [cache](pull_atom, uint64_t n) {
+      [cache, max_pull_bytes](pull_atom, uint64_t n) -> caf::result<bytes> {
+        // The client names the size: cap what we allocate on its claim.
+        if (n > max_pull_bytes)
+          return make_error(errc::quota_exceeded,
+                            "a pull of " + std::to_string(n)
+                                + " bytes is over the server's "
+                                  "rdmactor.peer-max-claim-bytes="
+                                + std::to_string(max_pull_bytes));
         if (cache->size() != n)
           cache->assign(n, sink_flag);
         return *cache;
@@ -122,11 +129,12 @@ caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
 }
 
 /// Body of the forked child; returns its exit status.
-int child_main(caf::actor_system_config& cfg, int port_fd, int control_fd) {
+int child_main(caf::actor_system_config& cfg, uint64_t max_pull_bytes,
+               int port_fd, int control_fd) {
   uint16_t port = 0;
   {
     caf::actor_system sys{cfg};
-    auto srv = spawn_server(sys);
+    auto srv = spawn_server(sys, max_pull_bytes);
     auto published = caf::io::publish(srv, 0, "127.0.0.1");
     if (published)
       port = *published;
@@ -156,8 +164,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<bytes>("std::vector<uint8_t>");
 }
 
-caf::actor spawn_server(caf::actor_system& sys) {
-  return sys.spawn(server_impl);
+caf::actor spawn_server(caf::actor_system& sys, uint64_t max_pull_bytes) {
+  return sys.spawn(server_impl, max_pull_bytes);
 }
 
 caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
@@ -165,7 +173,8 @@ caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
   return sys.spawn(driver_impl, std::move(server), spec, std::move(chan));
 }
 
-caf::expected<forked_server> fork_server(caf::actor_system_config& cfg) {
+caf::expected<forked_server> fork_server(caf::actor_system_config& cfg,
+                                         uint64_t max_pull_bytes) {
   int port_pipe[2];
   int control_pipe[2];
   if (::pipe(port_pipe) != 0)
@@ -184,7 +193,7 @@ caf::expected<forked_server> fork_server(caf::actor_system_config& cfg) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::close(port_pipe[0]);
     ::close(control_pipe[1]);
-    ::_exit(child_main(cfg, port_pipe[1], control_pipe[0]));
+    ::_exit(child_main(cfg, max_pull_bytes, port_pipe[1], control_pipe[0]));
   }
   ::close(port_pipe[1]);
   ::close(control_pipe[0]);

@@ -21,15 +21,17 @@ namespace rdmactor::bench::caf_io {
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 /// `(push_atom, bytes) -> uint64_t`: the server answers the byte count.
 using push_atom = caf::atom_constant<caf::atom("push")>;
-/// `(pull_atom, n) -> bytes`: the server answers n bytes.
+/// `(pull_atom, n) -> bytes`: the server answers n bytes (at most its
+/// max_pull_bytes, else `errc::quota_exceeded`).
 using pull_atom = caf::atom_constant<caf::atom("pull")>;
 
 /// Registers the message types of the baseline; call before the actor
 /// system is constructed.
 void add_message_types(caf::actor_system_config& cfg);
 
-/// Spawns the server actor (publish it with `caf::io::publish`).
-caf::actor spawn_server(caf::actor_system& sys);
+/// Spawns the server actor (publish it with `caf::io::publish`); it
+/// allocates at most `max_pull_bytes` for one pull, the size a client names.
+caf::actor spawn_server(caf::actor_system& sys, uint64_t max_pull_bytes);
 
 /// Spawns the driver of one run against the (remote) server.
 ///
@@ -53,7 +55,9 @@ struct forked_server {
 /// Forks a child that publishes a server on 127.0.0.1 (any port) with an
 /// actor system built from `cfg`, reports the port and serves until
 /// `stop_forked_server`.  Call before this process creates threads.
-caf::expected<forked_server> fork_server(caf::actor_system_config& cfg);
+/// `max_pull_bytes`: see spawn_server.
+caf::expected<forked_server> fork_server(caf::actor_system_config& cfg,
+                                         uint64_t max_pull_bytes);
 
 /// Tells the child to shut down and waits for it (bounded).
 void stop_forked_server(forked_server& srv);

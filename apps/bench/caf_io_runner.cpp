@@ -24,11 +24,12 @@ int fail(const std::string& what) {
 }
 
 /// Publishes the server on --listen until SIGINT or SIGTERM.
-int serve(caf::actor_system& sys, const bench_plan& plan) {
+int serve(caf::actor_system& sys, const bench_plan& plan,
+          uint64_t max_pull_bytes) {
   auto addr = transport::parse_address(plan.listen);
   if (!addr)
     return fail(render(addr.error()));
-  actor_guard<caf::actor> server{caf_io::spawn_server(sys)};
+  actor_guard<caf::actor> server{caf_io::spawn_server(sys, max_pull_bytes)};
   auto port
       = caf::io::publish(server.get(), addr->second, addr->first.c_str(), true);
   if (!port)
@@ -71,7 +72,7 @@ int run_caf_io(bench_config& cfg, const bench_plan& plan) {
   cfg.load<caf::io::middleman>();
   if (!plan.listen.empty()) {
     caf::actor_system sys{cfg};
-    return serve(sys, plan);
+    return serve(sys, plan, cfg.opts.peer_max_claim_bytes);
   }
   if (!plan.connect.empty()) {
     auto addr = transport::parse_address(plan.connect);
@@ -81,7 +82,7 @@ int run_caf_io(bench_config& cfg, const bench_plan& plan) {
   }
   // The server runs in a child forked before this process has threads:
   // CAF io between two actor systems of one process would talk to itself.
-  auto child = caf_io::fork_server(cfg);
+  auto child = caf_io::fork_server(cfg, cfg.opts.peer_max_claim_bytes);
   if (!child)
     return fail(render(child.error()));
   auto rc = run_against(cfg, plan, "127.0.0.1", child->port);

@@ -31,6 +31,13 @@ loopback unless --listen/--connect): send lat = echo of a
 std::vector<uint8_t>, send/write bw = pushes answered with the byte count,
 read = pulls of SIZE bytes.
 
+Memory a server spends because a client asks is capped per connection:
+AllocMR (request_remote_mr) by rdmactor.peer-max-alloc-bytes, data not yet
+taken by rdmactor.peer-max-queued-bytes; the rdmactor server reads no region
+a client lends. The caf-io server allocates what a read names (pulls) only
+up to rdmactor.peer-max-claim-bytes (default 64 MiB). Over a cap the client
+gets quota_exceeded and the server keeps serving.
+
 Examples:
   rdmactor-bench --op=send --mode=lat --sizes=8,4K
   rdmactor-bench --op=write --mode=bw --sizes=64K,1M --json

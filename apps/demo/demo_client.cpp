@@ -65,6 +65,10 @@ caf::error expect_digest(caf::scoped_actor& self, const connection_actor& conn,
   if (reply->size() != digest::wire_size)
     return mismatch("digest of " + std::to_string(reply->size()) + " bytes");
   auto got = digest::read_from(reply->data());
+  if (got.is_refusal())
+    return make_error(errc::quota_exceeded,
+                      "the peer would not allocate memory to read it (over "
+                      "its rdmactor.peer-max-claim-bytes?)");
   if (got.len != expected.len || got.sum != expected.sum)
     return mismatch("the peer saw " + std::to_string(got.len)
                     + " bytes with another checksum");
@@ -166,10 +170,13 @@ bool run_client(caf::actor_system& sys, const connection_actor& conn) {
   auto theirs = call<remote_mr>(self, conn, receive_remote_mr_atom::value);
   caf::error th_err = theirs ? caf::error{} : theirs.error();
   if (!th_err) {
-    auto dst = call<local_mr>(self, conn, alloc_local_mr_atom::value,
+    // The length is the peer's claim: capped by peer-max-claim-bytes.
+    auto dst = call<local_mr>(self, conn, alloc_for_peer_atom::value,
                               theirs->size(), uint64_t{64});
-    if (!dst)
+    if (!dst) {
+      out.line("receive_remote_mr + read", theirs->size(), dst.error(), t0);
       return false;
+    }
     auto n = call<uint64_t>(self, conn, read_atom::value, *dst, *theirs);
     if (!n) {
       th_err = n.error();

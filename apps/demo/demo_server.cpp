@@ -19,6 +19,7 @@ constexpr auto op_timeout = std::chrono::seconds(30);
 struct server_state {
   connection_actor conn;
   bool done = false;
+  uint64_t refused_claims = 0; // lent regions we would not allocate for
   static inline const char* name = "rdmactor.demo.server";
 };
 
@@ -76,14 +77,40 @@ void local_mr_loop(server_ptr self) {
           });
 }
 
+/// Answers a lent region we do not read with `digest::refused()`; logs the
+/// first few refusals of the connection.
+void refuse_claim(server_ptr self, const caf::error& why) {
+  constexpr uint64_t max_logged = 5;
+  auto n = ++self->state.refused_claims;
+  if (n <= max_logged)
+    log().warn("demo server: not reading a lent region: {}{}", render(why),
+               n == max_logged ? " (further refusals on this connection are "
+                                 "not logged)"
+                               : "");
+  self->request(self->state.conn, op_timeout, alloc_local_mr_atom::value,
+                uint64_t{digest::wire_size}, uint64_t{8})
+      .then(
+          [self](local_mr& mr) {
+            digest::refused().write_to(mr.data());
+            self->request(self->state.conn, op_timeout, send_data_atom::value,
+                          mr)
+                .then([](uint64_t) {},
+                      [self](caf::error& err) { fatal(self, err); });
+          },
+          [self](caf::error& err) { fatal(self, err); });
+}
+
 void remote_mr_loop(server_ptr self) {
   self->request(self->state.conn, op_timeout, receive_remote_mr_atom::value)
       .then(
           [self](remote_mr& rmr) {
             // Read what the client lent us, answer its digest, then drop the
-            // handle: that releases the client's memory.
+            // handle: that releases the client's memory.  The length is the
+            // client's claim: alloc_for_peer caps what this connection holds
+            // for it (rdmactor.peer-max-claim-bytes); over it we refuse this
+            // region and keep serving.
             self->request(self->state.conn, op_timeout,
-                          alloc_local_mr_atom::value, rmr.size(), uint64_t{64})
+                          alloc_for_peer_atom::value, rmr.size(), uint64_t{64})
                 .then(
                     [self, rmr](local_mr& dst) {
                       self->request(self->state.conn, op_timeout,
@@ -94,7 +121,7 @@ void remote_mr_loop(server_ptr self) {
                               },
                               [self](caf::error& err) { fatal(self, err); });
                     },
-                    [self](caf::error& err) { fatal(self, err); });
+                    [self](caf::error& err) { refuse_claim(self, err); });
             remote_mr_loop(self);
           },
           [self](caf::error& err) {

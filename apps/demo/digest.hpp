@@ -24,6 +24,17 @@ struct digest {
 
   static constexpr size_t wire_size = 16;
 
+  /// The answer to a lent region the server would not allocate memory to
+  /// read (over its rdmactor.peer-max-claim-bytes): length and checksum 0,
+  /// which no real digest has (the checksum of 0 bytes is the FNV basis).
+  static constexpr digest refused() {
+    return digest{0, 0};
+  }
+
+  bool is_refusal() const {
+    return len == 0 && sum == 0;
+  }
+
   void write_to(uint8_t* out) const {
     std::memcpy(out, &len, 8);
     std::memcpy(out + 8, &sum, 8);

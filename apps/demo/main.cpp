@@ -71,7 +71,13 @@ int main(int argc, char** argv) {
     std::cout << "\nWithout --listen/--connect, both sides run in this "
                  "process over the\nconfigured fabric (soft unless told "
                  "otherwise). Every rdmactor.* option\nof config/rdmactor.ini "
-                 "can also be given as --rdmactor.NAME=VALUE.\n";
+                 "can also be given as --rdmactor.NAME=VALUE.\n"
+                 "\nA server allocates memory to read a region a client "
+                 "lends (SendMR LOCAL,\nof the length the client claims) "
+                 "only within rdmactor.peer-max-claim-bytes\nper connection "
+                 "(default 64 MiB; alloc_for_peer). A region over it is not "
+                 "read:\nthe server logs it, answers a refusal the client "
+                 "reports, and keeps serving.\n";
     return 0;
   }
   auto opts = cfg.opts;

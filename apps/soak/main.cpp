@@ -93,7 +93,8 @@ int serve(caf::actor_system& sys, node& nd, const std::string& where) {
   std::cout << "server: connections " << c.connections << ", data chunks "
             << c.data_chunks << " (" << c.data_payloads
             << " whole payloads), lent regions " << c.lent_regions
-            << ", returned regions " << c.returned_regions << ", corrupt: data "
+            << ", returned regions " << c.returned_regions
+            << ", lent regions refused " << c.refused_lent << ", corrupt: data "
             << c.corrupt_data << ", lent " << c.corrupt_lent << ", returned "
             << c.corrupt_returned << ", bytes in use with no client " << left
             << std::endl;
@@ -137,8 +138,17 @@ int main(int argc, char** argv) {
     std::cerr << "rdmactor-soak: " << cfg.render(err) << "\n";
     return 2;
   }
-  if (cfg.cli_helptext_printed)
+  if (cfg.cli_helptext_printed) {
+    std::cout << "\nThe server reads every region a client lends (SendMR "
+                 "LOCAL) into memory of\nthe length the client claims, "
+                 "within rdmactor.peer-max-claim-bytes per\nconnection "
+                 "(default 64 MiB; alloc_for_peer). A region over it is not "
+                 "read:\nit is counted as refused (summary line), released, "
+                 "and the server keeps\nserving. Every rdmactor.* option of "
+                 "config/rdmactor.ini can be given as\n--rdmactor.NAME=VALUE."
+                 "\n";
     return 0;
+  }
   if (cfg.serve.empty() == cfg.connect.empty()) {
     std::cerr << "rdmactor-soak: give exactly one of --serve and --connect\n";
     return 2;

@@ -57,8 +57,11 @@ void lent_loop(service_ptr self) {
   self->request(self->state.conn, op_timeout, receive_remote_mr_atom::value)
       .then(
           [self](remote_mr& rmr) {
+            // The length is the client's claim: alloc_for_peer caps what
+            // this connection holds for it (peer-max-claim-bytes); over it
+            // the region is counted as refused, released, and we go on.
             auto conn = self->state.conn;
-            self->request(conn, op_timeout, alloc_local_mr_atom::value,
+            self->request(conn, op_timeout, alloc_for_peer_atom::value,
                           rmr.size(), uint64_t{64})
                 .then(
                     [self, conn, rmr](local_mr& dst) {
@@ -84,7 +87,12 @@ void lent_loop(service_ptr self) {
                                 // the connection failed: not a content error
                               });
                     },
-                    [](caf::error&) {});
+                    [self](caf::error& err) {
+                      auto& c = *self->state.counters;
+                      if (++c.refused_lent <= 10)
+                        std::cerr << "rdmactor-soak: lent region not read: "
+                                  << render(err) << "\n";
+                    });
             lent_loop(self);
           },
           [self](caf::error& err) {

@@ -86,6 +86,9 @@ BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
   o.peer_max_noise = 0;
   BOOST_TEST(validate(o).find("peer-max-") != std::string::npos);
   o = options{};
+  o.peer_max_claim_bytes = 0;
+  BOOST_TEST(validate(o).find("peer-max-claim-bytes") != std::string::npos);
+  o = options{};
   o.peer_noise_window_ms = 0;
   BOOST_TEST(validate(o).find("peer-noise-window-ms") != std::string::npos);
   o = options{};
