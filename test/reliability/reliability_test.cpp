@@ -294,31 +294,23 @@ BOOST_AUTO_TEST_CASE(peer_killed_while_we_write_100_mib_into_it) {
     self->send(conn, write_atom::value, *src, *dst);
   std::map<std::string, int> seen;
   int received = 0;
+  auto on_ok = [&](uint64_t) {
+    ++received;
+    ++seen["ok"];
+  };
+  auto on_error = [&](caf::error& err) {
+    ++received;
+    ++seen[outcome(err)];
+  };
   // The first write's answer: the stream is under way (the next 300 MiB
   // follow).  Then the kill.
   self->receive(
-      [&](uint64_t) {
-        ++received;
-        ++seen["ok"];
-      },
-      [&](caf::error& err) {
-        ++received;
-        ++seen[outcome(err)];
-      },
-      caf::after(down_bound) >> [] {});
+      on_ok, on_error, caf::after(down_bound) >> [] {});
   BOOST_REQUIRE_MESSAGE(received == 1, "the first write was not answered");
   peer->kill();
   for (bool waiting = true; waiting && received < writes;)
     self->receive(
-        [&](uint64_t) {
-          ++received;
-          ++seen["ok"];
-        },
-        [&](caf::error& err) {
-          ++received;
-          ++seen[outcome(err)];
-        },
-        caf::after(down_bound) >> [&] { waiting = false; });
+        on_ok, on_error, caf::after(down_bound) >> [&] { waiting = false; });
   BOOST_TEST(received == writes, "only " << received << " of " << writes
                                          << " writes were answered");
   std::ostringstream summary;
