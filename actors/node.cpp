@@ -129,10 +129,7 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
         if (code == errc::closed)
           return;
         if (code != errc::connect_timeout)
-          if (auto v = shared_log_budget("connections")
-                           .take(rate_limiter::clock_type::now()))
-            log().warn("accept failed: {}{}", render(qp.error()),
-                       suppressed_note(v.denied_before));
+          warn_within("connections", "accept failed: " + render(qp.error()));
         continue;
       }
       auto conn = adopt(std::move(*qp));

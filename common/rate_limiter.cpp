@@ -1,5 +1,7 @@
 #include "common/rate_limiter.hpp"
 
+#include "common/logging.hpp"
+
 #include <map>
 #include <memory>
 
@@ -72,6 +74,13 @@ std::string suppressed_note(uint64_t n) {
     return {};
   return " (" + std::to_string(n) + " similar line" + (n == 1 ? "" : "s")
          + " suppressed)";
+}
+
+bool warn_within(const std::string& budget, const std::string& line) {
+  auto v = shared_log_budget(budget).take(rate_limiter::clock_type::now());
+  if (v)
+    log().warn("{}{}", line, suppressed_note(v.denied_before));
+  return v.admitted;
 }
 
 } // namespace rdmactor

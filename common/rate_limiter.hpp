@@ -82,4 +82,10 @@ rate_limiter& shared_log_budget(const std::string& name);
 /// to the line an admitted verdict lets through.
 std::string suppressed_note(uint64_t n);
 
+/// Writes `line` as a warning when the shared budget `budget` admits it,
+/// with a "N similar lines suppressed" note when lines were held back
+/// before; returns whether it was written.  For lines a peer can trigger
+/// at will (connections opened and dropped, handshakes).  Any thread.
+bool warn_within(const std::string& budget, const std::string& line);
+
 } // namespace rdmactor

@@ -507,12 +507,9 @@ void link::fail(caf::error cause) {
   failure_ = cause;
   if (code_of(cause) == errc::closed || cause.category() == caf::atom("exit"))
     log().debug("transport to {}: closed", params_.peer);
-  else if (auto v = shared_log_budget("connections")
-                        .take(rate_limiter::clock_type::now()))
-    // Peers can open and drop connections at will: these lines share a
-    // budget with the agent's "connected" and "lost".
-    log().warn("transport to {}: connection down: {}{}", params_.peer,
-               render(cause), suppressed_note(v.denied_before));
+  else // peers open and drop connections at will: a shared budget
+    warn_within("connections", "transport to " + params_.peer
+                                   + ": connection down: " + render(cause));
   auto flushed = make_error(errc::work_request_flushed,
                             "operation aborted: the connection to "
                                 + params_.peer + " failed: " + render(cause));

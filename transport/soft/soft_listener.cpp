@@ -110,12 +110,10 @@ void soft_listener::take_connections(time_point now) {
         continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS
           || errno == ENOMEM) {
-        if (auto v = shared_log_budget("connections")
-                         .take(rate_limiter::clock_type::now()))
-          log().warn("soft listener :{}: cannot accept: {}; pausing 100 ms "
-                     "(raise the open-files limit?){}",
-                     port_, std::strerror(errno),
-                     suppressed_note(v.denied_before));
+        warn_within("connections",
+                    "soft listener :" + std::to_string(port_)
+                        + ": cannot accept: " + std::strerror(errno)
+                        + "; pausing 100 ms (raise the open-files limit?)");
         backoff_until_ = now + std::chrono::milliseconds{100};
       }
       return;
@@ -131,6 +129,12 @@ void soft_listener::take_connections(time_point now) {
         = now + std::chrono::milliseconds{dev_->opts().connect_timeout_ms};
     pending_.push_back(std::move(p));
   }
+}
+
+void soft_listener::warn_dropped(const std::string& peer,
+                                 const std::string& why) const {
+  warn_within("connections", "soft listener :" + std::to_string(port_)
+                                 + ": dropped " + peer + ": " + why);
 }
 
 void soft_listener::admit(const std::string& addr) {
@@ -188,10 +192,7 @@ void soft_listener::drop(size_t index, const std::string& why,
     [[maybe_unused]] auto n = ::send(p.fd.get(), bytes.data(), bytes.size(),
                                      MSG_DONTWAIT | MSG_NOSIGNAL);
   }
-  if (auto v
-      = shared_log_budget("connections").take(rate_limiter::clock_type::now()))
-    log().warn("soft listener :{}: dropped {}: {}{}", port_, p.peer, why,
-               suppressed_note(v.denied_before));
+  warn_dropped(p.peer, why);
   pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(index));
 }
 
@@ -249,10 +250,7 @@ std::optional<queue_pair_ptr> soft_listener::advance(size_t index) {
   auto qp = dev_->start_queue_pair(
       std::move(sock), peer, negotiate(offer_, theirs), theirs.rnr_timeout_ms);
   if (!qp) {
-    if (auto v = shared_log_budget("connections")
-                     .take(rate_limiter::clock_type::now()))
-      log().warn("soft listener :{}: dropped {}: {}{}", port_, peer,
-                 render(qp.error()), suppressed_note(v.denied_before));
+    warn_dropped(peer, render(qp.error()));
     return std::nullopt;
   }
   return std::move(*qp);

@@ -70,6 +70,8 @@ private:
                 const conn_params& offer, event_fd wake);
 
   void take_connections(time_point now);
+  /// Logs (within the shared "connections" budget) that `peer` was dropped.
+  void warn_dropped(const std::string& peer, const std::string& why) const;
   /// Makes room for a new handshake from `addr` (see the class comment).
   void admit(const std::string& addr);
   /// Index of the handshake of `addr` to drop: its oldest silent one, else

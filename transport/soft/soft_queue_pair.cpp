@@ -637,11 +637,8 @@ void soft_queue_pair::fail_locked(failure f) {
 void soft_queue_pair::violation_locked(const std::string& what) {
   // One line per connection (it closes), but peers open connections at
   // will: shares the budget of the connection lines (actors/agent.cpp).
-  if (auto v
-      = shared_log_budget("connections").take(rate_limiter::clock_type::now()))
-    log().warn("soft QP to {}: protocol violation: {}; closing the "
-               "connection{}",
-               peer_, what, suppressed_note(v.denied_before));
+  warn_within("connections", "soft QP to " + peer_ + ": protocol violation: "
+                                 + what + "; closing the connection");
   fail_locked({"protocol violation: " + what});
 }
 

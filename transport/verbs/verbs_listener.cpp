@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "transport/verbs/handshake.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_queue_pair.hpp"
@@ -103,9 +104,10 @@ verbs_listener::accept(std::chrono::milliseconds timeout) {
     auto wake = deadline;
     for (auto i = pending_.begin(); i != pending_.end();) {
       if (i->deadline <= now) {
-        log().warn("verbs: {} did not complete the connection in time; "
-                   "dropped",
-                   to_string(rdma_get_peer_addr(i->qp->id())));
+        warn_within("connections",
+                    "verbs: " + to_string(rdma_get_peer_addr(i->qp->id()))
+                        + " did not complete the connection in time; "
+                          "dropped");
         i = pending_.erase(i);
       } else {
         wake = std::min(wake, i->deadline);
@@ -141,16 +143,19 @@ verbs_listener::accept(std::chrono::milliseconds timeout) {
       continue;
     }
     if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
-      log().warn("verbs: connection from {} failed: {} (status {})",
-                 to_string(rdma_get_peer_addr(ev->id)),
-                 rdma_event_str(ev->type), ev->status);
+      warn_within("connections", "verbs: connection from "
+                                     + to_string(rdma_get_peer_addr(ev->id))
+                                     + " failed: " + rdma_event_str(ev->type)
+                                     + " (status " + std::to_string(ev->status)
+                                     + ")");
       pending_.erase(i);
       continue;
     }
     auto entry = std::move(*i);
     pending_.erase(i);
     if (auto err = entry.qp->establish(entry.negotiated)) {
-      log().warn("verbs: dropping a connection: {}", what_of(err));
+      warn_within("connections",
+                  "verbs: dropping a connection: " + what_of(err));
       continue;
     }
     return queue_pair_ptr{std::move(entry.qp)};
@@ -159,8 +164,9 @@ verbs_listener::accept(std::chrono::milliseconds timeout) {
 
 void verbs_listener::reject(rdma_cm_id* id, errc reason,
                             const std::string& why) {
-  log().warn("verbs: rejected a connection from {}: {}",
-             to_string(rdma_get_peer_addr(id)), why);
+  warn_within("connections", "verbs: rejected a connection from "
+                                 + to_string(rdma_get_peer_addr(id)) + ": "
+                                 + why);
   auto refusal = encode_reject(reason);
   if (rdma_reject(id, refusal.data(), static_cast<uint8_t>(refusal.size()))
       != 0)
@@ -210,14 +216,16 @@ void verbs_listener::on_request(const cm_event_info& ev) {
   param.rnr_retry_count = dev_->rnr_retry();
   param.qp_num = qp->qp_num();
   if (rdma_accept(raw, &param) != 0) {
-    log().warn("verbs: rdma_accept for {} failed: {}",
-               to_string(rdma_get_peer_addr(raw)), errno_text(errno));
+    warn_within("connections", "verbs: rdma_accept for "
+                                   + to_string(rdma_get_peer_addr(raw))
+                                   + " failed: " + errno_text(errno));
     return;
   }
   if (pending_.size() >= max_pending_handshakes) {
-    log().warn("verbs: {} unfinished connections; dropping the oldest from {}",
-               pending_.size(),
-               to_string(rdma_get_peer_addr(pending_.front().qp->id())));
+    warn_within("connections",
+                "verbs: " + std::to_string(pending_.size())
+                    + " unfinished connections; dropping the oldest from "
+                    + to_string(rdma_get_peer_addr(pending_.front().qp->id())));
     pending_.erase(pending_.begin());
   }
   auto limit = std::chrono::milliseconds{dev_->opts().connect_timeout_ms};
