@@ -425,9 +425,12 @@ BOOST_AUTO_TEST_CASE(one_address_holds_at_most_its_share_of_handshakes) {
     BOOST_TEST(silent[i]->open_now(), "silent connection " << i);
 }
 
-// Issue 16 item 1: while silent connections arrive from 127.0.0.2 as fast
-// as this test can make them, a client whose hello comes 300 ms after
-// connecting gets through every time (before, the flood evicted it).
+// Issue 16 item 1: while silent connections arrive from 127.0.0.2 in bursts
+// (10 per millisecond: ten times the flood issue 16 measured), a client
+// whose hello comes 300 ms after connecting gets through every time
+// (before, the flood evicted it).  An unpaced flood outruns accept() under
+// ASan: then the kernel's listen backlog drops everyone's SYNs, which no
+// admission rule above it can change (docs/security.md).
 BOOST_AUTO_TEST_CASE(
     a_flood_of_silent_connections_does_not_starve_a_slow_client) {
   auto opts = soft_options();
@@ -467,7 +470,8 @@ BOOST_AUTO_TEST_CASE(
         ::close(fd);
         continue;
       }
-      ++flood_made;
+      if (++flood_made % 10 == 0)
+        std::this_thread::sleep_for(1ms);
       open.push_back(fd);
       if (open.size() > 200) {
         ::close(open.front());
@@ -490,7 +494,7 @@ BOOST_AUTO_TEST_CASE(
     wire::encode(default_hello(), buf.data());
     c->write_all(buf.data(), buf.size());
     wire::hello theirs;
-    if (c->read_exact(buf.data(), buf.size(), 5s)
+    if (c->read_exact(buf.data(), buf.size(), 10s)
         && wire::decode(buf.data(), theirs) == wire::hello_status::ok)
       ++through;
   }
