@@ -175,6 +175,17 @@ struct raw_socket {
       write_all(payload, len);
   }
 
+  /// Reads a hello and returns the refusal it carries (nullopt: no hello,
+  /// or a hello that is not a refusal).
+  std::optional<wire::refusal> read_refusal(std::chrono::milliseconds t) {
+    std::array<uint8_t, wire::hello_size> buf{};
+    wire::hello h;
+    if (!read_exact(buf.data(), buf.size(), t)
+        || wire::decode(buf.data(), h) != wire::hello_status::refused)
+      return std::nullopt;
+    return static_cast<wire::refusal>(h.rnr_timeout_ms);
+  }
+
   /// Reads and decodes one frame header.
   std::optional<wire::header> read_header(std::chrono::milliseconds t = 5s) {
     std::array<uint8_t, wire::header_size> buf{};
@@ -376,12 +387,7 @@ BOOST_AUTO_TEST_CASE(a_silent_stranger_learns_why_it_was_dropped) {
   auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
   auto s = raw_socket::connect(lst->port());
   BOOST_TEST(!lst->accept(800ms));
-  std::array<uint8_t, wire::hello_size> buf{};
-  BOOST_REQUIRE(s->read_exact(buf.data(), buf.size(), 5s));
-  wire::hello h;
-  BOOST_TEST((wire::decode(buf.data(), h) == wire::hello_status::refused));
-  BOOST_TEST(h.rnr_timeout_ms
-             == static_cast<uint32_t>(wire::refusal::timed_out));
+  BOOST_TEST((s->read_refusal(5s) == wire::refusal::timed_out));
   BOOST_TEST(s->wait_closed(5s));
 }
 
@@ -405,11 +411,7 @@ BOOST_AUTO_TEST_CASE(one_address_holds_at_most_its_share_of_handshakes) {
     silent.push_back(raw_socket::connect(lst->port(), "127.0.0.2"));
   // The first 4 are dropped, each told "busy"; the rest stay.
   for (size_t i = 0; i < 4; ++i) {
-    std::array<uint8_t, wire::hello_size> buf{};
-    BOOST_REQUIRE(silent[i]->read_exact(buf.data(), buf.size(), 10s));
-    wire::hello h;
-    BOOST_TEST((wire::decode(buf.data(), h) == wire::hello_status::refused));
-    BOOST_TEST(h.rnr_timeout_ms == static_cast<uint32_t>(wire::refusal::busy));
+    BOOST_TEST((silent[i]->read_refusal(10s) == wire::refusal::busy));
     BOOST_TEST(silent[i]->wait_closed(5s));
   }
   // Another address still gets a connection through.

@@ -359,7 +359,7 @@ void soft_queue_pair::respond_locked(wire::header h, const range_list& payload,
                                      time_point now) {
   // The ACKs owed go first: in the ACK itself, or ahead of another answer.
   if (h.type == wire::frame_type::ack)
-    h.length = 1 + take_owed_acks_locked();
+    h.length += take_owed_acks_locked();
   else
     h.acks = take_owed_acks_locked();
   if (tx_.responses() >= limits::max_send_wr) {
@@ -395,8 +395,7 @@ void soft_queue_pair::flush_acks_locked(time_point now) {
   if (owed_acks_ == 0)
     return;
   wire::header ack;
-  ack.type = wire::frame_type::ack;
-  --owed_acks_; // respond_locked counts the ACK itself
+  ack.type = wire::frame_type::ack; // length: the owed ACKs, added below
   respond_locked(ack, {}, now);
 }
 
@@ -475,6 +474,7 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
   auto& h = req.hdr;
   wire::header ack;
   ack.type = wire::frame_type::ack;
+  ack.length = 1; // a WRITE's, plus the ACKs owed before it
   switch (h.type) {
     case wire::frame_type::send: {
       auto r = std::move(rq_.front());

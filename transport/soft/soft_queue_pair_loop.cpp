@@ -508,6 +508,7 @@ void soft_queue_pair::finish_payload() {
   auto now = clock_type::now();
   wire::header ack;
   ack.type = wire::frame_type::ack;
+  ack.length = 1; // a WRITE's, plus the ACKs owed before it
   switch (action) {
     case rx_action::recv: {
       if (rq_.empty()) {
