@@ -369,7 +369,10 @@ private:
 };
 
 /// The queue pair the transport actor owns: a shell around a `fake_link`.
-/// Its CQ fd (an eventfd) never becomes readable.
+/// Its CQ never notifies: it accepts the owner's notify callback (so that
+/// the transport starts no poller thread, which would cost a thread per
+/// input and make runs depend on timing) and never calls it, and its CQ fd
+/// (an eventfd) never becomes readable; the harness drives every poll.
 class fake_queue_pair : public transport::queue_pair {
 public:
   explicit fake_queue_pair(std::shared_ptr<fake_link> link)
@@ -417,6 +420,10 @@ public:
 
   int cq_fd() const noexcept override {
     return cq_fd_;
+  }
+
+  bool set_cq_notify(std::function<void()>) override {
+    return true;
   }
 
 protected:
