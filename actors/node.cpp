@@ -11,6 +11,7 @@
 #include <caf/send.hpp>
 
 #include "common/error.hpp"
+#include "common/fd_limit.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 
@@ -45,6 +46,12 @@ caf::expected<std::unique_ptr<node>> node::open(caf::actor_system& sys,
   if (auto problem = validate(opts); !problem.empty())
     return make_error(errc::invalid_argument, problem);
   set_log_level(opts.log_level);
+  if (opts.open_files_limit > 0) {
+    auto lim = raise_open_files_limit(opts.open_files_limit);
+    if (lim.after != lim.before)
+      log().debug("raised the open-files limit from {} to {} (hard limit {})",
+                  lim.before, lim.after, lim.hard);
+  }
   auto dev = transport::open_device(opts);
   if (!dev)
     return std::move(dev.error());

@@ -25,6 +25,8 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.completion_mode, "completion-mode", "event, busy or adaptive")
       .add(o.poll_budget_us, "poll-budget-us",
            "adaptive: polling after the last completion in us")
+      .add(o.open_files_limit, "open-files-limit",
+           "raise the soft RLIMIT_NOFILE to min(hard, this) (0: leave it)")
       .add(o.arena_size_bytes, "arena-size-bytes",
            "size of one registered arena in bytes")
       .add(o.max_alloc_bytes, "max-alloc-bytes",

@@ -56,6 +56,11 @@ struct options {
   std::string completion_mode = "adaptive";
   /// adaptive: how long to keep polling after the last completion.
   uint32_t poll_budget_us = 1000;
+  /// When a node opens, raise this process's soft open-files limit
+  /// (RLIMIT_NOFILE) to min(hard limit, this), so that the usual default of
+  /// 1024 does not cap the number of connections (each soft connection is
+  /// one socket); never lowers it.  0 = leave the limit alone.
+  uint64_t open_files_limit = uint64_t{1} << 20;
 
   // -- allocator ------------------------------------------------------------
   /// Size of one registered arena; larger allocations get their own.

@@ -14,9 +14,12 @@
 # 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
 # ib_read_lat on rxe0 in the same VM run).  Completion modes: the default
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
-# and event and busy in the VM, each in a table of its own.
+# and event and busy in the VM, each in a table of its own.  Scale (host):
+# 1, 100 and 1000 connections from one process to another (connect times,
+# both processes' threads, RSS, registered bytes and fds), and one active
+# connection alone and among 1000 idle ones.
 #
-# Writes bench-results/<stamp>-host.json (and -vm.json): one JSON object
+# Writes bench-results/<stamp>-host.json (and -scale.json, -vm.json): one JSON object
 # per line, as rdmactor-bench --json prints them, plus a plot
 # bench-results/<stamp>.png when gnuplot or python3 with matplotlib is
 # installed.  Prints the side-by-side table; ratio > 1 means rdmactor is
@@ -271,6 +274,96 @@ table "$host_json" rdmactor caf-io \
   "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send"
 table "$host_json" rdmactor-busy caf-io \
   "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
+
+# -- scale ------------------------------------------------------------------
+# Two processes on loopback: a server (rdmactor-bench --listen) and a client
+# that opens N connections to it (--op=connect), holds them 1.5 s, sends 8
+# bytes on each and waits for every echo.  The client's JSON has its own
+# threads, RSS, registered bytes and fds while holding (and before it
+# connected); the server prints the same about itself whenever they change,
+# and the line for N connections is joined to the client's row.  Then send
+# lat 8 B and send bw 64 KiB of one connection, alone and among 1000 idle
+# ones (--idle-peers).  BENCH_SCALE=0 skips this part.
+scale_json="$out_dir/$stamp-scale.json"
+if [[ ${BENCH_SCALE:-1} == 1 ]]; then
+  echo "== scale: rdmactor soft fabric, client and server processes on loopback"
+  : >"$scale_json"
+  port=$((20000 + RANDOM % 20000))
+  "$bench" --listen=127.0.0.1:$port --rdmactor.log-level=error "${extra[@]}" \
+    >"$out_dir/.server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do
+    grep -q 'serving on port' "$out_dir/.server.log" && break
+    sleep 0.1
+  done
+  peer_counts=(1 100 1000)
+  [[ $quick == 1 ]] && peer_counts=(1 100)
+  for n in "${peer_counts[@]}"; do
+    t0=$SECONDS
+    line=$("$bench" --json --rdmactor.log-level=error "${extra[@]}" \
+      --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=1500 \
+      2>"$out_dir/.stderr" | grep '^{' || true)
+    srv=$(grep "serving $n connections:" "$out_dir/.server.log" | tail -1 |
+      sed -E 's/.*threads ([0-9]+), rss_kb ([0-9]+), registered_bytes ([0-9]+), fds ([0-9]+).*/"server_threads":\1,"server_rss_kb":\2,"server_registered_bytes":\3,"server_fds":\4/')
+    [[ "$srv" == \"server_* ]] || srv='"server_threads":null'
+    if [[ -n "$line" ]]; then
+      echo "${line%\}},$srv}" >>"$scale_json"
+      printf '   connect %-5s peers %3d s\n' "$n" $((SECONDS - t0))
+    else
+      echo "   connect $n peers: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
+    fi
+  done
+  for idle in 0 1000; do
+    [[ $quick == 1 && $idle == 1000 ]] && idle=100
+    for args in "--op=send --mode=lat --size=8 --iters=$lat_iters" \
+      "--op=send --mode=bw --size=64K --iters=$(iters_for_bw 65536)"; do
+      read -r -a a <<<"$args"
+      t0=$SECONDS
+      if "$bench" --json --rdmactor.log-level=error "${extra[@]}" \
+        --connect=127.0.0.1:$port --idle-peers="$idle" "${a[@]}" \
+        2>"$out_dir/.stderr" | grep '^{' |
+        sed "s/\"impl\":\"rdmactor\"/\"impl\":\"rdmactor-idle$idle\"/" >>"$scale_json"; then
+        printf '   %-28s %3d s\n' "${a[0]#--op=} ${a[1]#--mode=} ${a[2]#--size=}, $idle idle:" $((SECONDS - t0))
+      else
+        echo "   ${a[*]} with $idle idle peers: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
+      fi
+    done
+  done
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  rm -f "$out_dir/.stderr"
+  awk '
+    function jget(s, k,   i, r) {
+      i = index(s, "\"" k "\":")
+      if (i == 0) return ""
+      r = substr(s, i + length(k) + 3)
+      if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
+      match(r, /^[^,}]*/)
+      return substr(r, 1, RLENGTH)
+    }
+    function mib(x) { return x == "" || x == "null" ? "-" : sprintf("%.1f", x / 1048576) }
+    function per(a, b, n, d) { return a == "" || a == "null" || n == 0 ? "-" : sprintf("%.1f", (a - b) / n / d) }
+    jget($0, "op") == "connect" {
+      if (!hdr++) {
+        printf "\nScale: N connections from one process to another (soft, loopback)\n"
+        printf "%6s %9s %9s %9s | %-33s | %-33s\n", "peers", "total s", "p50 ms", "p99 ms", "client: threads rss_MiB reg_MiB fds", "server: threads rss_MiB reg_MiB fds"
+      }
+      n = jget($0, "connected") + 0
+      printf "%6s %9.3f %9.3f %9.3f | %7s %7s %9s %7s | %7s %7s %9s %7s%s\n", jget($0, "peers"), jget($0, "connect_s_total"), jget($0, "connect_ms_p50"), jget($0, "connect_ms_p99"), jget($0, "threads"), mib(jget($0, "rss_kb") * 1024), mib(jget($0, "registered_bytes")), jget($0, "fds"), jget($0, "server_threads"), mib(jget($0, "server_rss_kb") * 1024), mib(jget($0, "server_registered_bytes")), jget($0, "server_fds"), jget($0, "status") == "ok" ? "" : "  " jget($0, "error")
+      if (n > 1) printf "%6s %29s | per peer: rss %s KiB, registered %s KiB, fds %s\n", "", "", per(jget($0, "rss_kb"), jget($0, "rss_kb_before"), n, 1), per(jget($0, "registered_bytes"), jget($0, "registered_bytes_before"), n, 1024), per(jget($0, "fds"), jget($0, "fds_before"), n, 1)
+    }
+    jget($0, "op") == "send" {
+      imp = jget($0, "impl"); sub(/rdmactor-idle/, "", imp)
+      if (jget($0, "mode") == "lat") lat[imp] = jget($0, "lat_us_p50"); else bw[imp] = jget($0, "bw_MBps")
+      idles[imp] = 1
+    }
+    END {
+      printf "\nOne active connection, alone and among idle ones (two processes)\n"
+      printf "%12s %16s %16s\n", "idle peers", "send lat 8 B us", "send bw 64K MB/s"
+      if ("0" in idles) printf "%12s %16s %16s\n", 0, lat["0"], bw["0"]
+      for (i in idles) if (i != "0") printf "%12s %16s %16s\n", i, lat[i], bw[i]
+    }' "$scale_json"
+fi
 
 # -- VM half ----------------------------------------------------------------
 if [[ $want_vm == 1 ]]; then

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -317,6 +318,35 @@ public:
   connect(const std::string& host, uint16_t port, const conn_params& offer,
           std::chrono::milliseconds timeout)
       = 0;
+
+  /// Returns the bytes registered on this device right now: the sum of the
+  /// lengths of its live memory regions (the node's arenas, every
+  /// connection's receive buffers and header slots).  Any thread.
+  uint64_t registered_bytes() const noexcept {
+    return registered_bytes_.load(std::memory_order_relaxed);
+  }
+
+  /// Returns the number of live memory regions.  Any thread.
+  uint64_t registrations() const noexcept {
+    return registrations_.load(std::memory_order_relaxed);
+  }
+
+  /// Counts a memory region of `length` bytes in (`+1`) or out (`-1`).
+  /// Caller: the fabric, when it makes a region and in the region's
+  /// destructor; nobody else.
+  void count_registration(size_t length, int sign) noexcept {
+    if (sign > 0) {
+      registered_bytes_.fetch_add(length, std::memory_order_relaxed);
+      registrations_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      registered_bytes_.fetch_sub(length, std::memory_order_relaxed);
+      registrations_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+private:
+  std::atomic<uint64_t> registered_bytes_{0};
+  std::atomic<uint64_t> registrations_{0};
 };
 
 using device_ptr = std::shared_ptr<device>;

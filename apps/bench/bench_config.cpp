@@ -52,7 +52,7 @@ bool parse_size_list(const std::string& str, std::vector<uint64_t>& out) {
 
 bench_config::bench_config() {
   caf::config_option_adder{custom_options_, "global"}
-      .add(op, "op", "send, write, read or raw (default: send)")
+      .add(op, "op", "send, write, read, raw or connect (default: send)")
       .add(mode, "mode", "lat (ping-pong) or bw (window) (default: lat)")
       .add(size, "size",
            "payload bytes, e.g. 8, 4K, 1M (default: 8 for "
@@ -78,7 +78,13 @@ bench_config::bench_config() {
            "caf-io: measure CAF's remote actors (BASP over TCP) instead")
       .add(json, "json", "print one JSON object per run instead of a table")
       .add(timeout_ms, "timeout-ms",
-           "timeout of every request of the bench (default 30000)");
+           "timeout of every request of the bench (default 30000)")
+      .add(peers, "peers", "connect: connections to open (default 100)")
+      .add(hold_ms, "hold-ms",
+           "connect: hold the connections this long before measuring "
+           "(default 0)")
+      .add(idle_peers, "idle-peers",
+           "send, write, read: idle connections opened first (default 0)");
   caf_io::add_message_types(*this);
 }
 
@@ -130,7 +136,8 @@ run_spec bench_plan::spec_for(uint64_t size) const {
 caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   bench_plan plan;
   if (!parse_op(cfg.op, plan.op))
-    return bad("--op must be send, write, read or raw (got '" + cfg.op + "')");
+    return bad("--op must be send, write, read, raw or connect (got '" + cfg.op
+               + "')");
   if (!parse_mode(cfg.mode, plan.mode))
     return bad("--mode must be lat or bw (got '" + cfg.mode + "')");
   if (!cfg.size.empty() && !cfg.sizes.empty())
@@ -160,6 +167,17 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
     return bad("give --listen or --connect, not both");
   if (cfg.timeout_ms == 0)
     return bad("--timeout-ms must be at least 1");
+  if (plan.op == bench_op::connect && cfg.peers == 0)
+    return bad("--peers must be at least 1");
+  if (plan.op == bench_op::connect && !cfg.baseline.empty())
+    return bad("--op=connect measures rdmactor only; drop --baseline");
+  if (cfg.idle_peers > 0
+      && (plan.op == bench_op::raw || plan.op == bench_op::connect
+          || !cfg.baseline.empty()))
+    return bad("--idle-peers applies to rdmactor's send, write and read");
+  plan.peers = cfg.peers;
+  plan.hold_ms = cfg.hold_ms;
+  plan.idle_peers = cfg.idle_peers;
   plan.iters = cfg.iters;
   plan.warmup = cfg.warmup;
   plan.window = cfg.window;

@@ -32,6 +32,9 @@ public:
   std::string baseline;
   bool json = false;
   uint32_t timeout_ms = 30000;
+  uint32_t peers = 100;
+  uint32_t hold_ms = 0;
+  uint32_t idle_peers = 0;
 
   bench_config();
 };
@@ -57,6 +60,11 @@ struct bench_plan {
   std::string host;
   /// rdmactor options with --fabric/--device applied.
   options opts;
+  /// --op=connect: connections to open, and how long to hold them.
+  uint32_t peers = 100;
+  uint32_t hold_ms = 0;
+  /// send, write, read: idle connections opened before the measured one.
+  uint32_t idle_peers = 0;
 
   /// Returns the spec of the run for `size`.
   run_spec spec_for(uint64_t size) const;

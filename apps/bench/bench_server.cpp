@@ -1,5 +1,6 @@
 #include "apps/bench/bench_server.hpp"
 
+#include <atomic>
 #include <chrono>
 
 #include <caf/actor_system.hpp>
@@ -16,8 +17,21 @@ namespace {
 
 constexpr auto server_timeout = std::chrono::seconds(30);
 
+std::atomic<uint64_t> live_servers{0};
+
 struct server_state {
   connection_actor conn;
+
+  server_state() {
+    ++live_servers;
+  }
+
+  ~server_state() {
+    --live_servers;
+  }
+
+  server_state(const server_state&) = delete;
+  server_state& operator=(const server_state&) = delete;
 
   static inline const char* name = "rdmactor.bench.server";
 };
@@ -69,6 +83,10 @@ caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn) {
 
 caf::actor spawn_bench_acceptor(caf::actor_system& sys) {
   return sys.spawn(acceptor_impl);
+}
+
+uint64_t live_bench_servers() noexcept {
+  return live_servers.load();
 }
 
 } // namespace rdmactor::bench

@@ -18,4 +18,8 @@ caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn);
 /// `node::listen` by spawning a bench server for the connection.
 caf::actor spawn_bench_acceptor(caf::actor_system& sys);
 
+/// Returns the number of bench servers alive in this process (one per
+/// connection being served).  Any thread.
+uint64_t live_bench_servers() noexcept;
+
 } // namespace rdmactor::bench

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/defaults.hpp>
@@ -11,11 +12,13 @@
 #include "apps/bench/actor_guard.hpp"
 #include "apps/bench/bench_server.hpp"
 #include "apps/bench/connection_driver.hpp"
+#include "apps/bench/process_stats.hpp"
 #include "apps/bench/raw_driver.hpp"
 #include "apps/bench/raw_link.hpp"
 #include "apps/bench/report.hpp"
 #include "apps/bench/run_sizes.hpp"
 #include "apps/bench/runners.hpp"
+#include "apps/bench/scale_runner.hpp"
 #include "apps/bench/signal_wait.hpp"
 #include "common/error.hpp"
 
@@ -84,7 +87,28 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
               (*nd)->device()->kind(), (*nd)->device()->name().c_str(), *port,
               raw_note.c_str());
   std::fflush(stdout);
-  wait_for_stop_signal();
+  // A line whenever what this process costs changed (checked every 500
+  // ms), so that a client's --op=connect --hold-ms can read the server's
+  // side too.
+  std::string last;
+  while (!wait_for_stop_signal(std::chrono::milliseconds{500})) {
+    auto ps = read_process_stats();
+    char line[256];
+    std::snprintf(
+        line, sizeof(line),
+        "rdmactor-bench: serving %llu connections: threads %llu, "
+        "rss_kb %llu, registered_bytes %llu, fds %llu\n",
+        static_cast<unsigned long long>(live_bench_servers()),
+        static_cast<unsigned long long>(ps.threads),
+        static_cast<unsigned long long>(ps.rss_kb),
+        static_cast<unsigned long long>((*nd)->device()->registered_bytes()),
+        static_cast<unsigned long long>(ps.fds));
+    if (line != last) {
+      std::fputs(line, stdout);
+      std::fflush(stdout);
+      last = line;
+    }
+  }
   raw.stop();
   (*nd)->close();
   return 0;
@@ -131,11 +155,21 @@ int run_raw(caf::actor_system& sys, const bench_plan& plan, node& client,
 /// `raw_addr`) from the node `client`.
 int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
                const std::string& addr, const std::string& raw_addr,
-               report_printer& out) {
+               const run_context& ctx) {
+  if (plan.op == bench_op::connect)
+    return run_connect(sys, plan, client, addr, ctx);
+  report_printer out{plan.json, ctx};
   if (plan.op == bench_op::raw) {
     if (auto rc = run_raw(sys, plan, client, raw_addr, out); rc != 0)
       return rc;
     return out.all_ok() ? 0 : 1;
+  }
+  std::vector<connection_actor> idle;
+  if (plan.idle_peers > 0) {
+    auto conns = open_idle_peers(client, addr, plan.idle_peers);
+    if (!conns)
+      return fail(conns.error());
+    idle = std::move(*conns);
   }
   auto conn = client.connect(addr);
   if (!conn)
@@ -143,6 +177,8 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
   run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
     return spawn_connection_driver(sys, *conn, spec, std::move(chan));
   });
+  for (auto& x : idle)
+    caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
   return out.all_ok() ? 0 : 1;
 }
 
@@ -160,19 +196,20 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   ctx.fabric = (*client)->device()->kind();
   ctx.device = (*client)->device()->name();
   ctx.poll_attempts = poll_attempts(cfg);
+  auto idle_note = plan.idle_peers > 0
+                       ? ", " + std::to_string(plan.idle_peers) + " idle peers"
+                       : std::string{};
   if (!plan.connect.empty()) {
-    ctx.topology = "two processes";
-    report_printer out{plan.json, ctx};
+    ctx.topology = "two processes" + idle_note;
     auto raw_addr = raw_address_of(plan.connect);
     if (!raw_addr)
       return fail(raw_addr.error());
-    auto rc = run_client(sys, plan, **client, plan.connect, *raw_addr, out);
+    auto rc = run_client(sys, plan, **client, plan.connect, *raw_addr, ctx);
     (*client)->close();
     return rc;
   }
   // Both sides in this process: a second node serves.
-  ctx.topology = "one process, two nodes";
-  report_printer out{plan.json, ctx};
+  ctx.topology = "one process, two nodes" + idle_note;
   auto server = node::open(sys, plan.opts);
   if (!server)
     return fail(server.error());
@@ -196,7 +233,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     raw_addr = host + ":" + std::to_string(*raw_port);
   }
   auto rc = run_client(sys, plan, **client, host + ":" + std::to_string(*port),
-                       raw_addr, out);
+                       raw_addr, ctx);
   (*client)->close();
   raw.stop();
   (*server)->close();

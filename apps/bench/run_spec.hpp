@@ -8,10 +8,11 @@ namespace rdmactor::bench {
 
 /// The operation a run measures.
 enum class bench_op {
-  send,  ///< connection send_data, pushed to the peer's data subscriber
-  write, ///< connection write to a remote_mr (one-sided)
-  read,  ///< connection read from a remote_mr (one-sided)
-  raw,   ///< transport actor send, no agent (header + payload per message)
+  send,    ///< connection send_data, pushed to the peer's data subscriber
+  write,   ///< connection write to a remote_mr (one-sided)
+  read,    ///< connection read from a remote_mr (one-sided)
+  raw,     ///< transport actor send, no agent (header + payload per message)
+  connect, ///< --peers connections opened, held, echoed once, closed
 };
 
 /// How a run drives its operation.
@@ -20,7 +21,7 @@ enum class bench_mode {
   bw,  ///< a window of outstanding operations
 };
 
-/// Returns "send", "write", "read" or "raw".
+/// Returns "send", "write", "read", "raw" or "connect".
 const char* to_string(bench_op x) noexcept;
 
 /// Returns "lat" or "bw".

@@ -735,6 +735,97 @@ BOOST_AUTO_TEST_CASE(thread_count_does_not_grow_with_connections) {
   BOOST_TEST(with_all <= with_one + 2);
 }
 
+namespace {
+
+/// Bytes the connections of `n` hold registered: everything the device has
+/// registered except the node's arenas (receive buffers, header slots).
+uint64_t connection_registrations(node& n) {
+  return n.device()->registered_bytes() - n.pool()->stats().registered_bytes;
+}
+
+/// Sends `value` as 8 bytes on `from` and takes them on `to`.
+void send_value(caf::actor_system& sys, const connection_actor& from,
+                const connection_actor& to, uint64_t value, size_t idx) {
+  auto src = call<local_mr>(sys, from, alloc_local_mr_atom::value, uint64_t{8},
+                            uint64_t{8});
+  BOOST_REQUIRE_MESSAGE(src, "connection " << idx << ": " << render(src));
+  std::memcpy(src->data(), &value, 8);
+  auto sent = call<uint64_t>(sys, from, send_data_atom::value, *src);
+  BOOST_REQUIRE_MESSAGE(sent, "connection " << idx << ": " << render(sent));
+  auto got = call<local_mr>(sys, to, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, "connection " << idx << ": " << render(got));
+  BOOST_REQUIRE_EQUAL(got->size(), 8u);
+  uint64_t x = 0;
+  std::memcpy(&x, got->data(), 8);
+  BOOST_REQUIRE_EQUAL(x, value);
+}
+
+} // namespace
+
+// Issue 13: many peers on one node.  Every connection carries its own
+// message both ways, and once the peers leave, the receive buffers and
+// header slots of all of them are deregistered and the server's allocator
+// is back where it started (counts, not timings).
+BOOST_AUTO_TEST_CASE(hundreds_of_peers_each_answered_then_all_returned) {
+  auto o = test_options();
+  // The default 4 MiB of receive buffers per connection would be 4 GB here
+  // (and pinned on verbs); the cost of a connection is not what this tests.
+  o.recv_depth = 4;
+  o.max_message_len_bytes = 4096;
+  auto peers = static_cast<size_t>(std::strtoul(
+      env_or("RDMACTOR_TEST_PEERS", o.fabric == "soft" ? "500" : "100").c_str(),
+      nullptr, 10));
+  two_nodes t{o};
+  // The fixture's connection stays open throughout (the baseline).
+  auto first_client = t.client_conn;
+  auto first_server = t.server_conn;
+  auto server_start = t.server->memory_stats().bytes_in_use;
+  auto client_start = t.client->memory_stats().bytes_in_use;
+  auto server_regs = connection_registrations(*t.server);
+  auto client_regs = connection_registrations(*t.client);
+  {
+    std::vector<connection_actor> clients;
+    std::vector<connection_actor> servers;
+    for (size_t i = 0; i < peers; ++i) {
+      t.connect();
+      clients.push_back(t.client_conn);
+      servers.push_back(t.server_conn);
+    }
+    BOOST_TEST(connection_registrations(*t.server) >= server_regs * peers);
+    for (size_t i = 0; i < peers; ++i) {
+      send_value(t.sys, clients[i], servers[i], 1000000 + i, i);
+      send_value(t.sys, servers[i], clients[i], 2000000 + i, i);
+    }
+    // The clients go; each server end learns it from its peer.
+    caf::scoped_actor watcher{t.server_side.sys};
+    for (auto& s : servers)
+      watcher->monitor(s);
+    for (auto& c : clients)
+      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    clients.clear();
+    size_t down = 0;
+    watcher->receive_for(down, peers)(
+        [](caf::down_msg&) {},
+        caf::after(std::chrono::seconds(30 * timeout_scale())) >> [] {});
+    BOOST_TEST(down == peers);
+  }
+  // Everything but the first connection's buffers returns.
+  BOOST_TEST(eventually([&] {
+    return t.server->memory_stats().bytes_in_use == server_start
+           && t.client->memory_stats().bytes_in_use == client_start;
+  }));
+  BOOST_TEST(eventually([&] {
+    return connection_registrations(*t.server) == server_regs
+           && connection_registrations(*t.client) == client_regs;
+  }));
+  BOOST_TEST_MESSAGE("bytes registered by connections on the server: "
+                     << server_regs << " with one, "
+                     << connection_registrations(*t.server) << " after "
+                     << peers << " more came and went");
+  // The first connection still works.
+  send_value(t.sys, first_client, first_server, 42, 0);
+}
+
 // engine-threads > 1 (soft): the device spreads its queue pairs over its
 // loops and every connection works whichever loop serves it.
 BOOST_AUTO_TEST_CASE(connections_work_on_every_event_loop) {

@@ -87,6 +87,17 @@ BOOST_AUTO_TEST_CASE(device_identity_and_registration) {
              == (local_write | remote_write | remote_read));
   BOOST_TEST(a.mr->rkey() != b.mr->rkey());
   BOOST_TEST(a.mr->lkey() != b.mr->lkey());
+  // The device counts what is registered on it (the scale bench reads it).
+  auto bytes = d.registered_bytes();
+  auto regs = d.registrations();
+  BOOST_TEST(bytes >= 8192u);
+  {
+    auto c = make_buffer(d, 12288, local_write);
+    BOOST_TEST(d.registered_bytes() == bytes + 12288);
+    BOOST_TEST(d.registrations() == regs + 1);
+  }
+  BOOST_TEST(d.registered_bytes() == bytes);
+  BOOST_TEST(d.registrations() == regs);
 }
 
 BOOST_AUTO_TEST_CASE(listen_on_port_zero_and_negotiate) {

@@ -1,7 +1,12 @@
 #define BOOST_TEST_MODULE common
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
+
+#include <sys/resource.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
@@ -10,6 +15,7 @@
 #include "actors/config.hpp"
 #include "actors/memory_pool.hpp"
 #include "common/error.hpp"
+#include "common/fd_limit.hpp"
 #include "common/options.hpp"
 #include "common/rate_limiter.hpp"
 #include "transport/completion_mode.hpp"
@@ -346,6 +352,41 @@ BOOST_AUTO_TEST_CASE(shared_budgets_are_one_per_name_and_notes_read_well) {
   BOOST_TEST(suppressed_note(0).empty());
   BOOST_TEST(suppressed_note(1) == " (1 similar line suppressed)");
   BOOST_TEST(suppressed_note(30000) == " (30000 similar lines suppressed)");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(open_files)
+
+BOOST_AUTO_TEST_CASE(the_soft_limit_rises_to_the_wanted_value_and_never_falls) {
+  rlimit lim{};
+  BOOST_REQUIRE(::getrlimit(RLIMIT_NOFILE, &lim) == 0);
+  auto saved = lim;
+  auto hard = lim.rlim_max;
+  auto low = std::min<rlim_t>(hard, 256);
+  lim.rlim_cur = low;
+  BOOST_REQUIRE(::setrlimit(RLIMIT_NOFILE, &lim) == 0);
+  auto want = std::min<rlim_t>(hard, 512);
+  auto x = raise_open_files_limit(512);
+  BOOST_TEST(x.before == low);
+  BOOST_TEST(x.after == want);
+  BOOST_TEST(x.hard == hard);
+  // Never lowers.
+  auto y = raise_open_files_limit(64);
+  BOOST_TEST(y.before == want);
+  BOOST_TEST(y.after == want);
+  BOOST_REQUIRE(::getrlimit(RLIMIT_NOFILE, &lim) == 0);
+  BOOST_TEST(lim.rlim_cur == want);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+}
+
+BOOST_AUTO_TEST_CASE(running_out_of_descriptors_says_which_limit_and_how) {
+  auto emfile = describe_fd_error(EMFILE);
+  BOOST_TEST(emfile.find("RLIMIT_NOFILE") != std::string::npos, emfile);
+  BOOST_TEST(emfile.find("ulimit -n") != std::string::npos, emfile);
+  auto enfile = describe_fd_error(ENFILE);
+  BOOST_TEST(enfile.find("fs.file-max") != std::string::npos, enfile);
+  BOOST_TEST(describe_fd_error(ECONNREFUSED) == std::strerror(ECONNREFUSED));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "common/error.hpp"
+#include "common/fd_limit.hpp"
 
 namespace rdmactor::transport::soft {
 
@@ -50,7 +51,7 @@ caf::expected<addrinfo_ptr> resolve(const std::string& host, uint16_t port,
 }
 
 std::string errno_text(int err) {
-  return std::strerror(err);
+  return describe_fd_error(err);
 }
 
 } // namespace
@@ -117,6 +118,12 @@ caf::expected<unique_fd> connect_tcp(const std::string& host, uint16_t port,
                           ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                           ai->ai_protocol)};
     if (!fd) {
+      // Out of descriptors here: not the peer's fault, and no other
+      // address would do better.
+      if (errno == EMFILE || errno == ENFILE)
+        return make_error(errc::connect_failed,
+                          "cannot connect to " + endpoint(host, port)
+                              + ": socket: " + errno_text(errno));
       last_error = "socket: " + errno_text(errno);
       continue;
     }

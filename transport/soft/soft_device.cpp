@@ -17,11 +17,12 @@ soft_memory_region::soft_memory_region(std::shared_ptr<soft_device> dev,
                                        registration_ptr reg)
     : memory_region(reg->base, reg->length, reg->lkey, reg->rkey, reg->access),
       dev_(std::move(dev)), reg_(std::move(reg)) {
-  // nop
+  dev_->count_registration(length(), +1);
 }
 
 soft_memory_region::~soft_memory_region() {
   dev_->pd().remove(reg_);
+  dev_->count_registration(length(), -1);
 }
 
 // -- soft_device

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "common/error.hpp"
+#include "common/fd_limit.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "transport/soft/handshake.hpp"
@@ -112,8 +113,8 @@ void soft_listener::take_connections(time_point now) {
           || errno == ENOMEM) {
         warn_within("connections",
                     "soft listener :" + std::to_string(port_)
-                        + ": cannot accept: " + std::strerror(errno)
-                        + "; pausing 100 ms (raise the open-files limit?)");
+                        + ": cannot accept: " + describe_fd_error(errno)
+                        + "; pausing 100 ms");
         backoff_until_ = now + std::chrono::milliseconds{100};
       }
       return;

@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include "common/error.hpp"
+#include "common/fd_limit.hpp"
 #include "transport/verbs/raii.hpp"
 
 namespace rdmactor::transport::verbs {
@@ -22,7 +23,7 @@ std::string errno_text(int err) {
   else
     out = "errno " + std::to_string(err);
   out += " (";
-  out += std::strerror(err);
+  out += describe_fd_error(err);
   out += ")";
   return out;
 }

@@ -28,7 +28,14 @@ public:
   verbs_memory_region(std::shared_ptr<verbs_device> dev, mr_ptr mr,
                       uint32_t access)
       : memory_region(mr->addr, mr->length, mr->lkey, mr->rkey, access),
-        dev_(std::move(dev)), mr_(std::move(mr)) {}
+        dev_(std::move(dev)), mr_(std::move(mr)) {
+    dev_->count_registration(length(), +1);
+  }
+
+  ~verbs_memory_region() override {
+    mr_.reset();
+    dev_->count_registration(length(), -1);
+  }
 
 private:
   std::shared_ptr<verbs_device> dev_;

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rdmactor::bench {
+
+/// What this process costs right now, from /proc/self (Linux).
+struct process_stats {
+  /// Threads of the process (/proc/self/task entries).
+  uint64_t threads = 0;
+  /// Resident set size in KiB (VmRSS).
+  uint64_t rss_kb = 0;
+  /// Open file descriptors (/proc/self/fd entries).
+  uint64_t fds = 0;
+};
+
+/// Reads the figures of this process; fields it cannot read stay 0.
+process_stats read_process_stats();
+
+} // namespace rdmactor::bench

@@ -1,0 +1,231 @@
+#include "apps/bench/scale_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <caf/actor_cast.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "apps/bench/process_stats.hpp"
+#include "apps/bench/run_spec.hpp"
+#include "common/error.hpp"
+
+namespace rdmactor::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0)
+      .count();
+}
+
+/// Nearest-rank percentile of sorted `xs` (0 when empty).
+double percentile(const std::vector<double>& xs, double p) {
+  if (xs.empty())
+    return 0;
+  auto rank = static_cast<size_t>(p * static_cast<double>(xs.size()) + 0.999);
+  return xs[std::clamp<size_t>(rank, 1, xs.size()) - 1];
+}
+
+/// What `--op=connect` measured.
+struct connect_outcome {
+  uint32_t connected = 0;
+  std::vector<double> connect_ms;
+  double connect_s_total = 0;
+  process_stats before;
+  process_stats holding;
+  uint64_t registered_before = 0;
+  uint64_t registered_holding = 0;
+  uint64_t echoes = 0;
+  double echo_ms_total = 0;
+  caf::error err;
+};
+
+/// Connects once more; records the time or the error.
+bool connect_one(node& client, const std::string& addr,
+                 std::vector<connection_actor>& conns, connect_outcome& x,
+                 uint32_t total) {
+  auto t0 = clock_type::now();
+  auto conn = client.connect(addr);
+  if (!conn) {
+    x.err = make_error(code_of(conn.error()),
+                       "connection " + std::to_string(conns.size() + 1) + " of "
+                           + std::to_string(total)
+                           + " failed: " + what_of(conn.error()));
+    return false;
+  }
+  x.connect_ms.push_back(ms_since(t0));
+  conns.push_back(std::move(*conn));
+  return true;
+}
+
+void progress(uint32_t done, uint32_t total, const char* what) {
+  if (total >= 20 && done % (total / 10) == 0)
+    std::fprintf(stderr, "rdmactor-bench: %s %u/%u\n", what, done, total);
+}
+
+/// Sends 8 bytes flagged `echo_flag` on every connection and waits until
+/// each echo came back (pushed to `self` as its data subscriber).
+void echo_on_each(caf::actor_system& sys, node& client,
+                  const std::vector<connection_actor>& conns,
+                  std::chrono::milliseconds timeout, connect_outcome& x) {
+  auto t0 = clock_type::now();
+  auto chunk = client.pool()->allocate(8, 64, transport::access::all);
+  if (!chunk) {
+    x.err = chunk.error();
+    return;
+  }
+  chunk->data()[0] = echo_flag;
+  caf::scoped_actor self{sys};
+  auto sub = caf::actor_cast<data_subscriber>(self);
+  for (auto& conn : conns) {
+    caf::error err;
+    self->request(conn, timeout, subscribe_data_atom::value, sub)
+        .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
+    if (!err)
+      self->request(conn, timeout, send_data_atom::value, *chunk)
+          .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
+    if (err) {
+      x.err = std::move(err);
+      return;
+    }
+  }
+  bool late = false;
+  self->receive_for(x.echoes, conns.size())(
+      [](data_atom, local_mr&) {
+        // counted by receive_for
+      },
+      caf::after(timeout) >> [&] { late = true; });
+  x.echo_ms_total = ms_since(t0);
+  if (late || x.echoes < conns.size())
+    x.err = make_error(errc::request_timeout,
+                       std::to_string(conns.size() - x.echoes) + " of "
+                           + std::to_string(conns.size())
+                           + " echoes did not come back within "
+                           + std::to_string(timeout.count()) + " ms");
+}
+
+void print(const bench_plan& plan, const run_context& ctx,
+           const connect_outcome& x) {
+  auto sorted = x.connect_ms;
+  std::sort(sorted.begin(), sorted.end());
+  auto p50 = percentile(sorted, 0.50);
+  auto p99 = percentile(sorted, 0.99);
+  auto max = sorted.empty() ? 0.0 : sorted.back();
+  auto per_peer = [&](uint64_t holding, uint64_t before) {
+    return x.connected == 0 || holding < before
+               ? 0.0
+               : static_cast<double>(holding - before) / x.connected;
+  };
+  if (plan.json) {
+    std::printf(
+        "{\"impl\":\"%s\",\"op\":\"connect\",\"fabric\":\"%s\","
+        "\"device\":\"%s\",\"topology\":\"%s\",\"peers\":%u,"
+        "\"connected\":%u,\"connect_ms_p50\":%.3f,\"connect_ms_p99\":%.3f,"
+        "\"connect_ms_max\":%.3f,\"connect_s_total\":%.3f,\"threads\":%llu,"
+        "\"rss_kb\":%llu,\"registered_bytes\":%llu,\"fds\":%llu,"
+        "\"threads_before\":%llu,\"rss_kb_before\":%llu,"
+        "\"registered_bytes_before\":%llu,\"fds_before\":%llu,"
+        "\"echoes\":%llu,\"echo_ms_total\":%.3f,\"status\":\"%s\"%s%s%s}\n",
+        ctx.impl.c_str(), ctx.fabric.c_str(), json_escape(ctx.device).c_str(),
+        ctx.topology.c_str(), plan.peers, x.connected, p50, p99, max,
+        x.connect_s_total, static_cast<unsigned long long>(x.holding.threads),
+        static_cast<unsigned long long>(x.holding.rss_kb),
+        static_cast<unsigned long long>(x.registered_holding),
+        static_cast<unsigned long long>(x.holding.fds),
+        static_cast<unsigned long long>(x.before.threads),
+        static_cast<unsigned long long>(x.before.rss_kb),
+        static_cast<unsigned long long>(x.registered_before),
+        static_cast<unsigned long long>(x.before.fds),
+        static_cast<unsigned long long>(x.echoes), x.echo_ms_total,
+        x.err ? "error" : "ok", x.err ? ",\"error\":\"" : "",
+        x.err ? json_escape(render(x.err)).c_str() : "", x.err ? "\"" : "");
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("-------------------------------------------------------------"
+              "------------------\n");
+  std::printf(" %s connect test (%s, %s), %s\n", ctx.impl.c_str(),
+              ctx.fabric.c_str(), ctx.device.c_str(), ctx.topology.c_str());
+  std::printf("-------------------------------------------------------------"
+              "------------------\n");
+  std::printf(" peers %u connected %u in %.3f s; connect ms p50 %.3f p99 "
+              "%.3f max %.3f\n",
+              plan.peers, x.connected, x.connect_s_total, p50, p99, max);
+  std::printf(" %-18s %-14s %-14s %-14s\n", "this process", "before", "holding",
+              "per peer");
+  std::printf(" %-18s %-14llu %-14llu %-14.2f\n", "threads",
+              static_cast<unsigned long long>(x.before.threads),
+              static_cast<unsigned long long>(x.holding.threads),
+              per_peer(x.holding.threads, x.before.threads));
+  std::printf(" %-18s %-14llu %-14llu %-14.1f\n", "rss KiB",
+              static_cast<unsigned long long>(x.before.rss_kb),
+              static_cast<unsigned long long>(x.holding.rss_kb),
+              per_peer(x.holding.rss_kb, x.before.rss_kb));
+  std::printf(" %-18s %-14llu %-14llu %-14.0f\n", "registered bytes",
+              static_cast<unsigned long long>(x.registered_before),
+              static_cast<unsigned long long>(x.registered_holding),
+              per_peer(x.registered_holding, x.registered_before));
+  std::printf(" %-18s %-14llu %-14llu %-14.2f\n", "fds",
+              static_cast<unsigned long long>(x.before.fds),
+              static_cast<unsigned long long>(x.holding.fds),
+              per_peer(x.holding.fds, x.before.fds));
+  std::printf(" echoes %llu of %u in %.1f ms\n",
+              static_cast<unsigned long long>(x.echoes), x.connected,
+              x.echo_ms_total);
+  if (x.err)
+    std::printf(" FAILED: %s\n", render(x.err).c_str());
+  std::printf("-------------------------------------------------------------"
+              "------------------\n");
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int run_connect(caf::actor_system& sys, const bench_plan& plan, node& client,
+                const std::string& addr, const run_context& ctx) {
+  connect_outcome x;
+  x.before = read_process_stats();
+  x.registered_before = client.device()->registered_bytes();
+  std::vector<connection_actor> conns;
+  conns.reserve(plan.peers);
+  auto t0 = clock_type::now();
+  for (uint32_t i = 0; i < plan.peers; ++i) {
+    if (!connect_one(client, addr, conns, x, plan.peers))
+      break;
+    progress(i + 1, plan.peers, "connected");
+  }
+  x.connect_s_total = ms_since(t0) / 1000.0;
+  x.connected = static_cast<uint32_t>(conns.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds{plan.hold_ms});
+  x.holding = read_process_stats();
+  x.registered_holding = client.device()->registered_bytes();
+  if (!x.err)
+    echo_on_each(sys, client, conns, plan.op_timeout, x);
+  for (auto& conn : conns)
+    caf::anon_send_exit(conn, caf::exit_reason::user_shutdown);
+  conns.clear();
+  print(plan, ctx, x);
+  return x.err ? 1 : 0;
+}
+
+caf::expected<std::vector<connection_actor>>
+open_idle_peers(node& client, const std::string& addr, uint32_t n) {
+  std::vector<connection_actor> conns;
+  conns.reserve(n);
+  connect_outcome x;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!connect_one(client, addr, conns, x, n))
+      return std::move(x.err);
+    progress(i + 1, n, "idle peers connected");
+  }
+  return conns;
+}
+
+} // namespace rdmactor::bench
