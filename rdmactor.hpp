@@ -12,6 +12,7 @@
 #include "actors/config.hpp"
 #include "actors/connection.hpp"
 #include "actors/node.hpp"
+#include "actors/node_actor.hpp"
 #include "actors/remote_mr.hpp"
 #include "common/errc.hpp"
 #include "common/error.hpp"

@@ -27,5 +27,8 @@ using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using accepted_atom = caf::atom_constant<caf::atom("accepted")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using flush_acks_atom = caf::atom_constant<caf::atom("flush_acks")>;
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+using listen_atom = caf::atom_constant<caf::atom("listen")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
 
 } // namespace rdmactor

@@ -1,0 +1,111 @@
+#include "actors/node_actor.hpp"
+
+#include <memory>
+#include <utility>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/node.hpp"
+#include "common/error.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+using node_ptr = std::shared_ptr<node>;
+
+struct node_state {
+  /// Null once `close_atom` handed the node to its closing helper.
+  node_ptr nd;
+
+  node_state() = default;
+  node_state(const node_state&) = delete;
+  node_state& operator=(const node_state&) = delete;
+
+  ~node_state() {
+    // The last handle went, or the actor was killed: close here.  Bounded:
+    // closing the listeners wakes their acceptor threads at once.
+    if (nd)
+      nd->close();
+  }
+
+  static inline const char* name = "rdmactor.node";
+};
+
+using node_self = node_actor::stateful_pointer<node_state>;
+
+caf::error closed_error() {
+  return make_error(errc::closed,
+                    "the node actor was closed; spawn a new node");
+}
+
+node_actor::behavior_type node_impl(node_self self, node_ptr nd) {
+  self->state.nd = std::move(nd);
+  return {
+      [self](connect_atom,
+             const std::string& host_port) -> caf::result<connection_actor> {
+        if (!self->state.nd)
+          return closed_error();
+        auto rp = self->make_response_promise<connection_actor>();
+        // node::connect blocks for up to connect_timeout_ms: on a thread of
+        // its own, never on a CAF worker.
+        self->spawn(
+            [nd = self->state.nd, host_port, rp](caf::blocking_actor*) mutable {
+              auto conn = nd->connect(host_port);
+              if (conn)
+                rp.deliver(std::move(*conn));
+              else
+                rp.deliver(std::move(conn.error()));
+            });
+        return rp;
+      },
+      [self](listen_atom, const std::string& host_port,
+             const acceptor_actor& acceptor) -> caf::result<uint16_t> {
+        if (!self->state.nd)
+          return closed_error();
+        if (!acceptor)
+          return make_error(errc::invalid_argument,
+                            "listen needs an acceptor actor; pass a live "
+                            "handle that takes (accepted_atom, "
+                            "connection_actor)");
+        auto port = self->state.nd->listen(
+            host_port, caf::actor_cast<caf::actor>(acceptor));
+        if (!port)
+          return std::move(port.error());
+        return *port;
+      },
+      [self](stats_atom) -> caf::result<allocator_stats> {
+        if (!self->state.nd)
+          return closed_error();
+        return self->state.nd->memory_stats();
+      },
+      [self](close_atom) -> caf::result<bool> {
+        if (!self->state.nd)
+          return false;
+        auto rp = self->make_response_promise<bool>();
+        // node::close joins the acceptor threads: not on a worker.
+        self->spawn(
+            [nd = std::move(self->state.nd), rp](caf::blocking_actor*) mutable {
+              nd->close();
+              rp.deliver(true);
+            });
+        self->quit();
+        return rp;
+      },
+  };
+}
+
+} // namespace
+
+caf::expected<node_actor> spawn_node(caf::actor_system& sys, options opts) {
+  auto nd = node::open(sys, std::move(opts));
+  if (!nd)
+    return std::move(nd.error());
+  return sys.spawn(node_impl, node_ptr{std::move(*nd)});
+}
+
+} // namespace rdmactor

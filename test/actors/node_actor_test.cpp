@@ -1,0 +1,244 @@
+#define BOOST_TEST_MODULE node_actor
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/actor_cast.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+
+#include "actors/node_actor.hpp"
+#include "test/actors/fixture.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+namespace {
+
+/// An actor system whose scheduler has `workers` threads.
+struct sized_system {
+  rdmactor::config cfg;
+  caf::actor_system sys;
+
+  explicit sized_system(int workers) : sys(init(cfg, workers)) {}
+
+  static rdmactor::config& init(rdmactor::config& cfg, int workers) {
+    cfg.set("scheduler.max-threads", workers);
+    return cfg;
+  }
+};
+
+std::string host() {
+  return env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+}
+
+node_actor spawn_or_fail(caf::actor_system& sys, const options& o) {
+  auto nd = spawn_node(sys, o);
+  BOOST_REQUIRE_MESSAGE(nd, render(nd));
+  return *nd;
+}
+
+/// A TCP listener that never answers: a soft-fabric handshake with it waits
+/// for the connect timeout.
+struct silent_listener {
+  int fd = -1;
+  uint16_t port = 0;
+
+  silent_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0
+        || ::listen(fd, 16) != 0
+        || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot make a silent listener");
+    port = ntohs(a.sin_port);
+  }
+
+  ~silent_listener() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(node_actor_suite)
+
+// Two node actors: one listens (a typed acceptor gets the peer), the other
+// connects; the connection carries data both ways and stats answer.
+BOOST_AUTO_TEST_CASE(connects_and_accepts_through_node_actors) {
+  sized_system server_side{2};
+  sized_system client_side{2};
+  auto o = test_options();
+  auto server = spawn_or_fail(server_side.sys, o);
+  auto client = spawn_or_fail(client_side.sys, o);
+  caf::scoped_actor acceptor{server_side.sys};
+  auto port = call<uint16_t>(server_side.sys, server, listen_atom::value,
+                             host() + ":0",
+                             caf::actor_cast<acceptor_actor>(acceptor));
+  BOOST_REQUIRE_MESSAGE(port, render(port));
+  auto conn
+      = call<connection_actor>(client_side.sys, client, connect_atom::value,
+                               host() + ":" + std::to_string(*port));
+  BOOST_REQUIRE_MESSAGE(conn, render(conn));
+  connection_actor accepted;
+  acceptor->receive(
+      [&](accepted_atom, connection_actor& c) { accepted = std::move(c); },
+      caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
+  BOOST_REQUIRE(accepted);
+  auto src = call<local_mr>(client_side.sys, *conn, alloc_local_mr_atom::value,
+                            uint64_t{5}, uint64_t{8});
+  BOOST_REQUIRE_MESSAGE(src, render(src));
+  std::memcpy(src->data(), "hello", 5);
+  auto sent
+      = call<uint64_t>(client_side.sys, *conn, send_data_atom::value, *src);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  auto got
+      = call<local_mr>(server_side.sys, accepted, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(
+      std::string(reinterpret_cast<const char*>(got->data()), got->size())
+      == "hello");
+  auto stats
+      = call<allocator_stats>(client_side.sys, client, stats_atom::value);
+  BOOST_REQUIRE_MESSAGE(stats, render(stats));
+  BOOST_TEST(stats->bytes_in_use >= 5u);
+  // A bad address is an error value, not a hang.
+  auto bad
+      = call<connection_actor>(client_side.sys, client, connect_atom::value,
+                               std::string{"no port here"});
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(code_of(bad.error()) == errc::invalid_address, render(bad));
+  for (auto* sys : {&client_side.sys, &server_side.sys}) {
+    auto& nd = sys == &client_side.sys ? client : server;
+    auto closed = call<bool>(*sys, nd, close_atom::value);
+    BOOST_REQUIRE_MESSAGE(closed, render(closed));
+    BOOST_TEST(*closed);
+  }
+}
+
+// The proof that connecting never blocks a worker: with a single
+// CAF worker, a connect that waits (the peer never answers the handshake)
+// leaves that worker free to run other actors.  Causal, not timed: the
+// silent peer hangs up only after an actor on the same worker answered a
+// ping; had the connect held the worker, the ping would have waited for
+// the connect timeout, and the connect would have failed with it.
+BOOST_AUTO_TEST_CASE(a_pending_connect_leaves_the_only_worker_free) {
+  auto o = test_options();
+  if (o.fabric != "soft") {
+    BOOST_TEST_MESSAGE("soft only: a silent TCP listener does not stall an "
+                       "rdma_cm connect");
+    return;
+  }
+  o.connect_timeout_ms = 20000 * timeout_scale();
+  silent_listener silent;
+  sized_system one{1};
+  auto client = spawn_or_fail(one.sys, o);
+  caf::scoped_actor self{one.sys};
+  // Both run on the single worker.
+  auto pinger = one.sys.spawn([]() -> caf::behavior {
+    return {[](ping_atom, int x) { return x + 1; }};
+  });
+  auto user = one.sys.spawn([client, to = caf::actor{self},
+                             addr = "127.0.0.1:" + std::to_string(silent.port)](
+                                caf::event_based_actor* u) -> caf::behavior {
+    u->request(client, caf::infinite, connect_atom::value, addr)
+        .then(
+            [u, to](const connection_actor&) {
+              u->send(to, std::string{"connected"});
+            },
+            [u, to](caf::error& err) { u->send(to, std::move(err)); });
+    return {[](int) {}};
+  });
+  // The connect is pending once its TCP connection waits in the silent
+  // listener's backlog.
+  pollfd pending{silent.fd, POLLIN, 0};
+  BOOST_REQUIRE(::poll(&pending, 1, 10000 * timeout_scale()) == 1);
+  int answer = 0;
+  self->request(pinger, std::chrono::seconds(60 * timeout_scale()),
+                ping_atom::value, 41)
+      .receive([&](int x) { answer = x; },
+               [&](caf::error& err) {
+                 BOOST_ERROR("ping failed: " << render(err));
+               });
+  BOOST_TEST(answer == 42);
+  // Now the silent peer hangs up: the handshake fails at once.
+  int fd = ::accept(silent.fd, nullptr, nullptr);
+  BOOST_REQUIRE(fd >= 0);
+  ::close(fd);
+  caf::error connect_err;
+  bool connected = false;
+  self->receive([&](std::string&) { connected = true; },
+                [&](caf::error& err) { connect_err = std::move(err); },
+                caf::after(std::chrono::seconds(60 * timeout_scale())) >>
+                    [] {});
+  BOOST_TEST(!connected);
+  BOOST_TEST(static_cast<bool>(connect_err));
+  BOOST_TEST(code_of(connect_err) != errc::connect_timeout,
+             render(connect_err));
+  caf::anon_send_exit(user, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(pinger, caf::exit_reason::user_shutdown);
+  auto closed = call<bool>(one.sys, client, close_atom::value);
+  BOOST_TEST(static_cast<bool>(closed));
+}
+
+// Closing the node actor (or dropping its last handle) ends its
+// connections; the peer's end learns it.
+BOOST_AUTO_TEST_CASE(closing_the_node_actor_ends_its_connections) {
+  sized_system server_side{2};
+  sized_system client_side{2};
+  auto o = test_options();
+  auto server = spawn_or_fail(server_side.sys, o);
+  auto client = spawn_or_fail(client_side.sys, o);
+  caf::scoped_actor acceptor{server_side.sys};
+  auto port = call<uint16_t>(server_side.sys, server, listen_atom::value,
+                             host() + ":0",
+                             caf::actor_cast<acceptor_actor>(acceptor));
+  BOOST_REQUIRE_MESSAGE(port, render(port));
+  auto conn
+      = call<connection_actor>(client_side.sys, client, connect_atom::value,
+                               host() + ":" + std::to_string(*port));
+  BOOST_REQUIRE_MESSAGE(conn, render(conn));
+  connection_actor accepted;
+  acceptor->receive(
+      [&](accepted_atom, connection_actor& c) { accepted = std::move(c); },
+      caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
+  BOOST_REQUIRE(accepted);
+  caf::scoped_actor watcher{server_side.sys};
+  watcher->monitor(accepted);
+  caf::scoped_actor client_watcher{client_side.sys};
+  client_watcher->monitor(*conn);
+  client_watcher->monitor(client);
+  // The client's node goes with its last handle.
+  client = node_actor{};
+  size_t downs = 0;
+  client_watcher->receive_for(downs, size_t{2})(
+      [](caf::down_msg&) {},
+      caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
+  BOOST_TEST(downs == 2u);
+  bool peer_down = false;
+  watcher->receive([&](caf::down_msg&) { peer_down = true; },
+                   caf::after(std::chrono::seconds(10 * timeout_scale())) >>
+                       [] {});
+  BOOST_TEST(peer_down);
+  // A closed node actor is gone: a second close fails.
+  auto closed = call<bool>(server_side.sys, server, close_atom::value);
+  BOOST_REQUIRE_MESSAGE(closed, render(closed));
+  auto again = call<bool>(server_side.sys, server, close_atom::value);
+  BOOST_TEST(!again);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
