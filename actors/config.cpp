@@ -1,5 +1,10 @@
 #include "actors/config.hpp"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <caf/config_option.hpp>
 #include <caf/settings.hpp>
 
 #include "common/error.hpp"
@@ -29,6 +34,36 @@ config::config() {
   caf::put(content, "work-stealing.moderate-sleep-duration",
            caf::timespan{default_moderate_sleep_ns});
   register_error_category(*this);
+}
+
+std::string config::rdmactor_help() const {
+  std::vector<std::pair<std::string, std::string>> lines;
+  size_t width = 0;
+  for (auto& opt : custom_options_) {
+    if (opt.category() != "rdmactor")
+      continue;
+    std::string lhs = "--";
+    lhs.append(opt.full_name().begin(), opt.full_name().end());
+    if (!opt.is_flag()) {
+      lhs += "=<";
+      lhs.append(opt.type_name().begin(), opt.type_name().end());
+      lhs += ">";
+    }
+    width = std::max(width, lhs.size());
+    lines.emplace_back(std::move(lhs), std::string{opt.description().begin(),
+                                                   opt.description().end()});
+  }
+  std::string out = "rdmactor options (defaults and units: "
+                    "config/rdmactor.ini, section [rdmactor]):\n";
+  for (auto& [lhs, rhs] : lines) {
+    out += "  ";
+    out += lhs;
+    out.append(width - lhs.size(), ' ');
+    out += " : ";
+    out += rhs;
+    out += "\n";
+  }
+  return out;
 }
 
 } // namespace rdmactor

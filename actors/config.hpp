@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include <caf/actor_system_config.hpp>
 
 #include "common/options.hpp"
@@ -30,6 +32,11 @@ public:
 
   /// The options, filled in by `parse`.  Validate with `validate(opts)`.
   options opts;
+
+  /// Returns the help text of every `rdmactor.*` option, in the format of
+  /// CAF's `--help` (which lists only the global options): print it after
+  /// `--help` (`cli_helptext_printed`) so that users see them.
+  std::string rdmactor_help() const;
 };
 
 } // namespace rdmactor

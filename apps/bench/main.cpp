@@ -14,7 +14,12 @@ const char* help_epilog = R"(
 Operations (--op): send = connection send_data, taken by the peer as a
 data subscriber (subscribe_data: chunks pushed, as CAF io pushes
 messages; agent protocol); write, read = one-sided RDMA on a remote_mr from
-request_remote_mr; raw = transport actor sends without the agent.
+request_remote_mr; raw = transport actor sends without the agent;
+connect = scale: --peers connections opened one after another (connect
+times), held --hold-ms, 8 bytes echoed on each, then closed, with this
+process's threads, RSS, registered bytes and fds while holding (a --listen
+server prints its own whenever they change). --idle-peers=N opens N idle
+connections before a send, write or read run.
 Modes (--mode): lat = one at a time (send and raw: ping-pong, half the
 round trip as perftest reports it; write and read: completion time of one
 operation); bw = --window outstanding operations, MB/s (MB = 2^20 bytes,
@@ -59,7 +64,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (cfg.cli_helptext_printed) {
-    std::cout << help_epilog;
+    std::cout << "\n" << cfg.rdmactor_help() << help_epilog;
     return 0;
   }
   auto plan = rdmactor::bench::make_plan(cfg);

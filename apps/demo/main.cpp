@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (cfg.cli_helptext_printed) {
+    std::cout << "\n" << cfg.rdmactor_help();
     std::cout << "\nWithout --listen/--connect, both sides run in this "
                  "process over the\nconfigured fabric (soft unless told "
                  "otherwise). Every rdmactor.* option\nof config/rdmactor.ini "

@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (cfg.cli_helptext_printed) {
+    std::cout << "\n" << cfg.rdmactor_help();
     std::cout << "\nThe server reads every region a client lends (SendMR "
                  "LOCAL) into memory of\nthe length the client claims, "
                  "within rdmactor.peer-max-claim-bytes per\nconnection "

@@ -14,8 +14,11 @@ using namespace std::chrono_literals;
 
 int main(int argc, char** argv) {
   rdmactor::config cfg; // binds [rdmactor] options, registers error codes
-  if (auto err = cfg.parse(argc, argv); err || cfg.cli_helptext_printed)
+  if (auto err = cfg.parse(argc, argv); err || cfg.cli_helptext_printed) {
+    if (!err)
+      std::cout << "\n" << cfg.rdmactor_help();
     return err ? 1 : 0;
+  }
   cfg.opts.fabric = cfg.opts.fabric == "auto" ? "soft" : cfg.opts.fabric;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};

@@ -71,11 +71,23 @@ for _ in $(seq 50); do
 done
 [[ $ok -eq 1 ]] || fail "two processes: the client never ran against the server"
 check_line "two-process send lat" "$(grep '^{' <<<"$out" | head -1)" send lat rdmactor
+# Scale: 20 connections to the server, each echoed once; one send among 5
+# idle connections.
+out=$("$bench" --connect=127.0.0.1:$port --op=connect --peers=20 --json 2>/dev/null)
+line=$(grep '^{' <<<"$out" | head -1)
+for want in '"connected":20' '"echoes":20' '"status":"ok"' '"registered_bytes":' '"threads":'; do
+  grep -q "$want" <<<"$line" || fail "connect 20 peers: no $want in: $line"
+done
+out=$("$bench" --connect=127.0.0.1:$port --idle-peers=5 --op=send --mode=lat --size=8 --iters=50 --json 2>/dev/null)
+line=$(grep '^{' <<<"$out" | head -1)
+check_line "send lat among 5 idle peers" "$line" send lat rdmactor
+grep -q '5 idle peers' <<<"$line" || fail "idle peers not in the topology: $line"
 kill -INT $server 2>/dev/null
 wait $server 2>/dev/null
 
 # --help succeeds; a wrong option fails with a message that names it.
-"$bench" --help >/dev/null 2>&1 || fail "--help exited with $?"
+help=$("$bench" --help 2>&1) || fail "--help exited with $?"
+grep -q -- "--rdmactor.recv-depth=" <<<"$help" || fail "--help does not list the rdmactor options"
 err=$("$bench" --op=bogus 2>&1)
 rc=$?
 [[ $rc -ne 0 ]] || fail "--op=bogus exited 0"
