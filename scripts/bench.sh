@@ -201,12 +201,9 @@ done
 rm -f "$out_dir/.stderr"
 echo "== host half took $((SECONDS - t_host)) s; load now: $(cut -d' ' -f1-3 /proc/loadavg); results: $host_json"
 
-# -- side-by-side table -----------------------------------------------------
-# table FILE IMPL REF_IMPL TITLE [ONLY]: one row per (op, mode, size), the
-# median over the rounds of each side; raw rows compare with the reference's
-# send.  ONLY=1: just the rows IMPL ran (the completion-mode tables).
-table() {
-  awk -v impl="$2" -v ref="$3" -v title="$4" -v only="${5:-0}" '
+# awk's jget(LINE, KEY): the value of KEY in one JSON line as
+# rdmactor-bench prints it (a string without its quotes, or a number).
+awk_jget='
     function jget(s, k,   i, r) {
       i = index(s, "\"" k "\":")
       if (i == 0) return ""
@@ -214,7 +211,14 @@ table() {
       if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
       match(r, /^[^,}]*/)
       return substr(r, 1, RLENGTH)
-    }
+    }'
+
+# -- side-by-side table -----------------------------------------------------
+# table FILE IMPL REF_IMPL TITLE [ONLY]: one row per (op, mode, size), the
+# median over the rounds of each side; raw rows compare with the reference's
+# send.  ONLY=1: just the rows IMPL ran (the completion-mode tables).
+table() {
+  awk -v impl="$2" -v ref="$3" -v title="$4" -v only="${5:-0}" "$awk_jget"'
     function num(x) { return x != "" && x != "null" }
     function fmt(x) { return num(x) ? sprintf("%.2f", x) : "-" }
     function ratio(a, b, lower_better) {
@@ -332,15 +336,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   kill "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
   rm -f "$out_dir/.stderr"
-  awk '
-    function jget(s, k,   i, r) {
-      i = index(s, "\"" k "\":")
-      if (i == 0) return ""
-      r = substr(s, i + length(k) + 3)
-      if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
-      match(r, /^[^,}]*/)
-      return substr(r, 1, RLENGTH)
-    }
+  awk "$awk_jget"'
     function mib(x) { return x == "" || x == "null" ? "-" : sprintf("%.1f", x / 1048576) }
     function per(a, b, n, d) { return a == "" || a == "null" || n == 0 ? "-" : sprintf("%.1f", (a - b) / n / d) }
     jget($0, "op") == "connect" {
@@ -398,15 +394,7 @@ if command -v gnuplot >/dev/null 2>&1; then
   tmp=$(mktemp -d)
   # One data file per (impl, fabric, op, mode): size and the median of the
   # rounds (p50 or MB/s); xtics.gp labels the sizes that occur.
-  cat "${files[@]}" | awk -v dir="$tmp" '
-    function jget(s, k,   i, r) {
-      i = index(s, "\"" k "\":")
-      if (i == 0) return ""
-      r = substr(s, i + length(k) + 3)
-      if (substr(r, 1, 1) == "\"") { r = substr(r, 2); return substr(r, 1, index(r, "\"") - 1) }
-      match(r, /^[^,}]*/)
-      return substr(r, 1, RLENGTH)
-    }
+  cat "${files[@]}" | awk -v dir="$tmp" "$awk_jget"'
     function label(x) {
       if (x >= 1048576 && x % 1048576 == 0) return (x / 1048576) "M"
       if (x >= 1024 && x % 1024 == 0) return (x / 1024) "K"

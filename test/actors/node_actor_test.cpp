@@ -75,36 +75,49 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;
 
 } // namespace
 
+/// Two node actors in two actor systems: the server listens (its typed
+/// acceptor is a scoped actor), the client connected to it through its
+/// node actor; `conn` and `accepted` are the two ends.
+struct node_actors {
+  sized_system server_side{2};
+  sized_system client_side{2};
+  node_actor server;
+  node_actor client;
+  connection_actor conn;
+  connection_actor accepted;
+
+  node_actors() {
+    auto o = test_options();
+    server = spawn_or_fail(server_side.sys, o);
+    client = spawn_or_fail(client_side.sys, o);
+    caf::scoped_actor acceptor{server_side.sys};
+    auto port = call<uint16_t>(server_side.sys, server, listen_atom::value,
+                               host() + ":0",
+                               caf::actor_cast<acceptor_actor>(acceptor));
+    BOOST_REQUIRE_MESSAGE(port, render(port));
+    auto c
+        = call<connection_actor>(client_side.sys, client, connect_atom::value,
+                                 host() + ":" + std::to_string(*port));
+    BOOST_REQUIRE_MESSAGE(c, render(c));
+    conn = std::move(*c);
+    acceptor->receive(
+        [&](accepted_atom, connection_actor& x) { accepted = std::move(x); },
+        caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
+    BOOST_REQUIRE(accepted);
+  }
+};
+
 BOOST_AUTO_TEST_SUITE(node_actor_suite)
 
 // Two node actors: one listens (a typed acceptor gets the peer), the other
 // connects; the connection carries data both ways and stats answer.
-BOOST_AUTO_TEST_CASE(connects_and_accepts_through_node_actors) {
-  sized_system server_side{2};
-  sized_system client_side{2};
-  auto o = test_options();
-  auto server = spawn_or_fail(server_side.sys, o);
-  auto client = spawn_or_fail(client_side.sys, o);
-  caf::scoped_actor acceptor{server_side.sys};
-  auto port = call<uint16_t>(server_side.sys, server, listen_atom::value,
-                             host() + ":0",
-                             caf::actor_cast<acceptor_actor>(acceptor));
-  BOOST_REQUIRE_MESSAGE(port, render(port));
-  auto conn
-      = call<connection_actor>(client_side.sys, client, connect_atom::value,
-                               host() + ":" + std::to_string(*port));
-  BOOST_REQUIRE_MESSAGE(conn, render(conn));
-  connection_actor accepted;
-  acceptor->receive(
-      [&](accepted_atom, connection_actor& c) { accepted = std::move(c); },
-      caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
-  BOOST_REQUIRE(accepted);
-  auto src = call<local_mr>(client_side.sys, *conn, alloc_local_mr_atom::value,
+BOOST_FIXTURE_TEST_CASE(connects_and_accepts_through_node_actors, node_actors) {
+  auto src = call<local_mr>(client_side.sys, conn, alloc_local_mr_atom::value,
                             uint64_t{5}, uint64_t{8});
   BOOST_REQUIRE_MESSAGE(src, render(src));
   std::memcpy(src->data(), "hello", 5);
   auto sent
-      = call<uint64_t>(client_side.sys, *conn, send_data_atom::value, *src);
+      = call<uint64_t>(client_side.sys, conn, send_data_atom::value, *src);
   BOOST_REQUIRE_MESSAGE(sent, render(sent));
   auto got
       = call<local_mr>(server_side.sys, accepted, receive_data_atom::value);
@@ -197,30 +210,12 @@ BOOST_AUTO_TEST_CASE(a_pending_connect_leaves_the_only_worker_free) {
 
 // Closing the node actor (or dropping its last handle) ends its
 // connections; the peer's end learns it.
-BOOST_AUTO_TEST_CASE(closing_the_node_actor_ends_its_connections) {
-  sized_system server_side{2};
-  sized_system client_side{2};
-  auto o = test_options();
-  auto server = spawn_or_fail(server_side.sys, o);
-  auto client = spawn_or_fail(client_side.sys, o);
-  caf::scoped_actor acceptor{server_side.sys};
-  auto port = call<uint16_t>(server_side.sys, server, listen_atom::value,
-                             host() + ":0",
-                             caf::actor_cast<acceptor_actor>(acceptor));
-  BOOST_REQUIRE_MESSAGE(port, render(port));
-  auto conn
-      = call<connection_actor>(client_side.sys, client, connect_atom::value,
-                               host() + ":" + std::to_string(*port));
-  BOOST_REQUIRE_MESSAGE(conn, render(conn));
-  connection_actor accepted;
-  acceptor->receive(
-      [&](accepted_atom, connection_actor& c) { accepted = std::move(c); },
-      caf::after(std::chrono::seconds(10 * timeout_scale())) >> [] {});
-  BOOST_REQUIRE(accepted);
+BOOST_FIXTURE_TEST_CASE(closing_the_node_actor_ends_its_connections,
+                        node_actors) {
   caf::scoped_actor watcher{server_side.sys};
   watcher->monitor(accepted);
   caf::scoped_actor client_watcher{client_side.sys};
-  client_watcher->monitor(*conn);
+  client_watcher->monitor(conn);
   client_watcher->monitor(client);
   // The client's node goes with its last handle.
   client = node_actor{};
