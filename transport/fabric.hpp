@@ -349,7 +349,8 @@ public:
 
   /// Whether queue pairs of this device execute `post_atomic` (verbs:
   /// `ibv_device_attr::atomic_cap` is not IBV_ATOMIC_NONE; soft: always).
-  /// Where false, registering with `access::remote_atomic` fails too.
+  /// Where false, verbs also refuses registrations with
+  /// `access::remote_atomic` (the memory pool drops that flag there).
   virtual bool supports_atomics() const noexcept {
     return false;
   }
