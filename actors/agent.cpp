@@ -207,6 +207,13 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](read_atom, local_mr& dst, remote_mr& src) {
         return read_from_peer(self, std::move(dst), std::move(src));
       },
+      [self](fetch_add_atom, remote_mr& word, uint64_t add) {
+        return fetch_add_on_peer(self, std::move(word), add);
+      },
+      [self](compare_swap_atom, remote_mr& word, uint64_t expected,
+             uint64_t desired) {
+        return compare_swap_on_peer(self, std::move(word), expected, desired);
+      },
       [self](peer_atom) { return self->state.core->link(); },
       [self](request_remote_mr_atom, uint64_t size, uint64_t align) {
         return request_remote_mr(self, size, align);

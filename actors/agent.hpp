@@ -106,6 +106,22 @@ using peer_operations = caf::typed_actor<
 /// - `(write_atom, local_mr, remote_mr) -> bytes`,
 ///   `(read_atom, local_mr, remote_mr) -> bytes`: one-sided RDMA; slices of
 ///   either side allowed, lengths must match.
+/// - `(fetch_add_atom, remote_mr, add) -> old`,
+///   `(compare_swap_atom, remote_mr, expected, desired) -> old`: one-sided
+///   atomics on the word at the start of the remote_mr (its first 8 bytes;
+///   it must have at least 8, and start 8-byte aligned: slice it to reach
+///   another word).  fetch_add adds (wrapping); compare_swap stores
+///   `desired` if the word equals `expected`; both answer the value the
+///   word had before (success of a CAS: old == expected).  Atomic with
+///   respect to every other atomic on that word through the peer's device
+///   (all its connections), not to WRITEs or the peer's CPU.  Errors:
+///   `misaligned`, `out_of_bounds` (under 8 bytes), `invalid_argument` (a
+///   released or foreign remote_mr), `unsupported` (a device without
+///   atomics: verbs atomic_cap IBV_ATOMIC_NONE), and `remote_access_error`
+///   when the peer's region lacks remote-atomic access, which, as on
+///   verbs, also ends the connection.  Regions from `alloc_local_mr` and
+///   from the peer's AllocMR (`request_remote_mr`) carry remote-atomic
+///   access where the device has atomics.
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
@@ -125,6 +141,9 @@ using connection_actor = peer_operations::extend<
     caf::replies_to<alloc_for_peer_atom, uint64_t, uint64_t>::with<local_mr>,
     caf::replies_to<write_atom, local_mr, remote_mr>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, remote_mr>::with<uint64_t>,
+    caf::replies_to<fetch_add_atom, remote_mr, uint64_t>::with<uint64_t>,
+    caf::replies_to<compare_swap_atom, remote_mr, uint64_t,
+                    uint64_t>::with<uint64_t>,
     caf::replies_to<peer_atom>::with<transport::link_params>>;
 
 /// The agent's full interface: the connection's plus what the transport

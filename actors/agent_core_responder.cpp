@@ -16,10 +16,12 @@ namespace pb = protocol;
 
 namespace {
 
-/// Access rights of memory allocated on behalf of the peer.
-constexpr uint32_t peer_access = transport::access::local_write
-                                 | transport::access::remote_write
-                                 | transport::access::remote_read;
+/// Access rights of memory allocated on behalf of the peer (AllocMR): the
+/// peer may write, read and run atomics on it (the memory pool drops
+/// remote_atomic on a device without atomics).  Atomics touch only what
+/// writes may touch already.  These regions come from arenas of their own
+/// (`memory_pool::owner::peers`), never shared with user allocations.
+constexpr uint32_t peer_access = transport::access::all;
 
 mr_token to_token(const pb::MrToken& t) {
   return mr_token{t.addr(), t.len(), t.rkey()};
@@ -155,7 +157,8 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
            "AllocMR over the peer's quota");
     return;
   }
-  auto mr = pool_->allocate(req.size(), req.align(), peer_access);
+  auto mr = pool_->allocate(req.size(), req.align(), peer_access, true,
+                            memory_pool::owner::peers);
   if (!mr) {
     auto code = code_of(mr.error());
     reject(pb::make_alloc_mr_response(id, pb::to_status(code),

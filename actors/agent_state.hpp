@@ -163,6 +163,15 @@ caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src, remote_mr dst);
 caf::result<uint64_t> read_from_peer(self_ptr self, local_mr dst,
                                      remote_mr src);
 
+// -- atomics (agent_atomics.cpp) ----------------------------------------------
+
+/// Atomics on the first 8 bytes of `word`, checked locally first; answer:
+/// the word's old value.
+caf::result<uint64_t> fetch_add_on_peer(self_ptr self, remote_mr word,
+                                        uint64_t add);
+caf::result<uint64_t> compare_swap_on_peer(self_ptr self, remote_mr word,
+                                           uint64_t expected, uint64_t desired);
+
 // -- shutdown (agent.cpp) -----------------------------------------------------
 
 /// Fails everything pending, hands what the peer holds to the transport

@@ -7,6 +7,8 @@
 /// Message tags of the actor layer (users see these).
 namespace rdmactor {
 
+using transport::compare_swap_atom;
+using transport::fetch_add_atom;
 using transport::read_atom;
 using transport::write_atom;
 

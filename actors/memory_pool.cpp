@@ -78,9 +78,14 @@ caf::error memory_pool::check_layout(uint64_t size, uint64_t align) const {
 }
 
 caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
-                                              uint32_t access, bool zeroed) {
+                                              uint32_t access, bool zeroed,
+                                              owner who) {
   if (auto err = check_layout(size, align))
     return err;
+  // A device without atomics refuses remote_atomic registrations: such
+  // memory simply has no remote-atomic access (atomics on it fail anyway).
+  if (!dev_->supports_atomics())
+    access &= ~transport::access::remote_atomic;
   auto len = round_up(std::max<uint64_t>(size, 1), granule_bytes);
   auto al = std::max(align, granule_bytes);
   std::unique_lock<std::mutex> guard{mtx_};
@@ -88,7 +93,7 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
   uint64_t offset = 0;
   if (len <= arena_size_ && al <= arena_align_bytes) {
     for (auto& a : arenas_) {
-      if (a->dedicated || a->access != access)
+      if (a->dedicated || a->access != access || a->who != who)
         continue;
       for (auto& [off, flen] : a->free_list) {
         auto start = round_up(off, al);
@@ -105,6 +110,7 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
       auto a = add_arena(arena_size_, arena_align_bytes, access, false);
       if (!a)
         return std::move(a.error());
+      (*a)->who = who;
       target = *a;
       offset = 0;
     }
@@ -112,6 +118,7 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
     auto a = add_arena(len, al, access, true);
     if (!a)
       return std::move(a.error());
+    (*a)->who = who;
     target = *a;
     offset = 0;
   }

@@ -58,13 +58,22 @@ public:
 
   ~memory_pool();
 
+  /// Whose memory an allocation is.  Arenas are shared only within one
+  /// owner and one access-flag set, so that an rkey handed to a peer for
+  /// an AllocMR region (`peers`) never opens a user allocation (`user`)
+  /// registered with the same flags.
+  enum class owner : uint8_t { user, peers };
+
   /// Allocates `size` bytes aligned to `align` with `access` flags, zeroed
   /// unless `zeroed` is false (for callers that overwrite every byte at
-  /// once).  Errors: `invalid_layout` (align 0, not a power of two or over
+  /// once), from arenas of `who`.  On a device without atomics
+  /// (`supports_atomics`) `access::remote_atomic` is dropped.  Errors:
+  /// `invalid_layout` (align 0, not a power of two or over
   /// max_align_bytes), `size_limit` (over max_alloc_bytes),
   /// `out_of_memory`/`registration_failed`.
   caf::expected<local_mr> allocate(uint64_t size, uint64_t align,
-                                   uint32_t access, bool zeroed = true);
+                                   uint32_t access, bool zeroed = true,
+                                   owner who = owner::user);
 
   /// Checks a layout without allocating: `invalid_layout` or `size_limit`.
   caf::error check_layout(uint64_t size, uint64_t align) const;
@@ -77,6 +86,7 @@ private:
     uint8_t* mem = nullptr;
     uint64_t size = 0;
     uint32_t access = 0;
+    owner who = owner::user;
     bool dedicated = false;
     std::unique_ptr<transport::memory_region> reg;
     std::map<uint64_t, uint64_t> free_list; // offset -> length

@@ -45,6 +45,8 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(invalid_argument)
     RDMACTOR_ERRC_CASE(peer_error)
     RDMACTOR_ERRC_CASE(internal_error)
+    RDMACTOR_ERRC_CASE(misaligned)
+    RDMACTOR_ERRC_CASE(unsupported)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -139,6 +141,11 @@ const char* describe(errc x) noexcept {
       return "the peer answered with an error";
     case errc::internal_error:
       return "internal error in rdmactor; please report it";
+    case errc::misaligned:
+      return "an atomic operation needs an 8-byte aligned word; slice the "
+             "remote_mr at a multiple of 8";
+    case errc::unsupported:
+      return "the fabric or device does not support this operation";
   }
   return "unknown error code";
 }

@@ -54,6 +54,8 @@ enum class errc : uint8_t {
   invalid_argument,    ///< an argument is outside its documented range
   peer_error,          ///< the peer answered with an error status
   internal_error,      ///< a bug in rdmactor: please report it
+  misaligned,          ///< an atomic's word is not 8-byte aligned
+  unsupported,         ///< the fabric or device lacks the feature
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

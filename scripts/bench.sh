@@ -12,7 +12,10 @@
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
 # agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
 # 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
-# ib_read_lat on rxe0 in the same VM run).  Completion modes: the default
+# ib_read_lat on rxe0 in the same VM run), and the atomics: fetch_add and
+# cas lat and bw (8 B; host: rdmactor soft alone, no CAF io counterpart;
+# VM: vs ib_atomic_lat / ib_atomic_bw with FETCH_AND_ADD and CMP_AND_SWAP;
+# bw rows show operations/s).  Completion modes: the default
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
 # and event and busy in the VM, each in a table of its own.  Scale (host):
 # 1, 100 and 1000 connections from one process to another (connect times,
@@ -86,12 +89,12 @@ if [[ $vm_inner == 1 ]]; then
   perf_bw_iters=$((quick == 1 ? 200 : 2000))
   # perftest: server in the background, client against it; the client's
   # report line is the one starting with the size.
-  perftest() { # TOOL SIZE ITERS -> report line
+  perftest() { # TOOL SIZE ITERS [ARGS...] -> report line
     local tool=$1 size=$2 iters=$3 line
-    timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" ${PERFTEST_ARGS:-} >/tmp/pt-server.log 2>&1 &
+    timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" "${@:4}" ${PERFTEST_ARGS:-} >/tmp/pt-server.log 2>&1 &
     local srv=$!
     sleep 2
-    line=$(timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" ${PERFTEST_ARGS:-} "$host" 2>&1 |
+    line=$(timeout 120 "$tool" -d "$dev" -s "$size" -n "$iters" "${@:4}" ${PERFTEST_ARGS:-} "$host" 2>&1 |
       awk -v s="$size" '$1 == s { print; exit }') || true
     wait "$srv" 2>/dev/null || true
     echo "$line"
@@ -104,6 +107,15 @@ if [[ $vm_inner == 1 ]]; then
   # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
   line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
   echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
+  # ib_atomic_lat / ib_atomic_bw (8 B): the same columns as ib_read_lat /
+  # ib_write_bw; -A picks the operation.
+  for a in "fetch_add FETCH_AND_ADD" "cas CMP_AND_SWAP"; do
+    read -r op verb <<<"$a"
+    line=$(perftest ib_atomic_lat 8 "$perf_lat_iters" -A "$verb")
+    echo "$line" | awk -v op="$op" '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", op, $1, $2, $5, $8, $9, $4; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_atomic_lat failed\"}\n", op }'
+    line=$(perftest ib_atomic_bw 8 "$perf_bw_iters" -A "$verb")
+    echo "$line" | awk -v op="$op" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":8,\"error\":\"ib_atomic_bw failed\"}\n", op }'
+  done
   run_verbs() { # IMPL OP MODE SIZE ITERS [ARGS...]: one rdmactor-bench run, one RESULT line
     local impl=$1 res
     shift
@@ -129,6 +141,12 @@ if [[ $vm_inner == 1 ]]; then
     run_verbs "$impl" send lat 8 "$perf_lat_iters" "${margs[@]}"
     run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
     run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
+    if [[ $mode == default ]]; then
+      for op in fetch_add cas; do
+        run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
+        run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
+      done
+    fi
   done
   exit 0
 fi
@@ -193,6 +211,11 @@ for round in $(seq 1 "$rounds"); do
   done
   run "$round" "rdmactor raw lat 8" --op=raw --mode=lat --size=8 --iters=$lat_iters
   run "$round" "rdmactor raw bw 64K" --op=raw --mode=bw --size=64K --iters="$(iters_for_bw 65536)"
+  # Atomics (8 B; CAF io has no counterpart).
+  for op in fetch_add cas; do
+    run "$round" "rdmactor $op lat 8" --op=$op --mode=lat --size=8 --iters=$lat_iters
+    run "$round" "rdmactor $op bw 8" --op=$op --mode=bw --size=8 --iters="$(iters_for_bw 8)"
+  done
   # completion-mode=busy (on soft the default, adaptive, does not poll).
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
@@ -247,6 +270,7 @@ table() {
       add(side SUBSEP key SUBSEP "p50", jget($0, "lat_us_p50"))
       add(side SUBSEP key SUBSEP "p99", jget($0, "lat_us_p99"))
       add(side SUBSEP key SUBSEP "bw", jget($0, "bw_MBps"))
+      add(side SUBSEP key SUBSEP "ops", jget($0, "ops_per_s"))
     }
     function note(side, key, name) {
       if (!((side, key) in runs)) return "  " name ": no result"
@@ -261,8 +285,13 @@ table() {
         if (only && !(("a", key) in runs)) continue
         split(key, k, SUBSEP)
         rk = (k[1] == "raw" ? "send" : k[1]) SUBSEP k[2] SUBSEP k[3]
-        msg = note("a", key, impl) note("b", rk, ref)
-        if (k[2] == "lat") {
+        atomic = k[1] == "fetch_add" || k[1] == "cas"
+        msg = note("a", key, impl) (atomic && ref == "caf-io" ? "" : note("b", rk, ref))
+        if (atomic && k[2] == "bw") {
+          # 8-byte operations: operations/s says more than MB/s.
+          a = median("a" SUBSEP key SUBSEP "ops"); b = median("b" SUBSEP rk SUBSEP "ops")
+          printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "ops/s", fmt(a), fmt(b), ratio(a, b, 0), msg
+        } else if (k[2] == "lat") {
           a = median("a" SUBSEP key SUBSEP "p50"); b = median("b" SUBSEP rk SUBSEP "p50")
           printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "p50 us", fmt(a), fmt(b), ratio(a, b, 1), msg
           a = median("a" SUBSEP key SUBSEP "p99"); b = median("b" SUBSEP rk SUBSEP "p99")
@@ -275,7 +304,7 @@ table() {
     }' "$1"
 }
 table "$host_json" rdmactor caf-io \
-  "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send"
+  "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send; fetch_add and cas: rdmactor alone"
 table "$host_json" rdmactor-busy caf-io \
   "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
 

@@ -17,5 +17,7 @@ using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
+using fetch_add_atom = caf::atom_constant<caf::atom("fetch_add")>;
+using compare_swap_atom = caf::atom_constant<caf::atom("cmp_swap")>;
 
 } // namespace rdmactor::transport

@@ -13,6 +13,7 @@
 #include <caf/expected.hpp>
 
 #include "common/errc.hpp"
+#include "common/error.hpp"
 #include "common/options.hpp"
 
 /// The fabric interface: a narrow, verbs-shaped view of an RDMA NIC.
@@ -73,9 +74,24 @@ enum class wc_opcode : uint8_t {
   send,
   rdma_write,
   rdma_read,
-  recv,              ///< a SEND arrived in a posted receive
-  recv_rdma_with_imm ///< an RDMA WRITE with immediate consumed a receive
+  recv,               ///< a SEND arrived in a posted receive
+  recv_rdma_with_imm, ///< an RDMA WRITE with immediate consumed a receive
+  atomic_fetch_add,   ///< IBV_WC_FETCH_ADD
+  atomic_comp_swap,   ///< IBV_WC_COMP_SWAP
 };
+
+/// An atomic operation on one 8-byte word of peer memory (see
+/// `queue_pair::post_atomic`).
+enum class atomic_op : uint8_t {
+  /// Adds `compare_add` to the word (wrapping); IBV_WR_ATOMIC_FETCH_AND_ADD.
+  fetch_add,
+  /// Stores `swap` if the word equals `compare_add`;
+  /// IBV_WR_ATOMIC_CMP_AND_SWP.
+  compare_swap,
+};
+
+/// Bytes of the word an atomic operation works on.
+constexpr uint32_t atomic_word_bytes = 8;
 
 /// One work completion, as `ibv_poll_cq` returns it.
 struct work_completion {
@@ -200,6 +216,35 @@ public:
                                uint64_t remote_addr, uint32_t rkey)
       = 0;
 
+  /// Posts an atomic `op` on the 8-byte word at `remote_addr` (8-byte
+  /// aligned) in the peer's registration `rkey`, which needs
+  /// `access::remote_atomic`; the word's value before the operation lands
+  /// in `local` (8 bytes of memory registered with local_write), as verbs
+  /// does, in host byte order.  The operation is atomic with respect to
+  /// every other atomic that reaches the same word through the peer's
+  /// device, not with respect to the peer's CPU or to RDMA WRITEs.  Always
+  /// signaled.  A violation on the peer (rkey, bounds, access, alignment)
+  /// completes it with `remote_access_error` (misalignment:
+  /// `remote_operation_error`) and the queue pair enters the error state.
+  /// Fails with `unsupported` where the device has no atomics (see
+  /// `device::supports_atomics`), `invalid_argument` for a `local` that is
+  /// not 8 bytes.  Caller: the owner.  The default implementation (fakes
+  /// in tests) says `unsupported`.
+  virtual caf::error post_atomic(uint64_t wr_id, const sge& local,
+                                 uint64_t remote_addr, uint32_t rkey,
+                                 atomic_op op, uint64_t compare_add,
+                                 uint64_t swap) {
+    static_cast<void>(wr_id);
+    static_cast<void>(local);
+    static_cast<void>(remote_addr);
+    static_cast<void>(rkey);
+    static_cast<void>(op);
+    static_cast<void>(compare_add);
+    static_cast<void>(swap);
+    return make_error(errc::unsupported,
+                      "this fabric's queue pairs have no atomic operations");
+  }
+
   /// Moves up to `max` completions into `out`; returns how many.  Never
   /// blocks.  Caller: the owner.
   virtual size_t poll_cq(work_completion* out, size_t max) = 0;
@@ -301,6 +346,14 @@ public:
   /// WRITEs and READs into several work requests.
   virtual uint64_t max_wr_bytes() const noexcept {
     return uint64_t{1} << 31;
+  }
+
+  /// Whether queue pairs of this device execute `post_atomic` (verbs:
+  /// `ibv_device_attr::atomic_cap` is not IBV_ATOMIC_NONE; soft: always).
+  /// Where false, verbs also refuses registrations with
+  /// `access::remote_atomic` (the memory pool drops that flag there).
+  virtual bool supports_atomics() const noexcept {
+    return false;
   }
 
   /// Registers `[addr, addr + length)` with `access` flags (see

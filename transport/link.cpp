@@ -67,6 +67,10 @@ const char* to_string(op_kind k) {
       return "RDMA write";
     case op_kind::read:
       return "RDMA read";
+    case op_kind::fetch_add:
+      return "atomic fetch-and-add";
+    case op_kind::compare_swap:
+      return "atomic compare-and-swap";
   }
   return "operation";
 }
@@ -101,6 +105,18 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   l.header_reg_ = std::move(*hreg);
   for (auto i = static_cast<int32_t>(l.send_queue_depth_); i > 0; --i)
     l.free_header_slots_.push_back(i - 1);
+  // Old values of atomics: registered only where the device has atomics.
+  if (l.dev_->supports_atomics()) {
+    l.atomic_mem_.resize(l.send_queue_depth_);
+    auto areg = l.dev_->register_memory(l.atomic_mem_.data(),
+                                        l.atomic_mem_.size() * sizeof(uint64_t),
+                                        access::local_write);
+    if (!areg)
+      return std::move(areg.error());
+    l.atomic_reg_ = std::move(*areg);
+    for (auto i = static_cast<int32_t>(l.send_queue_depth_); i > 0; --i)
+      l.free_atomic_slots_.push_back(i - 1);
+  }
   return result;
 }
 
@@ -122,6 +138,24 @@ caf::error link::refusal(op_kind kind, const std::vector<uint8_t>& header,
                       "more than 2^20 operations wait for the connection to "
                           + params_.peer + "; wait for some to finish");
   auto limit = size_t{params_.max_message_len_bytes};
+  if (is_atomic(kind)) {
+    if (!atomic_reg_)
+      return make_error(errc::unsupported,
+                        "the device " + dev_->name() + " (" + dev_->kind()
+                            + " fabric) has no atomic operations; use a "
+                              "device whose atomic_cap is not "
+                              "IBV_ATOMIC_NONE, or the soft fabric");
+    if (remote.len != atomic_word_bytes)
+      return make_error(errc::out_of_bounds,
+                        std::string{to_string(kind)}
+                            + " works on 8 bytes; the remote range has "
+                            + std::to_string(remote.len));
+    if (remote.addr % atomic_word_bytes != 0)
+      return make_error(errc::misaligned,
+                        std::string{to_string(kind)}
+                            + " needs an 8-byte aligned remote address");
+    return {};
+  }
   if (kind == op_kind::send) {
     if (header.size() > max_send_header_bytes)
       return make_error(errc::invalid_argument,
@@ -251,14 +285,31 @@ void link::try_post() {
           || (!op.header.empty() && free_header_slots_.empty()))
         break;
     }
-    auto signaled
-        = next_signaled(op.kind == op_kind::read || !next_can_follow());
+    // Atomics need a slot for their old value; one per send-queue entry,
+    // so there always is one here.
+    if (is_atomic(op.kind) && free_atomic_slots_.empty())
+      break;
+    auto signaled = next_signaled(op.kind == op_kind::read || is_atomic(op.kind)
+                                  || !next_can_follow());
     auto wr_id = next_wr_id_++;
     sge sg[2];
     size_t n = 0;
     int32_t slot = -1;
+    int32_t atomic_slot = -1;
     caf::error err;
-    if (op.kind == op_kind::send) {
+    if (is_atomic(op.kind)) {
+      atomic_slot = free_atomic_slots_.back();
+      free_atomic_slots_.pop_back();
+      auto* dst = atomic_mem_.data() + atomic_slot;
+      *dst = 0;
+      sge local{reinterpret_cast<uint64_t>(dst), atomic_word_bytes,
+                atomic_reg_->lkey()};
+      err = qp_->post_atomic(wr_id, local, op.remote.addr, op.remote.rkey,
+                             op.kind == op_kind::fetch_add
+                                 ? atomic_op::fetch_add
+                                 : atomic_op::compare_swap,
+                             op.compare_add, op.swap);
+    } else if (op.kind == op_kind::send) {
       if (!op.header.empty()) {
         slot = free_header_slots_.back();
         free_header_slots_.pop_back();
@@ -284,6 +335,8 @@ void link::try_post() {
     if (err) {
       if (slot >= 0)
         free_header_slots_.push_back(slot);
+      if (atomic_slot >= 0)
+        free_atomic_slots_.push_back(atomic_slot);
       auto cookie = op.cookie;
       queue_.pop_front();
       answer(cookie, err);
@@ -294,7 +347,7 @@ void link::try_post() {
     if (op.cookie != 0)
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
-                                    slot, op.cookie});
+                                    slot, op.cookie, atomic_slot});
     queue_.pop_front();
   }
 }
@@ -323,6 +376,29 @@ void link::maybe_return_credits() {
   }
   inflight_.push_back(
       inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1, uint64_t{0}});
+}
+
+void link::submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
+                         uint64_t swap, uint64_t cookie) {
+  if (down_) {
+    answer(cookie, failure_);
+    return;
+  }
+  if (!is_atomic(kind)) {
+    answer(cookie, make_error(errc::internal_error,
+                              "submit_atomic with a kind that is no atomic"));
+    return;
+  }
+  if (auto err = refusal(kind, {}, local_mr{}, remote)) {
+    answer(cookie, std::move(err));
+    return;
+  }
+  queued_op op{kind, {}, local_mr{}, remote, cookie};
+  op.compare_add = compare_add;
+  op.swap = swap;
+  queue_.push_back(std::move(op));
+  try_post();
+  reclaim();
 }
 
 // -- receiving ----------------------------------------------------------------
@@ -421,15 +497,27 @@ void link::finish(inflight_op& op, wc_status status) {
     --waited_;
   if (op.header_slot >= 0)
     free_header_slots_.push_back(op.header_slot);
+  uint64_t old_value = 0;
+  if (op.atomic_slot >= 0) {
+    old_value = atomic_mem_[static_cast<size_t>(op.atomic_slot)];
+    free_atomic_slots_.push_back(op.atomic_slot);
+  }
   if (status != wc_status::success) {
-    auto err = make_error(
-        to_errc(status), std::string{to_string(op.kind)} + " to " + params_.peer
-                             + " completed with " + to_string(status));
+    auto what = std::string{to_string(op.kind)} + " to " + params_.peer
+                + " completed with " + to_string(status);
+    if (is_atomic(op.kind) && status == wc_status::remote_access_error)
+      what += ": the peer refused the word (unknown rkey, outside the "
+              "region, or a region without remote-atomic access: the peer "
+              "must register it with access::remote_atomic); the "
+              "connection fails with it, as on verbs";
+    else if (is_atomic(op.kind) && status == wc_status::remote_operation_error)
+      what += ": the peer refused the request (a misaligned word?)";
+    auto err = make_error(to_errc(status), std::move(what));
     answer(op.cookie, err);
     fail(std::move(err));
     return;
   }
-  answer(op.cookie, op.bytes);
+  answer(op.cookie, is_atomic(op.kind) ? old_value : op.bytes);
 }
 
 void link::on_completion(const work_completion& wc) {

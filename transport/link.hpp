@@ -30,9 +30,15 @@ struct recv_pool;
 } // namespace detail
 
 /// What a link posts.
-enum class op_kind : uint8_t { send, write, read };
+enum class op_kind : uint8_t { send, write, read, fetch_add, compare_swap };
 
-/// "send", "RDMA write" or "RDMA read", for error messages.
+/// True for the atomic kinds.
+constexpr bool is_atomic(op_kind k) noexcept {
+  return k == op_kind::fetch_add || k == op_kind::compare_swap;
+}
+
+/// "send", "RDMA write", "RDMA read", "atomic fetch-and-add" or "atomic
+/// compare-and-swap", for error messages.
 const char* to_string(op_kind k);
 
 /// Receives what a link reports.  Every call happens on the owner's
@@ -44,7 +50,8 @@ public:
   virtual ~link_observer() = default;
 
   /// The operation submitted with `cookie` (never 0) finished: the bytes it
-  /// moved (header plus payload), or why it failed.  Exactly once per
+  /// moved (header plus payload; an atomic: the word's old value), or why
+  /// it failed.  Exactly once per
   /// cookie, also when the link goes down (`work_request_flushed`).
   virtual void on_done(uint64_t cookie, caf::expected<uint64_t> result) = 0;
 
@@ -107,6 +114,16 @@ public:
   /// cookie is answered with the failure at once.
   void submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
               mr_token remote, uint64_t cookie);
+
+  /// Queues an atomic `kind` (fetch_add or compare_swap) on the 8-byte word
+  /// `remote` names (len 8, addr 8-byte aligned: the caller checked; a
+  /// violation is refused with `misaligned` / `out_of_bounds`).  The old
+  /// value lands in a registered slot of the link and answers `cookie`
+  /// (never 0).  A device without atomics is refused with `unsupported`.
+  /// Like a READ, an atomic is always signaled; pending ones are flushed
+  /// like every other operation when the link goes down.
+  void submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
+                     uint64_t swap, uint64_t cookie);
 
   /// Handles every completion the CQ holds; returns how many.
   size_t poll();
@@ -204,6 +221,9 @@ private:
     /// Bytes of this operation already posted as pieces of their own (an
     /// RDMA operation over `max_wr_bytes_`); its answer reports them too.
     uint64_t posted_before = 0;
+    /// Atomics: the operands.
+    uint64_t compare_add = 0;
+    uint64_t swap = 0;
   };
 
   /// An operation posted to the QP, waiting for its completion (or for the
@@ -215,6 +235,7 @@ private:
     local_mr keep_alive; // payload must stay registered until completion
     int32_t header_slot; // -1: none
     uint64_t cookie;
+    int32_t atomic_slot = -1; // where an atomic's old value lands
   };
 
   link(device_ptr dev, std::shared_ptr<queue_pair> qp);
@@ -239,6 +260,11 @@ private:
   std::vector<uint8_t> header_mem_;
   std::unique_ptr<memory_region> header_reg_;
   std::vector<int32_t> free_header_slots_;
+  /// One 8-byte slot per send-queue entry for the old values of atomics,
+  /// registered with local_write (the device writes them).
+  std::vector<uint64_t> atomic_mem_;
+  std::unique_ptr<memory_region> atomic_reg_;
+  std::vector<int32_t> free_atomic_slots_;
   link_params params_;
   uint32_t send_queue_depth_ = 0;
   /// Bytes one work request moves at most on this device.

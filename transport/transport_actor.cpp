@@ -223,6 +223,22 @@ caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
   return rp;
 }
 
+/// Queues an atomic for a requester and returns its promise.
+caf::typed_response_promise<uint64_t>
+request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
+               uint64_t swap) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<uint64_t>();
+  st.path->submit_atomic(kind, word, compare_add, swap, st.replies.add(rp));
+  if (st.how.mode != completion_mode::event) {
+    on_posted(self);
+  } else if (st.path->armed() != link::armed_for::all) {
+    st.path->arm();
+    st.path->poll();
+  }
+  return rp;
+}
+
 /// Flushes what arrived before the subscription to `sub` (already stored
 /// in the state, strongly or weakly) and returns the link parameters.
 link_params subscribe(self_ptr self, const transport_subscriber& sub) {
@@ -306,6 +322,14 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
       },
       [self](read_atom, local_mr& dst, mr_token src) {
         return request_op(self, op_kind::read, {}, std::move(dst), src);
+      },
+      [self](fetch_add_atom, mr_token word, uint64_t add) {
+        return request_atomic(self, op_kind::fetch_add, word, add, 0);
+      },
+      [self](compare_swap_atom, mr_token word, uint64_t expected,
+             uint64_t desired) {
+        return request_atomic(self, op_kind::compare_swap, word, expected,
+                              desired);
       },
       [self](subscribe_atom, transport_subscriber& sub) {
         self->state.weak_subscriber.reset();

@@ -42,6 +42,11 @@ using transport_subscriber
 ///   sender; it fails the connection with the reason rather than vanish.
 /// - `(write_atom, src, dst) -> bytes`: RDMA WRITE of `src` to `dst`.
 /// - `(read_atom, dst, src) -> bytes`: RDMA READ of `src` into `dst`.
+/// - `(fetch_add_atom, word, add) -> old`, `(compare_swap_atom, word,
+///   expected, desired) -> old`: an atomic on the 8-byte word `word` names
+///   (len 8, 8-byte aligned); the answer is the word's value before it.
+///   Refused with `unsupported` on a device without atomics, `misaligned`
+///   / `out_of_bounds` for a bad word (see `link::submit_atomic`).
 /// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
 ///   flushes messages that arrived before.  The transport holds it (a
 ///   strong handle): it lives at least as long as the transport.
@@ -69,6 +74,9 @@ using transport_actor = caf::typed_actor<
     caf::reacts_to<post_atom, std::vector<uint8_t>, local_mr>,
     caf::replies_to<write_atom, local_mr, mr_token>::with<uint64_t>,
     caf::replies_to<read_atom, local_mr, mr_token>::with<uint64_t>,
+    caf::replies_to<fetch_add_atom, mr_token, uint64_t>::with<uint64_t>,
+    caf::replies_to<compare_swap_atom, mr_token, uint64_t,
+                    uint64_t>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
     caf::replies_to<subscribe_weak_atom,
                     transport_subscriber>::with<link_params>,

@@ -52,7 +52,9 @@ bool parse_size_list(const std::string& str, std::vector<uint64_t>& out) {
 
 bench_config::bench_config() {
   caf::config_option_adder{custom_options_, "global"}
-      .add(op, "op", "send, write, read, raw or connect (default: send)")
+      .add(op, "op",
+           "send, write, read, raw, fetch_add, cas or connect (default: "
+           "send)")
       .add(mode, "mode", "lat (ping-pong) or bw (window) (default: lat)")
       .add(size, "size",
            "payload bytes, e.g. 8, 4K, 1M (default: 8 for "
@@ -136,8 +138,9 @@ run_spec bench_plan::spec_for(uint64_t size) const {
 caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   bench_plan plan;
   if (!parse_op(cfg.op, plan.op))
-    return bad("--op must be send, write, read, raw or connect (got '" + cfg.op
-               + "')");
+    return bad("--op must be send, write, read, raw, fetch_add, cas or "
+               "connect (got '"
+               + cfg.op + "')");
   if (!parse_mode(cfg.mode, plan.mode))
     return bad("--mode must be lat or bw (got '" + cfg.mode + "')");
   if (!cfg.size.empty() && !cfg.sizes.empty())
@@ -154,15 +157,19 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
                  + "')");
     plan.sizes.push_back(x);
   } else {
-    plan.sizes.push_back(plan.mode == bench_mode::lat ? 8 : 64 * 1024);
+    plan.sizes.push_back(
+        plan.mode == bench_mode::lat || is_atomic(plan.op) ? 8 : 64 * 1024);
   }
+  if (is_atomic(plan.op) && (plan.sizes.size() != 1 || plan.sizes.front() != 8))
+    return bad("--op=" + cfg.op
+               + " works on one 8-byte word: give --size=8 or no size");
   if (cfg.window == 0)
     return bad("--window must be at least 1");
   if (!cfg.baseline.empty() && cfg.baseline != "caf-io")
     return bad("--baseline must be caf-io (got '" + cfg.baseline + "')");
-  if (!cfg.baseline.empty() && plan.op == bench_op::raw)
-    return bad("the caf-io baseline has no raw counterpart; use --op=send, "
-               "write or read");
+  if (!cfg.baseline.empty() && (plan.op == bench_op::raw || is_atomic(plan.op)))
+    return bad("the caf-io baseline has no raw or atomic counterpart; use "
+               "--op=send, write or read");
   if (!cfg.listen.empty() && !cfg.connect.empty())
     return bad("give --listen or --connect, not both");
   if (cfg.timeout_ms == 0)

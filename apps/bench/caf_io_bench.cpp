@@ -107,10 +107,10 @@ caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
   auto& st = self->state;
   st.server = std::move(server);
   st.run = run_progress{spec, std::move(chan)};
-  if (spec.op == bench_op::raw) {
+  if (spec.op == bench_op::raw || is_atomic(spec.op)) {
     fail(self, make_error(errc::invalid_argument,
-                          "the caf-io baseline has no raw counterpart; use "
-                          "send, write or read"));
+                          "the caf-io baseline has no raw or atomic "
+                          "counterpart; use send, write or read"));
     return {};
   }
   if (spec.op != bench_op::read)

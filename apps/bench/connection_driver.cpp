@@ -52,7 +52,7 @@ void maybe_finish(driver_ptr self) {
 
 void issue(driver_ptr self);
 
-/// Completion of one write, read or (bw) send_data.
+/// Completion of one write, read, atomic or (bw) send_data.
 void on_done(driver_ptr self, clock_type::time_point t0) {
   auto& run = self->state.run;
   if (run.done())
@@ -66,7 +66,7 @@ void on_done(driver_ptr self, clock_type::time_point t0) {
     issue(self);
 }
 
-/// Issues one write, read or (bw) send_data.
+/// Issues one write, read, atomic or (bw) send_data.
 void issue(driver_ptr self) {
   auto& st = self->state;
   st.run.issued();
@@ -81,6 +81,18 @@ void issue(driver_ptr self) {
     case bench_op::read:
       self->request(st.conn, st.run.spec().op_timeout, read_atom::value,
                     st.local, st.remote)
+          .then(done, on_error(self));
+      break;
+    case bench_op::fetch_add:
+      self->request(st.conn, st.run.spec().op_timeout, fetch_add_atom::value,
+                    st.remote, uint64_t{1})
+          .then(done, on_error(self));
+      break;
+    case bench_op::cas:
+      // Compares with 0 and swaps in 0: the word stays 0, so every CAS
+      // succeeds and does the full work (compare, store, old value).
+      self->request(st.conn, st.run.spec().op_timeout, compare_swap_atom::value,
+                    st.remote, uint64_t{0}, uint64_t{0})
           .then(done, on_error(self));
       break;
     default:

@@ -15,15 +15,18 @@ Operations (--op): send = connection send_data, taken by the peer as a
 data subscriber (subscribe_data: chunks pushed, as CAF io pushes
 messages; agent protocol); write, read = one-sided RDMA on a remote_mr from
 request_remote_mr; raw = transport actor sends without the agent;
+fetch_add, cas = one-sided atomics on the first 8-byte word of a remote_mr
+from request_remote_mr (fetch_add adds 1; cas compares with 0 and swaps
+in 0; size 8 only).
 connect = scale: --peers connections opened one after another (connect
 times), held --hold-ms, 8 bytes echoed on each, then closed, with this
 process's threads, RSS, registered bytes and fds while holding (a --listen
 server prints its own whenever they change). --idle-peers=N opens N idle
 connections before a send, write or read run.
 Modes (--mode): lat = one at a time (send and raw: ping-pong, half the
-round trip as perftest reports it; write and read: completion time of one
-operation); bw = --window outstanding operations, MB/s (MB = 2^20 bytes,
-as perftest) and operations/s.
+round trip as perftest reports it; write, read, fetch_add and cas:
+completion time of one operation); bw = --window outstanding operations,
+MB/s (MB = 2^20 bytes, as perftest) and operations/s.
 
 Without --listen/--connect both nodes run in this process. Two processes:
   rdmactor-bench --listen=127.0.0.1:7480 &

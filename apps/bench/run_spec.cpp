@@ -12,6 +12,10 @@ const char* to_string(bench_op x) noexcept {
       return "read";
     case bench_op::raw:
       return "raw";
+    case bench_op::fetch_add:
+      return "fetch_add";
+    case bench_op::cas:
+      return "cas";
     case bench_op::connect:
       return "connect";
   }
@@ -23,8 +27,9 @@ const char* to_string(bench_mode x) noexcept {
 }
 
 bool parse_op(const std::string& str, bench_op& out) noexcept {
-  for (auto op : {bench_op::send, bench_op::write, bench_op::read,
-                  bench_op::raw, bench_op::connect}) {
+  for (auto op :
+       {bench_op::send, bench_op::write, bench_op::read, bench_op::raw,
+        bench_op::fetch_add, bench_op::cas, bench_op::connect}) {
     if (str == to_string(op)) {
       out = op;
       return true;

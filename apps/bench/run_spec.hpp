@@ -8,12 +8,19 @@ namespace rdmactor::bench {
 
 /// The operation a run measures.
 enum class bench_op {
-  send,    ///< connection send_data, pushed to the peer's data subscriber
-  write,   ///< connection write to a remote_mr (one-sided)
-  read,    ///< connection read from a remote_mr (one-sided)
-  raw,     ///< transport actor send, no agent (header + payload per message)
-  connect, ///< --peers connections opened, held, echoed once, closed
+  send,      ///< connection send_data, pushed to the peer's data subscriber
+  write,     ///< connection write to a remote_mr (one-sided)
+  read,      ///< connection read from a remote_mr (one-sided)
+  raw,       ///< transport actor send, no agent (header + payload per message)
+  fetch_add, ///< connection fetch_add on a word of a remote_mr (8 bytes)
+  cas,       ///< connection compare_swap on a word of a remote_mr (8 bytes)
+  connect,   ///< --peers connections opened, held, echoed once, closed
 };
+
+/// True for fetch_add and cas (one 8-byte word per operation).
+constexpr bool is_atomic(bench_op x) noexcept {
+  return x == bench_op::fetch_add || x == bench_op::cas;
+}
 
 /// How a run drives its operation.
 enum class bench_mode {
@@ -21,7 +28,7 @@ enum class bench_mode {
   bw,  ///< a window of outstanding operations
 };
 
-/// Returns "send", "write", "read", "raw" or "connect".
+/// Returns "send", "write", "read", "raw", "fetch_add", "cas" or "connect".
 const char* to_string(bench_op x) noexcept;
 
 /// Returns "lat" or "bw".

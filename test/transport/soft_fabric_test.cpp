@@ -21,22 +21,40 @@
 
 #include "common/logging.hpp"
 #include "test/transport/fabric_fixture.hpp"
+#include "transport/soft/atomics.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/outbound_stream.hpp"
+#include "transport/soft/protection_domain.hpp"
 #include "transport/soft/soft_fabric.hpp"
 #include "transport/soft/wire.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;
+using transport::atomic_op;
 using transport::conn_params;
 using transport::sge;
 using transport::wc_opcode;
 using transport::wc_status;
 using transport::work_completion;
 using transport::access::local_write;
+using transport::access::remote_atomic;
 using transport::access::remote_read;
 using transport::access::remote_write;
+
+namespace {
+
+constexpr uint32_t rwa
+    = local_write | remote_write | remote_read | remote_atomic;
+
+/// Reads the 8-byte word at `p`.
+uint64_t word_at(const uint8_t* p) {
+  uint64_t x = 0;
+  std::memcpy(&x, p, 8);
+  return x;
+}
+
+} // namespace
 namespace soft = rdmactor::transport::soft;
 namespace wire = rdmactor::transport::soft::wire;
 
@@ -1650,6 +1668,243 @@ BOOST_AUTO_TEST_CASE(registration_rules) {
   BOOST_TEST(!soft::open_device(bad));
   BOOST_TEST(code_of(dev->listen("127.0.0.1", 0, conn_params{0, 16}).error())
              == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- atomics: the responder's validation and atomicity -----------------------
+
+BOOST_AUTO_TEST_SUITE(soft_atomics)
+
+BOOST_AUTO_TEST_CASE(the_unit_executes_fetch_add_and_compare_swap) {
+  soft::protection_domain pd;
+  alignas(8) std::array<uint8_t, 64> mem{};
+  auto reg = pd.add(mem.data(), mem.size(), rwa);
+  BOOST_REQUIRE(reg);
+  soft::atomic_unit unit;
+  auto at = reinterpret_cast<uint64_t>(mem.data()) + 8;
+  auto r = unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at, 5, 0);
+  BOOST_TEST(r.status == wc_status::success);
+  BOOST_TEST(r.old_value == 0u);
+  r = unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at, 7, 0);
+  BOOST_TEST(r.old_value == 5u);
+  BOOST_TEST(word_at(mem.data() + 8) == 12u);
+  // Wraps around.
+  r = unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at, ~uint64_t{0}, 0);
+  BOOST_TEST(word_at(mem.data() + 8) == 11u);
+  // CAS: a mismatch leaves the word; a match swaps.
+  r = unit.execute(pd, atomic_op::compare_swap, (*reg)->rkey, at, 3, 99);
+  BOOST_TEST(r.status == wc_status::success);
+  BOOST_TEST(r.old_value == 11u);
+  BOOST_TEST(word_at(mem.data() + 8) == 11u);
+  r = unit.execute(pd, atomic_op::compare_swap, (*reg)->rkey, at, 11, 99);
+  BOOST_TEST(r.old_value == 11u);
+  BOOST_TEST(word_at(mem.data() + 8) == 99u);
+  // The neighbours are untouched.
+  BOOST_TEST(word_at(mem.data()) == 0u);
+  BOOST_TEST(word_at(mem.data() + 16) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_unit_refuses_what_a_nic_refuses_and_touches_nothing) {
+  soft::protection_domain pd;
+  alignas(8) std::array<uint8_t, 64> mem{};
+  mem.fill(0x5C);
+  alignas(8) std::array<uint8_t, 64> plain{};
+  auto reg = pd.add(mem.data(), mem.size(), rwa);
+  auto no_atomic
+      = pd.add(plain.data(), plain.size(), local_write | remote_write);
+  BOOST_REQUIRE(reg);
+  BOOST_REQUIRE(no_atomic);
+  soft::atomic_unit unit;
+  auto base = reinterpret_cast<uint64_t>(mem.data());
+  auto rkey = (*reg)->rkey;
+  struct bad_case {
+    const char* what;
+    uint32_t rkey;
+    uint64_t addr;
+    wc_status expect;
+  };
+  const bad_case cases[] = {
+      {"unknown rkey", rkey ^ 0x5A5A5A5Au, base,
+       wc_status::remote_access_error},
+      {"lkey as rkey", (*reg)->lkey, base, wc_status::remote_access_error},
+      {"past the end", rkey, base + 64, wc_status::remote_access_error},
+      {"straddles the end", rkey, base + 60, wc_status::remote_access_error},
+      {"before the start", rkey, base - 8, wc_status::remote_access_error},
+      {"address wraps", rkey, ~uint64_t{0} - 3, wc_status::remote_access_error},
+      {"misaligned", rkey, base + 4, wc_status::remote_operation_error},
+      {"no remote_atomic", (*no_atomic)->rkey,
+       reinterpret_cast<uint64_t>(plain.data()),
+       wc_status::remote_access_error},
+  };
+  for (auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      for (auto op : {atomic_op::fetch_add, atomic_op::compare_swap}) {
+        auto r = unit.execute(pd, op, c.rkey, c.addr, 0x5C5C5C5C5C5C5C5Cu, 1);
+        BOOST_TEST(r.status == c.expect);
+        BOOST_TEST(r.why != nullptr);
+      }
+    }
+  }
+  BOOST_TEST(all_bytes(mem.data(), mem.size(), 0x5C));
+  BOOST_TEST(all_bytes(plain.data(), plain.size(), 0));
+  // Deregistered: refused as well.
+  pd.remove(*reg);
+  auto r = unit.execute(pd, atomic_op::fetch_add, rkey, base, 1, 0);
+  BOOST_TEST(r.status == wc_status::remote_access_error);
+  BOOST_TEST(all_bytes(mem.data(), mem.size(), 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(the_unit_is_atomic_across_threads) {
+  soft::protection_domain pd;
+  alignas(8) std::array<uint8_t, 64> mem{};
+  auto reg = pd.add(mem.data(), mem.size(), rwa);
+  BOOST_REQUIRE(reg);
+  soft::atomic_unit unit;
+  auto at = reinterpret_cast<uint64_t>(mem.data());
+  constexpr int threads = 4;
+  constexpr int per_thread = 20000;
+  std::vector<std::thread> ts;
+  std::atomic<int> cas_wins{0};
+  for (int i = 0; i < threads; ++i)
+    ts.emplace_back([&, i] {
+      for (int k = 0; k < per_thread; ++k) {
+        unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at, 1, 0);
+        // A CAS of the second word from k to k + 1: exactly one thread
+        // wins each step.
+        auto r = unit.execute(pd, atomic_op::compare_swap, (*reg)->rkey, at + 8,
+                              uint64_t(k), uint64_t(k + 1));
+        if (r.old_value == uint64_t(k))
+          ++cas_wins;
+      }
+      static_cast<void>(i);
+    });
+  for (auto& t : ts)
+    t.join();
+  auto total = unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at, 0, 0);
+  BOOST_TEST(total.old_value == uint64_t{threads} * per_thread);
+  auto second
+      = unit.execute(pd, atomic_op::fetch_add, (*reg)->rkey, at + 8, 0, 0);
+  BOOST_TEST(second.old_value == uint64_t(cas_wins.load()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(hostile_peer)
+
+namespace {
+
+/// Sends an atomic request frame with its operands.
+void send_atomic(raw_socket& raw, wire::frame_type type, uint32_t seq,
+                 uint64_t addr, uint32_t rkey, uint64_t compare_add,
+                 uint64_t swap, uint32_t length = 8) {
+  wire::header h;
+  h.type = type;
+  h.seq = seq;
+  h.length = length;
+  h.addr = addr;
+  h.rkey = rkey;
+  std::array<uint8_t, wire::atomic_operand_bytes> ops{};
+  wire::put_u64(ops.data(), compare_add);
+  wire::put_u64(ops.data() + 8, swap);
+  raw.send_frame(h, ops.data(), ops.size());
+}
+
+/// Expects an atomic_response carrying `old`.
+void expect_old_value(raw_socket& raw, uint64_t old) {
+  auto resp = raw.read_header();
+  BOOST_REQUIRE(resp);
+  BOOST_REQUIRE((resp->type == wire::frame_type::atomic_response));
+  BOOST_TEST(resp->length == 8u);
+  std::array<uint8_t, 8> bytes{};
+  BOOST_REQUIRE(raw.read_exact(bytes.data(), 8, 2s));
+  BOOST_TEST(wire::get_u64(bytes.data()) == old);
+}
+
+/// Expects a NAK with `st`, the end of the connection, and the QP failed.
+void expect_nak(raw_session& s, wc_status st) {
+  auto nak = s.raw->read_header();
+  BOOST_REQUIRE(nak);
+  BOOST_TEST((nak->type == wire::frame_type::nak));
+  BOOST_TEST(nak->status == st);
+  BOOST_TEST(s.raw->wait_closed(3s));
+  BOOST_TEST(wait_error(*s.qp));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(atomic_frames_get_the_old_value) {
+  raw_session s;
+  auto word = make_buffer(*s.dev, 64, local_write | remote_atomic);
+  auto rkey = word.mr->rkey();
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 0, word.addr(8), rkey, 40,
+              0);
+  expect_old_value(*s.raw, 0);
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 1, word.addr(8), rkey, 2, 0);
+  expect_old_value(*s.raw, 40);
+  send_atomic(*s.raw, wire::frame_type::compare_swap, 2, word.addr(8), rkey, 41,
+              7);
+  expect_old_value(*s.raw, 42);
+  send_atomic(*s.raw, wire::frame_type::compare_swap, 3, word.addr(8), rkey, 42,
+              7);
+  expect_old_value(*s.raw, 42);
+  BOOST_TEST(word_at(word.data() + 8) == 7u);
+  BOOST_TEST(!s.qp->in_error());
+}
+
+BOOST_AUTO_TEST_CASE(an_atomic_with_a_bad_rkey_is_nakked) {
+  raw_session s;
+  auto word = make_buffer(*s.dev, 64, local_write | remote_atomic, 0x5C);
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 0, word.addr(),
+              word.mr->rkey() + 1, 1, 0);
+  expect_nak(s, wc_status::remote_access_error);
+  BOOST_TEST(all_bytes(word.data(), 64, 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(an_atomic_on_memory_without_remote_atomic_is_nakked) {
+  raw_session s;
+  // s.mem: local_write | remote_write | remote_read.
+  send_atomic(*s.raw, wire::frame_type::compare_swap, 0, s.mem.addr(),
+              s.mem.mr->rkey(), 0x5C5C5C5C5C5C5C5Cu, 1);
+  expect_nak(s, wc_status::remote_access_error);
+  BOOST_TEST(all_bytes(s.mem.data(), 4096, 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(an_atomic_outside_the_region_is_nakked) {
+  raw_session s;
+  auto word = make_buffer(*s.dev, 64, local_write | remote_atomic, 0x5C);
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 0, word.addr(64),
+              word.mr->rkey(), 1, 0);
+  expect_nak(s, wc_status::remote_access_error);
+  BOOST_TEST(all_bytes(word.data(), 64, 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(a_misaligned_atomic_is_nakked) {
+  raw_session s;
+  auto word = make_buffer(*s.dev, 64, local_write | remote_atomic, 0x5C);
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 0, word.addr(4),
+              word.mr->rkey(), 1, 0);
+  expect_nak(s, wc_status::remote_operation_error);
+  BOOST_TEST(all_bytes(word.data(), 64, 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(an_atomic_of_another_length_is_a_violation) {
+  raw_session s;
+  auto word = make_buffer(*s.dev, 64, local_write | remote_atomic, 0x5C);
+  send_atomic(*s.raw, wire::frame_type::fetch_add, 0, word.addr(),
+              word.mr->rkey(), 1, 0, 16);
+  s.expect_violation();
+  BOOST_TEST(all_bytes(word.data(), 64, 0x5C));
+}
+
+BOOST_AUTO_TEST_CASE(an_atomic_response_without_an_atomic) {
+  raw_session s;
+  wire::header h;
+  h.type = wire::frame_type::atomic_response;
+  h.length = 8;
+  uint64_t x = 5;
+  s.raw->send_frame(h, &x, 8);
+  s.expect_violation();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

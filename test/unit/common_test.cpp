@@ -265,6 +265,22 @@ BOOST_AUTO_TEST_CASE(access_flag_sets_use_separate_arenas) {
   BOOST_TEST(a->rkey() != b->rkey());
 }
 
+BOOST_AUTO_TEST_CASE(peer_allocations_never_share_arenas_with_user_ones) {
+  // Same flags, different owners: an rkey lent for an AllocMR region must
+  // not open user memory.
+  auto user = pool->allocate(64, 64, transport::access::all);
+  auto peer = pool->allocate(64, 64, transport::access::all, true,
+                             memory_pool::owner::peers);
+  auto peer2 = pool->allocate(64, 64, transport::access::all, true,
+                              memory_pool::owner::peers);
+  BOOST_REQUIRE(user);
+  BOOST_REQUIRE(peer);
+  BOOST_REQUIRE(peer2);
+  BOOST_TEST(pool->stats().arenas == 2u);
+  BOOST_TEST(user->rkey() != peer->rkey());
+  BOOST_TEST(peer->rkey() == peer2->rkey());
+}
+
 BOOST_AUTO_TEST_CASE(invalid_layouts_are_refused) {
   BOOST_TEST(code_of(pool->allocate(8, 0, 0).error()) == errc::invalid_layout);
   BOOST_TEST(code_of(pool->allocate(8, 12, 0).error()) == errc::invalid_layout);

@@ -184,6 +184,20 @@ BOOST_AUTO_TEST_CASE(a_send_carries_header_then_payload_and_reports_bytes) {
   BOOST_TEST(f.peer->protection_errors == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(atomics_on_a_device_without_them_are_refused) {
+  fixture f; // the fake device has no atomics (supports_atomics: false)
+  BOOST_REQUIRE(!f.dev->supports_atomics());
+  f.l->submit_atomic(op_kind::fetch_add, mr_token{0x1000, 8, 5}, 1, 0, 7);
+  f.l->submit_atomic(op_kind::compare_swap, mr_token{0x1000, 8, 5}, 0, 1, 8);
+  BOOST_REQUIRE(f.rec.dones.size() == 2u);
+  BOOST_TEST(code(f.rec.dones[0].result) == errc::unsupported);
+  BOOST_TEST(code(f.rec.dones[1].result) == errc::unsupported);
+  BOOST_TEST(render(f.rec.dones[0].result.error()).find("atomic")
+             != std::string::npos);
+  BOOST_TEST(f.peer->sent.empty());
+  BOOST_TEST(!f.l->down()); // a refusal, not a failure
+}
+
 BOOST_AUTO_TEST_CASE(one_sided_operations_check_lengths_locally) {
   fixture f;
   buffer local{*f.dev, 64};

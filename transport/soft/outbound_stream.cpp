@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -9,16 +10,25 @@
 namespace rdmactor::transport::soft {
 
 void outbound_stream::push(wire::header h, const range_list& payload,
-                           time_point now) {
+                           time_point now, const uint8_t* inline_bytes) {
   frame f;
   h.seq = next_seq_++;
   f.hdr = h;
   wire::encode(h, f.bytes.data());
+  if (wire::is_atomic(h.type) || h.type == wire::frame_type::atomic_response) {
+    auto n = wire::payload_bytes(h);
+    if (inline_bytes != nullptr)
+      std::memcpy(f.bytes.data() + wire::header_size, inline_bytes, n);
+    else
+      std::memset(f.bytes.data() + wire::header_size, 0, n);
+    f.bytes_len = wire::header_size + n;
+  } else {
+    f.payload = payload;
+  }
   if (faults_.corrupt_frame && ++fault_frames_ == *faults_.corrupt_frame) {
     wire::corrupt(f.bytes.data());
     f.corrupted = true;
   }
-  f.payload = payload;
   f.total = wire::header_size + wire::payload_bytes(h);
   f.not_before = now + faults_.delay;
   if (!wire::is_request(h.type))
@@ -67,7 +77,7 @@ outbound_stream::pump_result outbound_stream::pump(int fd, time_point now) {
       ++niov;
       left -= k;
     };
-    add(f.bytes.data(), f.bytes.size());
+    add(f.bytes.data(), f.bytes_len);
     for (size_t i = 0; i < f.payload.size; ++i) {
       auto before = niov;
       add(f.payload.items[i].ptr, f.payload.items[i].len);
@@ -135,6 +145,7 @@ bool outbound_stream::abort(bool keep_responses) {
       f.hdr = ack;
       f.payload = range_list{};
       f.total = wire::header_size;
+      f.bytes_len = wire::header_size;
     }
     ++responses_;
     f.hdr.seq = seq++;

@@ -44,8 +44,11 @@ public:
   };
 
   /// Appends a frame: assigns its sequence number and encodes `h`.  The
-  /// payload ranges must cover `wire::payload_bytes(h)` bytes.
-  void push(wire::header h, const range_list& payload, time_point now);
+  /// payload ranges must cover `wire::payload_bytes(h)` bytes, except for
+  /// the frames of atomics (requests and responses), whose payload is
+  /// `inline_bytes[0..wire::payload_bytes(h))`, copied.
+  void push(wire::header h, const range_list& payload, time_point now,
+            const uint8_t* inline_bytes = nullptr);
 
   /// Writes frames until done or stopped; see `pump_status`.
   pump_result pump(int fd, time_point now);
@@ -80,7 +83,9 @@ public:
 private:
   struct frame {
     wire::header hdr;
-    std::array<uint8_t, wire::header_size> bytes;
+    /// The header, then the inline payload of an atomic frame.
+    std::array<uint8_t, wire::header_size + wire::atomic_operand_bytes> bytes;
+    size_t bytes_len = wire::header_size;
     range_list payload;
     uint64_t total = 0;
     uint64_t sent = 0;

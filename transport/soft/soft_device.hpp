@@ -7,6 +7,7 @@
 
 #include "common/options.hpp"
 #include "transport/fabric.hpp"
+#include "transport/soft/atomics.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/protection_domain.hpp"
 #include "transport/soft/soft_queue_pair.hpp"
@@ -40,6 +41,11 @@ public:
     return "soft0";
   }
 
+  /// True: the device's `atomic_unit` executes inbound atomics.
+  bool supports_atomics() const noexcept override {
+    return true;
+  }
+
   caf::expected<std::unique_ptr<memory_region>>
   register_memory(void* addr, size_t length, uint32_t access) override;
 
@@ -54,6 +60,12 @@ public:
   /// Returns the protection domain.
   protection_domain& pd() noexcept {
     return pd_;
+  }
+
+  /// Returns what executes the atomics peers send to this device (all its
+  /// queue pairs share it).
+  atomic_unit& atomics() noexcept {
+    return atomics_;
   }
 
   /// Returns the options the device was opened with.
@@ -85,6 +97,7 @@ private:
 
   const options opts_;
   protection_domain pd_;
+  atomic_unit atomics_;
   mutable std::mutex faults_mtx_;
   fault_plan faults_;
   mutable std::mutex loops_mtx_;

@@ -1,6 +1,7 @@
 #include "transport/soft/soft_queue_pair.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <shared_mutex>
@@ -123,7 +124,8 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
                                          bool signaled, const wire::header& h,
                                          bool local_ok,
                                          const range_list& payload,
-                                         const range_list& read_into) {
+                                         const range_list& read_into,
+                                         const uint8_t* inline_bytes) {
   std::lock_guard<std::mutex> guard{mutex_};
   if (phase_.load() != phase::running)
     return qp_error();
@@ -154,7 +156,7 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
   }
   auto frame = h;
   frame.acks = take_owed_acks_locked();
-  tx_.push(frame, payload, now);
+  tx_.push(frame, payload, now, inline_bytes);
   pump_locked(now);
   if (!tx_.empty())
     wake();
@@ -246,6 +248,30 @@ caf::error soft_queue_pair::post_read(uint64_t wr_id, const sge* sg, size_t n,
   h.addr = remote_addr;
   h.rkey = rkey;
   return post_request(wr_id, wc_opcode::rdma_read, true, h, ok, {}, into);
+}
+
+caf::error soft_queue_pair::post_atomic(uint64_t wr_id, const sge& local,
+                                        uint64_t remote_addr, uint32_t rkey,
+                                        atomic_op op, uint64_t compare_add,
+                                        uint64_t swap) {
+  if (local.length != atomic_word_bytes)
+    return make_error(errc::invalid_argument,
+                      "an atomic's local buffer takes exactly 8 bytes, got "
+                          + std::to_string(local.length));
+  range_list into;
+  bool ok = resolve_local(&local, 1, access::local_write, into);
+  wire::header h;
+  h.type = op == atomic_op::fetch_add ? wire::frame_type::fetch_add
+                                      : wire::frame_type::compare_swap;
+  h.length = atomic_word_bytes;
+  h.addr = remote_addr;
+  h.rkey = rkey;
+  std::array<uint8_t, wire::atomic_operand_bytes> operands;
+  wire::put_u64(operands.data(), compare_add);
+  wire::put_u64(operands.data() + 8, swap);
+  auto opcode = op == atomic_op::fetch_add ? wc_opcode::atomic_fetch_add
+                                           : wc_opcode::atomic_comp_swap;
+  return post_request(wr_id, opcode, true, h, ok, {}, into, operands.data());
 }
 
 // -- completion queue
@@ -356,7 +382,8 @@ void soft_queue_pair::pump_locked(time_point now) {
 }
 
 void soft_queue_pair::respond_locked(wire::header h, const range_list& payload,
-                                     time_point now) {
+                                     time_point now,
+                                     const uint8_t* inline_bytes) {
   // The ACKs owed go first: in the ACK itself, or ahead of another answer.
   if (h.type == wire::frame_type::ack)
     h.length += take_owed_acks_locked();
@@ -370,7 +397,7 @@ void soft_queue_pair::respond_locked(wire::header h, const range_list& payload,
   }
   if (tx_.empty() && outstanding_.empty())
     note_progress(now);
-  tx_.push(h, payload, now);
+  tx_.push(h, payload, now, inline_bytes);
   // The loop writes the answers to one batch of inbound frames at once.
   if (std::this_thread::get_id() == loop_id_ && batching_responses_)
     return;
@@ -413,8 +440,10 @@ bool soft_queue_pair::on_acks_locked(uint32_t n) {
       return false;
     }
     auto& front = outstanding_.front();
-    if (front.opcode == wc_opcode::rdma_read) {
-      violation_locked("an ACK answered an RDMA READ");
+    if (front.opcode == wc_opcode::rdma_read
+        || front.opcode == wc_opcode::atomic_fetch_add
+        || front.opcode == wc_opcode::atomic_comp_swap) {
+      violation_locked("an ACK answered an RDMA READ or an atomic");
       return false;
     }
     auto done = std::move(front);
@@ -565,10 +594,41 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
       respond_locked(resp, src, now);
       return;
     }
+    case wire::frame_type::fetch_add:
+    case wire::frame_type::compare_swap:
+      if (req.payload.size() != wire::atomic_operand_bytes) {
+        violation_locked("internal: an atomic's operands are missing");
+        return;
+      }
+      execute_atomic_locked(h, req.payload.data(), now);
+      return;
     default:
       violation_locked("buffered a frame that is not a request");
       return;
   }
+}
+
+void soft_queue_pair::execute_atomic_locked(const wire::header& h,
+                                            const uint8_t* operands,
+                                            time_point now) {
+  auto op = h.type == wire::frame_type::fetch_add ? atomic_op::fetch_add
+                                                  : atomic_op::compare_swap;
+  auto res = dev_->atomics().execute(dev_->pd(), op, h.rkey, h.addr,
+                                     wire::get_u64(operands),
+                                     wire::get_u64(operands + 8));
+  if (res.status != wc_status::success) {
+    fail_locked({std::string{"inbound atomic on "} + std::to_string(h.addr)
+                     + " (rkey " + std::to_string(h.rkey)
+                     + ") refused: " + res.why,
+                 wc_status::work_request_flushed, res.status});
+    return;
+  }
+  wire::header resp;
+  resp.type = wire::frame_type::atomic_response;
+  resp.length = wire::atomic_result_bytes;
+  std::array<uint8_t, wire::atomic_result_bytes> old;
+  wire::put_u64(old.data(), res.old_value);
+  respond_locked(resp, {}, now, old.data());
 }
 
 void soft_queue_pair::fail_locked(failure f) {

@@ -61,7 +61,11 @@ class soft_device;
 /// the rkey (bounds, remote_write / remote_read); a violation touches no
 /// memory, the requester gets `remote_access_error` and both sides enter
 /// the error state.  Zero-length WRITE and READ skip the rkey check, as in
-/// InfiniBand.
+/// InfiniBand.  An inbound atomic (fetch_add, compare_swap) waits behind
+/// earlier requests like any other, then runs in the device's
+/// `atomic_unit` (atomics.hpp: atomic across every queue pair of the
+/// device), which checks rkey, bounds, remote_atomic and alignment; a
+/// violation answers a NAK and both sides enter the error state.
 ///
 /// Error state.  Entered on `close()`, peer disconnect or death, a protocol
 /// violation, a NAK (either direction), the RNR timer, the transport timer
@@ -118,6 +122,10 @@ public:
 
   caf::error post_read(uint64_t wr_id, const sge* sg, size_t n,
                        uint64_t remote_addr, uint32_t rkey) override;
+
+  caf::error post_atomic(uint64_t wr_id, const sge& local, uint64_t remote_addr,
+                         uint32_t rkey, atomic_op op, uint64_t compare_add,
+                         uint64_t swap) override;
 
   size_t poll_cq(work_completion* out, size_t max) override;
 
@@ -222,7 +230,8 @@ private:
   caf::error post_request(uint64_t wr_id, wc_opcode opcode, bool signaled,
                           const wire::header& h, bool local_ok,
                           const range_list& payload,
-                          const range_list& read_into);
+                          const range_list& read_into,
+                          const uint8_t* inline_bytes = nullptr);
 
   caf::error qp_error() const;
 
@@ -231,8 +240,10 @@ private:
   void complete_locked(const work_completion& wc);
   void settle_front_locked();
   void pump_locked(time_point now);
-  void respond_locked(wire::header h, const range_list& payload,
-                      time_point now);
+  void respond_locked(wire::header h, const range_list& payload, time_point now,
+                      const uint8_t* inline_bytes = nullptr);
+  void execute_atomic_locked(const wire::header& h, const uint8_t* operands,
+                             time_point now);
   void owe_ack_locked(time_point now);
   void flush_acks_locked(time_point now);
   uint8_t take_owed_acks_locked() noexcept;

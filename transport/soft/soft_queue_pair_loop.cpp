@@ -355,10 +355,16 @@ void soft_queue_pair::on_response(const wire::header& h) {
                        + wire::status_name(h.status),
                    h.status});
       return;
-    case wire::frame_type::read_response: {
-      if (front.opcode != wc_opcode::rdma_read || h.length != front.byte_len) {
-        violation_locked("a READ response does not match the oldest "
-                         "outstanding request");
+    case wire::frame_type::read_response:
+    case wire::frame_type::atomic_response: {
+      bool atomic = front.opcode == wc_opcode::atomic_fetch_add
+                    || front.opcode == wc_opcode::atomic_comp_swap;
+      bool fits = h.type == wire::frame_type::read_response
+                      ? front.opcode == wc_opcode::rdma_read
+                      : atomic;
+      if (!fits || h.length != front.byte_len) {
+        violation_locked("a READ or atomic response does not match the "
+                         "oldest outstanding request");
         return;
       }
       target_ = front.read_into;
@@ -383,7 +389,10 @@ void soft_queue_pair::decide_request(time_point now) {
   }
   bool needs_recv = consumes_receive(h);
   uint64_t payload = wire::payload_bytes(h);
-  if (pending_.empty() && (!needs_recv || !rq_.empty())) {
+  // An atomic runs once its operands are read: through the buffer, which
+  // executes it at once when nothing waits ahead of it.
+  if (pending_.empty() && (!needs_recv || !rq_.empty())
+      && !wire::is_atomic(h.type)) {
     stalled_.store(false);
     rnr_deadline_.reset();
     execute_inline_locked(now);
@@ -546,9 +555,9 @@ void soft_queue_pair::finish_payload() {
       auto done = std::move(outstanding_.front());
       outstanding_.pop_front();
       --transmitted_;
-      unreaped_ = 0; // a READ is always signaled
-      complete_locked(make_wc(done.wr_id, wc_status::success,
-                              wc_opcode::rdma_read, done.byte_len));
+      unreaped_ = 0; // a READ or an atomic is always signaled
+      complete_locked(
+          make_wc(done.wr_id, wc_status::success, done.opcode, done.byte_len));
       settle_front_locked();
       return;
     }
@@ -587,8 +596,8 @@ void soft_queue_pair::on_target_invalid(rx_action action) {
                    wc_status::remote_access_error});
       return;
     case rx_action::read_response:
-      fail_locked({"the destination of an RDMA READ was deregistered "
-                   "while the data arrived",
+      fail_locked({"the destination of an RDMA READ or atomic was "
+                   "deregistered while the data arrived",
                    wc_status::local_protection_error});
       return;
     default:

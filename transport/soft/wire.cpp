@@ -55,6 +55,14 @@ bool valid_nak_status(uint8_t s) noexcept {
 
 } // namespace
 
+void put_u64(uint8_t* out, uint64_t x) noexcept {
+  put64(out, x);
+}
+
+uint64_t get_u64(const uint8_t* in) noexcept {
+  return get64(in);
+}
+
 hello refusal_hello(refusal why) noexcept {
   hello h;
   h.rnr_timeout_ms = static_cast<uint32_t>(why);
@@ -107,7 +115,7 @@ bool decode(const uint8_t* in, header& out) noexcept {
     return false;
   auto type = in[0];
   if (type < static_cast<uint8_t>(frame_type::send)
-      || type > static_cast<uint8_t>(frame_type::read_response))
+      || type > static_cast<uint8_t>(frame_type::atomic_response))
     return false;
   out.type = static_cast<frame_type>(type);
   auto flags = in[1];
@@ -145,6 +153,12 @@ bool decode(const uint8_t* in, header& out) noexcept {
       return out.length == 0 && out.rkey == 0 && out.addr == 0;
     case frame_type::read_response:
       return out.rkey == 0 && out.addr == 0;
+    case frame_type::fetch_add:
+    case frame_type::compare_swap:
+      return out.length == atomic_result_bytes;
+    case frame_type::atomic_response:
+      return out.length == atomic_result_bytes && out.rkey == 0
+             && out.addr == 0;
   }
   return false;
 }

@@ -26,10 +26,16 @@
 /// `limits::ack_delay_us`, or `limits::max_owed_acks` of them) so that the
 /// next frame it sends anyway carries it; every other response goes at
 /// once, after the ACKs owed before it.
+///
+/// Atomics (version 3): a `fetch_add` or `compare_swap` request names the
+/// 8-byte word at addr / rkey (length 8) and carries 16 bytes of operands
+/// after its header: u64 compare_add, u64 swap.  The answer is an
+/// `atomic_response` (length 8) carrying the word's old value in 8 bytes
+/// after its header, or a NAK; never an ACK.
 namespace rdmactor::transport::soft::wire {
 
-/// Protocol version; a peer with another version is refused.
-constexpr uint32_t version = 2;
+/// Protocol version; a peer with another version is refused.  3: atomics.
+constexpr uint32_t version = 3;
 
 /// First bytes of every hello.
 constexpr std::array<uint8_t, 8> magic
@@ -79,13 +85,27 @@ hello_status decode(const uint8_t* in, hello& out) noexcept;
 /// Kinds of frames.  Requests flow from the initiator to the responder;
 /// every request is answered, in order, by exactly one response.
 enum class frame_type : uint8_t {
-  send = 1,          ///< request: payload for the oldest posted receive
-  write = 2,         ///< request: payload for [addr, addr + length) / rkey
-  read = 3,          ///< request: `length` bytes from addr / rkey
-  ack = 4,           ///< response: the request was executed
-  nak = 5,           ///< response: the request failed with `status`
-  read_response = 6, ///< response: the `length` bytes a READ asked for
+  send = 1,            ///< request: payload for the oldest posted receive
+  write = 2,           ///< request: payload for [addr, addr + length) / rkey
+  read = 3,            ///< request: `length` bytes from addr / rkey
+  ack = 4,             ///< response: the request was executed
+  nak = 5,             ///< response: the request failed with `status`
+  read_response = 6,   ///< response: the `length` bytes a READ asked for
+  fetch_add = 7,       ///< request: add operand 0 to the word at addr / rkey
+  compare_swap = 8,    ///< request: swap in operand 1 if the word equals 0
+  atomic_response = 9, ///< response: the old value of an atomic's word
 };
+
+/// Bytes of operands after an atomic request's header.
+constexpr uint32_t atomic_operand_bytes = 16;
+
+/// Bytes after an `atomic_response` header: the word's old value.
+constexpr uint32_t atomic_result_bytes = 8;
+
+/// Returns true for fetch_add and compare_swap.
+constexpr bool is_atomic(frame_type t) noexcept {
+  return t == frame_type::fetch_add || t == frame_type::compare_swap;
+}
 
 /// Size of a frame header on the wire.
 constexpr size_t header_size = 32;
@@ -124,16 +144,26 @@ void corrupt(uint8_t* encoded) noexcept;
 
 /// Returns the payload bytes that follow a header on the wire.
 constexpr uint32_t payload_bytes(const header& h) noexcept {
+  if (is_atomic(h.type))
+    return atomic_operand_bytes;
+  if (h.type == frame_type::atomic_response)
+    return atomic_result_bytes;
   return h.type == frame_type::send || h.type == frame_type::write
                  || h.type == frame_type::read_response
              ? h.length
              : 0;
 }
 
-/// Returns true for send, write and read.
+/// Returns true for send, write, read, fetch_add and compare_swap.
 constexpr bool is_request(frame_type t) noexcept {
   return t == frame_type::send || t == frame_type::write
-         || t == frame_type::read;
+         || t == frame_type::read || is_atomic(t);
 }
+
+/// Puts `x` little-endian into `out[0..8)`.
+void put_u64(uint8_t* out, uint64_t x) noexcept;
+
+/// Reads a little-endian u64 from `in[0..8)`.
+uint64_t get_u64(const uint8_t* in) noexcept;
 
 } // namespace rdmactor::transport::soft::wire

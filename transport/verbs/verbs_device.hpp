@@ -103,6 +103,11 @@ public:
   uint64_t max_wr_bytes() const noexcept override {
     return max_msg_bytes_;
   }
+
+  /// True unless the device's atomic_cap is IBV_ATOMIC_NONE (rxe: GLOB).
+  bool supports_atomics() const noexcept override {
+    return attr_.atomic_cap != IBV_ATOMIC_NONE;
+  }
   /// RNR retry count and the RNR NAK timer code we advertise.
   uint8_t rnr_retry() const noexcept {
     return rnr_retry_;

@@ -347,7 +347,10 @@ caf::error verbs_queue_pair::post_sq(ibv_send_wr& wr, const sge* sg, size_t n,
   ibv_sge list[max_sge];
   wr.sg_list = list;
   wr.num_sge = to_ibv_sges(sg, n, list);
-  if (opcode != wc_opcode::rdma_read && wr.num_sge > 0 && bytes <= max_inline_)
+  bool fetches = opcode == wc_opcode::rdma_read
+                 || opcode == wc_opcode::atomic_fetch_add
+                 || opcode == wc_opcode::atomic_comp_swap;
+  if (!fetches && wr.num_sge > 0 && bytes <= max_inline_)
     wr.send_flags |= IBV_SEND_INLINE;
   ibv_send_wr* bad = nullptr;
   if (auto rc = ibv_post_send(qp_.get(), &wr, &bad))
@@ -403,6 +406,33 @@ caf::error verbs_queue_pair::post_read(uint64_t wr_id, const sge* sg, size_t n,
   auto limit = std::min<size_t>(
       max_sge, static_cast<size_t>(std::max(dev_->attr().max_sge_rd, 1)));
   return post_sq(wr, sg, n, wc_opcode::rdma_read, limit);
+}
+
+caf::error verbs_queue_pair::post_atomic(uint64_t wr_id, const sge& local,
+                                         uint64_t remote_addr, uint32_t rkey,
+                                         atomic_op op, uint64_t compare_add,
+                                         uint64_t swap) {
+  if (!dev_->supports_atomics())
+    return make_error(errc::unsupported,
+                      dev_->name()
+                          + " has no atomic operations (atomic_cap is "
+                            "IBV_ATOMIC_NONE); use another device");
+  if (local.length != atomic_word_bytes)
+    return make_error(errc::invalid_argument,
+                      "an atomic's local buffer takes exactly 8 bytes, got "
+                          + std::to_string(local.length));
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op == atomic_op::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD
+                                         : IBV_WR_ATOMIC_CMP_AND_SWP;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.atomic.remote_addr = remote_addr;
+  wr.wr.atomic.rkey = rkey;
+  wr.wr.atomic.compare_add = compare_add;
+  wr.wr.atomic.swap = swap;
+  auto opcode = op == atomic_op::fetch_add ? wc_opcode::atomic_fetch_add
+                                           : wc_opcode::atomic_comp_swap;
+  return post_sq(wr, &local, 1, opcode, 1);
 }
 
 size_t verbs_queue_pair::poll_one_cq(ibv_cq* cq, bool send_queue,

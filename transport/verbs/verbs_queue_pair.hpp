@@ -104,6 +104,12 @@ public:
                         std::optional<uint32_t> imm, bool signaled) override;
   caf::error post_read(uint64_t wr_id, const sge* sg, size_t n,
                        uint64_t remote_addr, uint32_t rkey) override;
+  /// IBV_WR_ATOMIC_FETCH_AND_ADD / IBV_WR_ATOMIC_CMP_AND_SWP; `unsupported`
+  /// on a device whose atomic_cap is IBV_ATOMIC_NONE.  Uses the QP's
+  /// max_rd_atomic (the negotiated initiator depth, as READs do).
+  caf::error post_atomic(uint64_t wr_id, const sge& local, uint64_t remote_addr,
+                         uint32_t rkey, atomic_op op, uint64_t compare_add,
+                         uint64_t swap) override;
   size_t poll_cq(work_completion* out, size_t max) override;
   int cq_fd() const noexcept override;
 

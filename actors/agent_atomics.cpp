@@ -1,0 +1,94 @@
+// The agent: atomic operations on a peer's memory (fetch-and-add,
+// compare-and-swap), checked locally and handed to the transport.
+
+#include "actors/agent_state.hpp"
+
+#include "common/logging.hpp"
+
+namespace rdmactor::agent_detail {
+
+namespace {
+
+/// Checks the word of an atomic locally; returns the 8-byte token to post.
+caf::expected<mr_token> atomic_word(self_ptr self, const char* what,
+                                    const remote_mr& word) {
+  auto fail = [what](errc code, const std::string& why) {
+    return make_error(code, std::string{what} + ": " + why);
+  };
+  if (!word.valid())
+    return fail(errc::invalid_argument, "needs a valid remote_mr");
+  if (word.state()->agent() != self->address())
+    return fail(errc::invalid_argument,
+                "the remote_mr belongs to another connection; use the "
+                "connection it came from");
+  if (word.state()->done())
+    return fail(errc::invalid_argument,
+                "the remote_mr was released or sent back");
+  if (word.size() < transport::atomic_word_bytes)
+    return fail(errc::out_of_bounds,
+                "the remote_mr has " + std::to_string(word.size())
+                    + " bytes; the word is its first 8, so it needs at "
+                      "least 8");
+  auto token = word.token();
+  if (token.addr % transport::atomic_word_bytes != 0)
+    return fail(errc::misaligned,
+                "the word at peer address " + std::to_string(token.addr)
+                    + " is not 8-byte aligned; slice the remote_mr at a "
+                      "multiple of 8 from an 8-aligned region");
+  token.len = transport::atomic_word_bytes;
+  return token;
+}
+
+/// Posts an atomic and keeps `word` alive until the transport answers (as
+/// `one_sided` does for WRITE and READ: the ReleaseMR of a dropped handle
+/// must not overtake the operation).  `post(token)` sends the request to
+/// the transport and returns its handle.  The transport answers every
+/// operation, or fails it when the connection goes, so no timeout of its
+/// own is needed; the user's request has one.
+template <class Post>
+caf::result<uint64_t> atomic(self_ptr self, const char* what, remote_mr word,
+                             Post post) {
+  auto token = atomic_word(self, what, word);
+  if (!token)
+    return std::move(token.error());
+  auto& st = self->state;
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
+  auto rp = self->make_response_promise<uint64_t>();
+  auto id = st.next_one_sided++;
+  st.one_sided.emplace(id, rp);
+  auto finish = [self, id, word](auto&& result) mutable {
+    auto i = self->state.one_sided.find(id);
+    if (i == self->state.one_sided.end())
+      return;
+    i->second.deliver(std::forward<decltype(result)>(result));
+    self->state.one_sided.erase(i);
+  };
+  post(*token).then([finish](uint64_t old) mutable { finish(old); },
+                    [finish](caf::error& err) mutable { finish(err); });
+  return rp;
+}
+
+} // namespace
+
+caf::result<uint64_t> fetch_add_on_peer(self_ptr self, remote_mr word,
+                                        uint64_t add) {
+  return atomic(self, "fetch_add", std::move(word), [self, add](mr_token t) {
+    return self->request(self->state.transport, caf::infinite,
+                         fetch_add_atom::value, t, add);
+  });
+}
+
+caf::result<uint64_t> compare_swap_on_peer(self_ptr self, remote_mr word,
+                                           uint64_t expected,
+                                           uint64_t desired) {
+  return atomic(self, "compare_swap", std::move(word),
+                [self, expected, desired](mr_token t) {
+                  return self->request(self->state.transport, caf::infinite,
+                                       compare_swap_atom::value, t, expected,
+                                       desired);
+                });
+}
+
+} // namespace rdmactor::agent_detail
