@@ -54,6 +54,8 @@ enum class errc : uint8_t {
   invalid_argument,    ///< an argument is outside its documented range
   peer_error,          ///< the peer answered with an error status
   internal_error,      ///< a bug in rdmactor: please report it
+  // -- appended (numbers may change between versions; use the names) ------
+  peer_closed = 100, ///< the peer closed the connection (graceful close)
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

@@ -17,5 +17,7 @@ using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using close_timeout_atom = caf::atom_constant<caf::atom("close_tout")>;
 
 } // namespace rdmactor::transport
