@@ -132,6 +132,9 @@ void shut_down(self_ptr self, const caf::error& cause) {
       reason = cause;
       err = make_error(errc::closed, what_of(cause));
       break;
+    case errc::peer_gone: // says so already (e.g. the keepalive's)
+      reason = err = cause;
+      break;
     default:
       reason = err
           = make_error(errc::peer_gone, "the connection to " + peer
