@@ -289,7 +289,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         self->state.core->on_frame(buf, self->clock().now());
         after_frame(self);
       },
-      [self](keepalive_atom) { on_keepalive(self); },
+      [self](transport::tick_atom) { on_keepalive(self); },
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);
       },

@@ -59,8 +59,10 @@ using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past
 /// request_timeout_ms (armed only while something waits);
-/// `keepalive_atom`: the keepalive timer (actors/agent_keepalive.cpp),
-/// armed while keepalive runs (keepalive-ms not 0, a peer that offers it).
+/// `transport::tick_atom`: the keepalive timer (actors/agent_keepalive.cpp),
+/// kept by the transport (which holds the agent weakly, so a pending timer
+/// never keeps a dropped connection open), armed while keepalive runs
+/// (keepalive-ms not 0, a peer that offers it).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
 /// malformed frames in a row, or more than peer_max_noise pieces of
@@ -153,7 +155,7 @@ using connection_actor = peer_operations::extend<
 /// and the agent itself send it.
 using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
-    caf::reacts_to<flush_acks_atom>, caf::reacts_to<keepalive_atom>,
+    caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include <caf/actor_cast.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/agent_state.hpp"
@@ -15,49 +14,22 @@ namespace rdmactor::agent_detail {
 
 namespace {
 
-/// The keepalive timer of one agent: `(keepalive_atom, ms)` arms it,
-/// `ms` later it sends the agent `keepalive_atom`.  A separate actor
-/// because CAF's clock holds the receiver of a delayed message strongly:
-/// a timer message to the agent itself would keep a connection whose last
-/// handle went open for up to keepalive-ms.  It holds the agent weakly
-/// and monitors it: it quits when the agent does (a pending arming then
-/// only keeps its memory, not the actor system's shutdown, waiting).
-caf::behavior keepalive_timer(caf::event_based_actor* self,
-                              agent_actor strong) {
-  self->monitor(strong);
-  self->set_down_handler([self](caf::down_msg&) { self->quit(); });
-  auto agent = strong.address();
-  strong = agent_actor{};
-  return {
-      [self](keepalive_atom, uint32_t ms) {
-        self->delayed_send(self, std::chrono::milliseconds{ms},
-                           keepalive_atom::value);
-      },
-      [self, agent](keepalive_atom) {
-        if (auto hdl = caf::actor_cast<agent_actor>(agent))
-          self->send(hdl, keepalive_atom::value);
-      },
-  };
-}
-
-/// Arms the timer to fire at `at` (one arming at a time).
+/// Arms the timer to fire at `at` (one arming at a time).  The transport
+/// keeps it: it holds us weakly.  A separate timer actor holding us weakly
+/// was tried first; with it, actor systems sometimes never finished
+/// shutting down (cause not found).
 void arm_keepalive(self_ptr self, clock_type::time_point at) {
   auto& st = self->state;
   if (st.keepalive_armed || at == clock_type::time_point::max())
     return;
-  if (!st.keepalive_timer)
-    st.keepalive_timer = self->home_system().spawn(
-        keepalive_timer, caf::actor_cast<agent_actor>(self));
   auto now = self->clock().now();
-  auto ms
-      = at <= now
-            ? 0
-            : std::chrono::duration_cast<std::chrono::milliseconds>(at - now)
-                      .count()
-                  + 1;
+  int64_t ms = 0;
+  if (at > now)
+    ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count()
+         + 1;
   st.keepalive_armed = true;
-  caf::anon_send(st.keepalive_timer, keepalive_atom::value,
-                 static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)));
+  self->send(st.transport, transport::tick_atom::value,
+             static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)));
 }
 
 } // namespace

@@ -84,11 +84,10 @@ struct agent_state {
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
-  /// Plays the keepalive timer (agent_keepalive.cpp): spawned when
-  /// keepalive starts; it holds us weakly, so a pending keepalive never
-  /// keeps a dropped connection open.
-  caf::actor keepalive_timer;
-  bool keepalive_armed = false; // a keepalive_atom is on its way
+  /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
+  /// keeps the timer, since a delayed message to ourselves would keep a
+  /// connection whose last handle went open until it is due).
+  bool keepalive_armed = false;
   mailbox<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;

@@ -27,6 +27,5 @@ using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using accepted_atom = caf::atom_constant<caf::atom("accepted")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using flush_acks_atom = caf::atom_constant<caf::atom("flush_acks")>;
-using keepalive_atom = caf::atom_constant<caf::atom("keepalive")>;
 
 } // namespace rdmactor

@@ -19,5 +19,6 @@ using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using close_timeout_atom = caf::atom_constant<caf::atom("close_tout")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace rdmactor::transport
