@@ -452,6 +452,11 @@ BOOST_AUTO_TEST_CASE(peer_that_never_answers) {
   auto conn = accept_next();
   watch w{sys, conn};
   BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
+  // The keepalive starts with the peer's Hello (which says it answers
+  // Pings): wait until the survivor has it, i.e. has pinged once (a peer
+  // frozen before its Hello arrived is not pinged; docs/reliability.md).
+  BOOST_REQUIRE(eventually([&] { return stats_of(conn).keepalive_pings >= 1; },
+                           std::chrono::seconds(30 * timeout_scale())));
   BOOST_REQUIRE(peer->stop());
   auto started = std::chrono::steady_clock::now();
   auto r = call<remote_mr>(sys, conn, request_remote_mr_atom::value,
