@@ -119,11 +119,31 @@ void shut_down(self_ptr self, const caf::error& cause) {
   if (core.closed())
     return;
   const auto& peer = core.link().peer;
-  auto err
-      = code_of(cause) == errc::closed
-            ? cause
-            : make_error(errc::peer_gone, "the connection to " + peer
-                                              + " is gone: " + render(cause));
+  auto code = code_of(cause);
+  // `reason`: what the agent quits with (the down reason users see);
+  // `err`: what pending operations fail with.
+  caf::error reason;
+  caf::error err;
+  switch (code) {
+    case errc::closed: // by our user, our node, or the last handle
+      reason = err = cause;
+      break;
+    case errc::peer_closed: // the peer's Goodbye
+      reason = cause;
+      err = make_error(errc::closed, what_of(cause));
+      break;
+    case errc::peer_gone: // says so already (e.g. the keepalive's)
+      reason = err = cause;
+      break;
+    default:
+      reason = err
+          = make_error(errc::peer_gone, "the connection to " + peer
+                                            + " is gone: " + render(cause));
+  }
+  // Our Goodbye, behind every frame posted so far, when we close.
+  bool graceful = code == errc::closed
+                  && agent_state::close_gracefully(st.transport, core,
+                                                   "closed by the application");
   core.close(err);
   for (auto& kv : st.one_sided)
     kv.second.deliver(err);
@@ -140,13 +160,22 @@ void shut_down(self_ptr self, const caf::error& cause) {
   // regions through tokens it holds; releasing them earlier would let it
   // reach memory that already has a new owner.
   agent_state::hand_to_transport(st.transport, core.take_owned());
-  if (code_of(err) == errc::closed)
-    log().debug("connection to {} closed", peer);
-  else if (auto v = connection_log_budget())
-    log().info("connection to {} lost: {}{}", peer, render(err),
-               suppressed_note(v.denied_before));
-  self->send_exit(st.transport, err);
-  self->quit(err);
+  if (code == errc::closed)
+    log().debug("connection to {} closed{}", peer,
+                graceful ? " (Goodbye sent)" : "");
+  else if (auto v = connection_log_budget()) {
+    if (code == errc::peer_closed)
+      log().info("connection to {} closed by the peer: {}{}", peer,
+                 what_of(reason), suppressed_note(v.denied_before));
+    else
+      log().info("connection to {} lost: {}{}", peer, render(err),
+                 suppressed_note(v.denied_before));
+  }
+  // A graceful close ends the transport itself (once the peer closed its
+  // side); it ignores our exit, which follows.
+  if (!graceful)
+    self->send_exit(st.transport, reason);
+  self->quit(reason);
 }
 
 namespace {
@@ -265,7 +294,9 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](flush_acks_atom) { self->state.core->flush_acks(); },
       [self](transport::recv_atom, local_mr& buf) {
         self->state.core->on_frame(buf, self->clock().now());
+        after_frame(self);
       },
+      [self](transport::tick_atom) { on_keepalive(self); },
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);
       },

@@ -58,14 +58,20 @@ using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 /// for a peer whose Hello offered them);
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past
-/// request_timeout_ms (armed only while something waits).
+/// request_timeout_ms (armed only while something waits);
+/// `transport::tick_atom`: the keepalive timer (actors/agent_keepalive.cpp),
+/// kept by the transport (which holds the agent weakly, so a pending timer
+/// never keeps a dropped connection open), armed while keepalive runs
+/// (keepalive-ms not 0, a peer that offers it).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
 /// malformed frames in a row, or more than peer_max_noise pieces of
 /// protocol noise within peer_noise_window_ms, it is disconnected.  Lines
 /// the peer triggers are rate-limited (peer_max_log_lines).
 /// When the peer goes, every pending request fails with `peer_gone`,
-/// everything held for the peer is released and the agent quits.
+/// everything held for the peer is released and the agent quits.  When the
+/// peer closes the connection on purpose (its Goodbye), pending requests
+/// fail with `closed` instead and the agent quits with `peer_closed`.
 using peer_operations = caf::typed_actor<
     caf::replies_to<request_remote_mr_atom, uint64_t,
                     uint64_t>::with<remote_mr>,
@@ -131,11 +137,29 @@ using peer_operations = caf::typed_actor<
 /// answer comes back in two.
 ///
 /// Lifetime: the connection (the agent) supervises the transport of its
-/// peer and ends when the last handle to it goes.  When the peer goes, it quits
-/// with an `errc::peer_gone` error: users `monitor` it to learn (the down
-/// message carries the cause).  To close it, `send_exit(conn,
-/// caf::exit_reason::user_shutdown)`; pending requests then fail with
-/// `errc::closed`.
+/// peer and ends when the last handle to it goes.  Users `monitor` it to
+/// learn of its end; the down message carries the cause:
+/// - `errc::peer_closed`: the peer closed the connection on purpose
+///   (graceful close, below); logged at info level.
+/// - `errc::peer_gone`: the peer died, its process was killed, the queue
+///   pair broke, or it stayed silent past the keepalive bound
+///   (rdmactor.keepalive-ms: an idle peer is pinged after keepalive-ms of
+///   silence and dropped if it stays silent another keepalive-ms).
+/// - `errc::closed` (or the exit reason): closed on this side.
+///
+/// To close it, `send_exit(conn, caf::exit_reason::user_shutdown)` (or
+/// close the node, or drop the last handle).  Pending requests on this side
+/// fail with `errc::closed` at once.  If the peer's Hello offered Goodbye,
+/// the agent then posts a Goodbye behind every frame it posted before
+/// (so the peer receives data already posted, in order) and the transport
+/// keeps the queue pair open until the peer closed its side, at most
+/// rdmactor.close-timeout-ms; the peer's pending requests fail with
+/// `errc::closed` and its connection ends with `errc::peer_closed`.
+/// Chunks of a send_data that failed with `closed` here may still reach
+/// the peer (they were posted already); wait for send_data's answer before
+/// closing when the peer must have everything.  With a peer that does not
+/// offer Goodbye the queue pair is closed at once and the peer sees
+/// `peer_gone`, as before.
 using connection_actor = peer_operations::extend<
     caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t>::with<local_mr>,
     caf::replies_to<alloc_for_peer_atom, uint64_t, uint64_t>::with<local_mr>,
@@ -150,7 +174,7 @@ using connection_actor = peer_operations::extend<
 /// and the agent itself send it.
 using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
-    caf::reacts_to<flush_acks_atom>,
+    caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 

@@ -65,9 +65,12 @@ agent_stats agent_core::stats() const {
 // -- lifecycle ----------------------------------------------------------------
 
 void agent_core::start() {
-  send_unsolicited(pb::make_hello(pb::protocol_version,
-                                  link_.max_message_len_bytes, link_.recv_depth,
-                                  /*cumulative_acks=*/true));
+  auto hello = pb::make_hello(pb::protocol_version, link_.max_message_len_bytes,
+                              link_.recv_depth, /*cumulative_acks=*/true);
+  // We take Goodbye and answer Ping (whatever our own keepalive-ms).
+  hello.mutable_hello()->set_goodbye(true);
+  hello.mutable_hello()->set_keepalive(true);
+  send_unsolicited(hello);
 }
 
 void agent_core::close(const caf::error& err) {
@@ -332,7 +335,8 @@ void agent_core::release_remote(const mr_token& token, time_point now,
           done(e);
           return;
         }
-        if (!e || code_of(e) == errc::peer_gone || code_of(e) == errc::closed)
+        if (!e || code_of(e) == errc::peer_gone || code_of(e) == errc::closed
+            || code_of(e) == errc::peer_closed)
           return;
         if (auto v = may_log(spdlog::level::warn))
           log().warn("agent {}: ReleaseMR failed: {}{}", link_.peer, render(e),

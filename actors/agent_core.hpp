@@ -140,6 +140,24 @@ public:
   /// request, which fills in the queue fields it owns.
   agent_stats stats() const;
 
+  /// Returns whether the peer's Hello offered Goodbye (graceful close).
+  bool peer_offers_goodbye() const noexcept {
+    return peer_offers_goodbye_;
+  }
+
+  /// Returns whether the peer sent Goodbye: it closed the connection on
+  /// purpose.  The owner checks it after `on_frame` and then ends the
+  /// connection with `peer_closed` (the core serves nothing after it).
+  bool peer_said_goodbye() const noexcept {
+    return peer_said_goodbye_;
+  }
+
+  /// The reason the peer's Goodbye gave (printable, bounded); empty
+  /// before one arrived.
+  const std::string& goodbye_reason() const noexcept {
+    return goodbye_reason_;
+  }
+
   /// Returns the request timeout from the options.
   std::chrono::milliseconds request_timeout() const noexcept {
     return std::chrono::milliseconds{opts_.request_timeout_ms};
@@ -161,6 +179,38 @@ public:
   /// (called by the owner, at shutdown, to keep them alive until the
   /// transport terminated).
   owned_regions take_owned();
+
+  /// Encodes our Goodbye (graceful close) for the owner to post last, or
+  /// an error when the peer did not offer Goodbye (then it gets none: its
+  /// connection simply goes, as before) or already said its own.  Called by
+  /// the owner when the user closes the connection, before `close`.
+  caf::expected<std::vector<uint8_t>> goodbye_frame(const std::string& reason);
+
+  // -- keepalive (agent_core_keepalive.cpp) -----------------------------------
+
+  /// What the owner's keepalive timer should do (see `keepalive`).
+  struct keepalive_step {
+    /// The peer was silent for keepalive-ms after our Ping (which itself
+    /// went out after keepalive-ms of silence): end the connection with
+    /// this error (`peer_gone`).  Empty otherwise.
+    caf::error dead;
+    /// When to call `keepalive` again; `time_point::max()` when keepalive
+    /// is off (option 0, a peer that did not offer it, or closed).
+    time_point next = time_point::max();
+  };
+
+  /// Runs the keepalive at `now`: after keepalive-ms without any frame
+  /// from the peer, posts a Ping (one at a time); if nothing arrived for
+  /// keepalive-ms after it, the peer is dead or frozen.  Called by the
+  /// owner's keepalive timer at the time this returned last (earlier is
+  /// harmless); a frame from the peer postpones everything (any frame is a
+  /// sign of life), so a busy connection sends no Ping.  Nothing after
+  /// close.
+  keepalive_step keepalive(time_point now);
+
+  /// Whether keepalive runs on this connection (option not 0 and the
+  /// peer's Hello offered it); false until the peer's Hello arrived.
+  bool keepalive_active() const noexcept;
 
   // -- events -----------------------------------------------------------------
 
@@ -285,6 +335,8 @@ private:
   void on_also_acked(const protocol::Response& res);
   bool release_late_alloc(const protocol::Response& res);
   void on_hello(const protocol::Hello& hello);
+  void on_goodbye(const protocol::Goodbye& bye);
+  void on_pong(const protocol::Response& res);
 
   sink& out_;
   options opts_;
@@ -324,6 +376,19 @@ private:
   /// SendData ids to acknowledge (OK) in one response at the next flush.
   std::vector<uint64_t> acks_;
   bool acks_flush_scheduled_ = false;
+  /// The peer's Hello offered Goodbye, resp. keepalive (Ping/Pong).
+  bool peer_offers_goodbye_ = false;
+  bool peer_offers_keepalive_ = false;
+  /// The peer sent Goodbye (and its reason, sanitized).
+  bool peer_said_goodbye_ = false;
+  std::string goodbye_reason_;
+  /// When the last frame from the peer arrived (any frame: liveness).
+  time_point last_heard_{};
+  /// Our last Ping: its id (0: none or answered by its Pong) and when it
+  /// went out; `awaiting_pong_` while no frame arrived since.
+  uint64_t ping_id_ = 0;
+  time_point ping_sent_{};
+  bool awaiting_pong_ = false;
 };
 
 } // namespace rdmactor

@@ -289,6 +289,11 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
     case pb::Request::kSendData:
       on_send_data(id, buf, frame);
       break;
+    case pb::Request::kPing:
+      // Keepalive: cheap, and answered even when our own keepalive is off.
+      accepted();
+      send_unsolicited(pb::make_pong(id));
+      break;
     default:
       ++counters_.protocol_errors;
       if (auto v = may_log(spdlog::level::warn))
@@ -379,6 +384,10 @@ bool agent_core::release_late_alloc(const pb::Response& res) {
 }
 
 void agent_core::on_response(const pb::Response& res) {
+  if (res.body_case() == pb::Response::kPong) {
+    on_pong(res);
+    return;
+  }
   auto id = res.request_id();
   if (pending_.count(id) == 0 && release_late_alloc(res))
     return;
@@ -405,6 +414,8 @@ void agent_core::on_response(const pb::Response& res) {
 
 void agent_core::on_hello(const pb::Hello& hello) {
   peer_takes_cumulative_acks_ = hello.cumulative_acks();
+  peer_offers_goodbye_ = hello.goodbye();
+  peer_offers_keepalive_ = hello.keepalive();
   if (hello.version() != pb::protocol_version)
     end_connection(make_error(errc::version_mismatch,
                               "the peer speaks agent protocol version "
@@ -416,6 +427,8 @@ void agent_core::on_hello(const pb::Hello& hello) {
 
 void agent_core::on_frame(const local_mr& buf, time_point now) {
   now_ = now;
+  // Any frame, even one we refuse, shows the peer's agent is alive.
+  last_heard_ = now;
   pb::Message msg;
   auto frame
       = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
@@ -447,6 +460,9 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       break;
     case pb::Message::kHello:
       on_hello(msg.hello());
+      break;
+    case pb::Message::kGoodbye:
+      on_goodbye(msg.goodbye());
       break;
     default:
       ++counters_.protocol_errors;

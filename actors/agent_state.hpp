@@ -84,6 +84,10 @@ struct agent_state {
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
+  /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
+  /// keeps the timer, since a delayed message to ourselves would keep a
+  /// connection whose last handle went open until it is due).
+  bool keepalive_armed = false;
   mailbox<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;
@@ -103,13 +107,29 @@ struct agent_state {
 
   static inline const char* name = "rdmactor.agent";
 
-  /// When the last handle went (no `shut_down`), the regions lent to the
-  /// peer still wait for the transport: it closes the QP when it sees
-  /// our exit, and only then may the memory get a new owner.
+  /// When the last handle went (no `shut_down`), the peer gets our Goodbye
+  /// if it offered it (graceful close: the transport, sent the request in
+  /// its own name so that it lives to handle it, posts it and waits for the
+  /// peer's side to close), and the regions lent to the peer still wait for
+  /// the transport: it closes the QP when it sees our exit (or when the
+  /// graceful close ends), and only then may the memory get a new owner.
   ~agent_state() {
-    if (core)
-      hand_to_transport(transport, core->take_owned());
+    if (!core)
+      return;
+    if (!core->closed())
+      close_gracefully(transport, *core,
+                       "the last handle to the connection went");
+    hand_to_transport(transport, core->take_owned());
   }
+
+  /// Asks `tr` to post our Goodbye and close once the peer closed its side
+  /// (the transport's `close_atom`); returns false when the peer does not
+  /// take Goodbye (then the caller closes the transport the old way).
+  /// Sent in the transport's own name: our handle may go before the
+  /// transport handled it.  Called before `core.close`.  Definition in
+  /// agent_keepalive.cpp.
+  static bool close_gracefully(const transport_actor& tr, agent_core& core,
+                               const std::string& reason);
 
   /// Keeps `regions` alive until `tr` has terminated (see shut_down).
   static void hand_to_transport(const transport_actor& tr,
@@ -134,6 +154,15 @@ clock_type::time_point deadline(self_ptr self);
 
 /// Ends what waited past its deadline; re-arms while anything waits.
 void sweep(self_ptr self);
+
+// -- keepalive and graceful close (agent_keepalive.cpp) -----------------------
+
+/// Called after every inbound frame: ends the connection when the peer
+/// said Goodbye, starts the keepalive timer when it can run.
+void after_frame(self_ptr self);
+
+/// The keepalive timer fired: pings, or ends a silent peer (`peer_gone`).
+void on_keepalive(self_ptr self);
 
 // -- user operations (agent_user_ops.cpp) -------------------------------------
 

@@ -31,6 +31,8 @@ struct agent_stats {
   /// (cumulative acknowledgements sent), and the peer's to us.
   uint64_t merged_acks_sent = 0;
   uint64_t merged_acks_received = 0;
+  /// Keepalive Pings we sent (after keepalive-ms of silence from the peer).
+  uint64_t keepalive_pings = 0;
 };
 
 template <class Inspector>
@@ -38,7 +40,7 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
-           x.merged_acks_sent, x.merged_acks_received);
+           x.merged_acks_sent, x.merged_acks_received, x.keepalive_pings);
 }
 
 } // namespace rdmactor

@@ -47,6 +47,7 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(internal_error)
     RDMACTOR_ERRC_CASE(misaligned)
     RDMACTOR_ERRC_CASE(unsupported)
+    RDMACTOR_ERRC_CASE(peer_closed)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -118,7 +119,11 @@ const char* describe(errc x) noexcept {
     case errc::request_timeout:
       return "no answer within request_timeout_ms; the peer is slow or gone";
     case errc::closed:
-      return "the endpoint was closed locally";
+      return "the connection or endpoint was closed (locally, or by the peer "
+             "with a graceful close); open a new one to go on";
+    case errc::peer_closed:
+      return "the peer closed the connection on purpose (graceful close); "
+             "connect again if you need it";
     case errc::invalid_layout:
       return "invalid layout: size must be > 0 and alignment a power of two";
     case errc::size_limit:

@@ -56,6 +56,7 @@ enum class errc : uint8_t {
   internal_error,      ///< a bug in rdmactor: please report it
   misaligned,          ///< an atomic's word is not 8-byte aligned
   unsupported,         ///< the fabric or device lacks the feature
+  peer_closed,         ///< the peer closed the connection (graceful close)
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

@@ -20,6 +20,11 @@ void add_options(caf::config_option_set& set, options& o) {
            "upper bound of connection setup in ms")
       .add(o.rnr_timeout_ms, "rnr-timeout-ms",
            "soft fabric: wait for a posted receive in ms")
+      .add(o.keepalive_ms, "keepalive-ms",
+           "ping a peer silent this long in ms; drop it if silent twice "
+           "as long (0: off)")
+      .add(o.close_timeout_ms, "close-timeout-ms",
+           "graceful close: wait for the peer to close its side in ms")
       .add(o.engine_threads, "engine-threads",
            "threads per device serving every connection")
       .add(o.completion_mode, "completion-mode", "event, busy or adaptive")
@@ -75,6 +80,10 @@ std::string validate(const options& o) {
     return "rdmactor.request-timeout-ms must be > 0";
   if (o.connect_timeout_ms == 0)
     return "rdmactor.connect-timeout-ms must be > 0";
+  if (o.keepalive_ms != 0 && (o.keepalive_ms < 10 || o.keepalive_ms > 3600000))
+    return "rdmactor.keepalive-ms must be 0 (off) or in [10, 3600000]";
+  if (o.close_timeout_ms == 0 || o.close_timeout_ms > 600000)
+    return "rdmactor.close-timeout-ms must be in [1, 600000]";
   if (o.engine_threads == 0 || o.engine_threads > 64)
     return "rdmactor.engine-threads must be in [1, 64]";
   if (o.completion_mode != "event" && o.completion_mode != "busy"

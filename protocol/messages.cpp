@@ -115,6 +115,8 @@ Status status_of(const Response& res) noexcept {
       return res.send_mr().status();
     case Response::kSendData:
       return res.send_data().status();
+    case Response::kPong:
+      return res.pong().status();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -131,6 +133,8 @@ const std::string& detail_of(const Response& res) noexcept {
       return res.send_mr().detail();
     case Response::kSendData:
       return res.send_data().detail();
+    case Response::kPong:
+      return res.pong().detail();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -159,6 +163,28 @@ Message make_hello(uint32_t version, uint32_t max_message_len,
   return result;
 }
 
+Message make_goodbye(std::string reason) {
+  Message result;
+  result.mutable_goodbye()->set_reason(std::move(reason));
+  return result;
+}
+
+Message make_ping(uint64_t request_id) {
+  Message result;
+  auto* req = result.mutable_request();
+  req->set_request_id(request_id);
+  req->mutable_ping();
+  return result;
+}
+
+Message make_pong(uint64_t request_id) {
+  Message result;
+  auto* res = result.mutable_response();
+  res->set_request_id(request_id);
+  res->mutable_pong()->set_status(OK);
+  return result;
+}
+
 const char* kind_name(const Message& msg) noexcept {
   switch (msg.body_case()) {
     case Message::kRequest:
@@ -171,6 +197,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.send_mr";
         case Request::kSendData:
           return "request.send_data";
+        case Request::kPing:
+          return "request.ping";
         case Request::BODY_NOT_SET:
           break;
       }
@@ -185,12 +213,16 @@ const char* kind_name(const Message& msg) noexcept {
           return "response.send_mr";
         case Response::kSendData:
           return "response.send_data";
+        case Response::kPong:
+          return "response.pong";
         case Response::BODY_NOT_SET:
           break;
       }
       return "response.unknown";
     case Message::kHello:
       return "hello";
+    case Message::kGoodbye:
+      return "goodbye";
     case Message::BODY_NOT_SET:
       break;
   }

@@ -63,6 +63,16 @@ const std::string& detail_of(const Response& res) noexcept;
 Message make_hello(uint32_t version, uint32_t max_message_len,
                    uint32_t recv_depth, bool cumulative_acks = false);
 
+/// Builds the Goodbye a closing agent sends last (`reason` for the peer's
+/// log; a peer may send any string, so it is bounded by the frame).
+Message make_goodbye(std::string reason);
+
+/// Builds a keepalive Ping request.
+Message make_ping(uint64_t request_id);
+
+/// Builds the answer to a Ping.
+Message make_pong(uint64_t request_id);
+
 /// Builds one OK SendDataResponse that acknowledges every id of `ids`
 /// (not empty): the first as its request_id, the others in also_acked.
 Message make_send_data_acks(const std::vector<uint64_t>& ids);

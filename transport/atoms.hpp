@@ -19,5 +19,8 @@ using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
 using fetch_add_atom = caf::atom_constant<caf::atom("fetch_add")>;
 using compare_swap_atom = caf::atom_constant<caf::atom("cmp_swap")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using close_timeout_atom = caf::atom_constant<caf::atom("close_tout")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace rdmactor::transport

@@ -593,8 +593,12 @@ void link::fail(caf::error cause) {
     return;
   down_ = true;
   failure_ = cause;
-  if (code_of(cause) == errc::closed || cause.category() == caf::atom("exit"))
-    log().debug("transport to {}: closed", params_.peer);
+  // A close on purpose (ours, the peer's Goodbye, or the end of our own
+  // graceful close) is no failure worth a warning.
+  if (closing_ || code_of(cause) == errc::closed
+      || code_of(cause) == errc::peer_closed
+      || cause.category() == caf::atom("exit"))
+    log().debug("transport to {}: closed ({})", params_.peer, render(cause));
   else // peers open and drop connections at will: a shared budget
     warn_within("connections", "transport to " + params_.peer
                                    + ": connection down: " + render(cause));

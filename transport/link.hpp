@@ -155,6 +155,13 @@ public:
   /// with `work_request_flushed`, then tells the observer.  Idempotent.
   void fail(caf::error cause);
 
+  /// The owner closes the connection gracefully (it posted the agent's
+  /// Goodbye and waits for the peer to close its side): a failure from now
+  /// on is the expected end, logged at debug level, not a warning.
+  void set_closing() noexcept {
+    closing_ = true;
+  }
+
   // -- state, for the owner and for tests -------------------------------
 
   bool down() const noexcept {
@@ -282,6 +289,8 @@ private:
   /// Operations in `inflight_` with a cookie (see `waited`).
   size_t waited_ = 0;
   bool down_ = false;
+  /// See `set_closing`.
+  bool closing_ = false;
   armed_for armed_ = armed_for::none;
 };
 

@@ -58,6 +58,10 @@ private:
 
 struct transport_state;
 
+/// Where the byte that tells an agent frame's kind sits: behind the
+/// frame's 4-byte length (protocol/codec.hpp).
+constexpr size_t goodbye_marker_offset = 4;
+
 using self_ptr = transport_actor::stateful_pointer<transport_state>;
 
 struct transport_state : link_observer {
@@ -80,6 +84,10 @@ struct transport_state : link_observer {
   transport_subscriber subscriber;
   caf::weak_actor_ptr weak_subscriber;
   std::deque<local_mr> early; // arrived before anyone subscribed
+  /// A graceful close is under way (`close_atom`), and the byte that
+  /// marks the peer's own Goodbye.
+  bool closing = false;
+  uint8_t goodbye_marker = 0;
 
   static inline const char* name = "rdmactor.transport";
 
@@ -113,6 +121,14 @@ struct transport_state : link_observer {
   }
 
   void on_message(local_mr msg) override {
+    if (closing) {
+      // The peer's Goodbye crossed ours: nobody waits for the other to
+      // close first; end the wait (not from inside the link's call).
+      if (msg.size() > goodbye_marker_offset
+          && msg.data()[goodbye_marker_offset] == goodbye_marker)
+        self->send(self, close_timeout_atom::value);
+      return; // dropped: nobody listens any more
+    }
     if (!subscriber && !weak_subscriber)
       early.emplace_back(std::move(msg));
     else if (auto sub = subscriber_now())
@@ -303,6 +319,10 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
   st.last_activity = std::chrono::steady_clock::now();
   schedule_poll(self);
   self->set_exit_handler([self](caf::exit_msg& msg) {
+    // During a graceful close the agent's exit follows its close request:
+    // the wait for the peer (bounded by the close timeout) goes on.
+    if (self->state.closing)
+      return;
     if (auto& path = self->state.path)
       path->fail(msg.reason ? msg.reason
                             : make_error(errc::closed, "transport closed"));
@@ -354,6 +374,50 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
         auto& st = self->state;
         if (!st.down())
           st.path->reclaim();
+      },
+      [self](close_atom, std::vector<uint8_t>& header, uint32_t timeout_ms,
+             uint8_t marker) {
+        auto& st = self->state;
+        if (st.closing)
+          return;
+        st.closing = true;
+        st.goodbye_marker = marker;
+        // Nobody listens any more: what the peer still sends is dropped.
+        st.subscriber = transport_subscriber{};
+        st.weak_subscriber.reset();
+        st.early.clear();
+        if (st.down()) {
+          self->quit(make_error(errc::closed, "transport closed"));
+          return;
+        }
+        st.path->set_closing();
+        st.path->submit(op_kind::send, std::move(header), local_mr{},
+                        mr_token{}, 0);
+        on_posted(self);
+        self->delayed_send(self, std::chrono::milliseconds{timeout_ms},
+                           close_timeout_atom::value);
+      },
+      [self](tick_atom, uint32_t ms) {
+        self->delayed_send(self, std::chrono::milliseconds{ms},
+                           tick_atom::value);
+      },
+      [self](tick_atom) {
+        auto& st = self->state;
+        if (st.closing)
+          return;
+        if (auto sub = st.subscriber_now())
+          caf::anon_send(caf::actor_cast<caf::actor>(sub), tick_atom::value);
+      },
+      [self](close_timeout_atom) {
+        // The peer did not close its side in time (or cannot: frozen,
+        // gone), or said Goodbye itself: close ours now.
+        if (auto& path = self->state.path)
+          path->fail(make_error(errc::closed,
+                                "graceful close: the peer said Goodbye too or "
+                                "did not close its side within "
+                                "close-timeout-ms"));
+        else
+          self->quit(make_error(errc::closed, "transport closed"));
       },
   };
 }

@@ -54,6 +54,25 @@ using transport_subscriber
 ///   the subscriber weakly, for a subscriber that holds the transport
 ///   itself (the agent): its lifetime stays its users' business.  Messages
 ///   for a subscriber that is gone are dropped.
+/// - `(close_atom, header, timeout_ms, marker)`: graceful close (the
+///   agent's, for a peer that offered Goodbye): posts `header` (the
+///   Goodbye frame) behind every operation posted before it, then keeps
+///   the queue pair open until the peer closes its side (the link goes
+///   down, logged at debug level), the peer's own Goodbye arrives (a frame
+///   whose byte after the 4-byte frame length is `marker`: both sides
+///   closed at once), or `timeout_ms` passed, and quits with `closed`.  From
+///   then on exits (the agent's, which follows it) are ignored, frames
+///   from the peer are dropped and a failure is no warning.  The message
+///   must come with a strong reference that keeps the transport alive
+///   until it is handled (the agent's own handle, or the transport as the
+///   sender when the agent is being destroyed); the pending timeout keeps
+///   it alive after that.  Requests made after it fail like those of a
+///   closed connection.
+/// - `(tick_atom, ms)`: a timer for the subscriber: `ms` later the
+///   transport sends it `(tick_atom)` (untyped, so only a subscriber that
+///   asked must handle it; the agent's keepalive).  One delayed message to
+///   the transport itself: it never keeps the subscriber alive (the
+///   transport holds it weakly), and it does not outlive the transport.
 /// Operations execute in the order they were requested.
 ///
 /// Completions: the actor drains its CQ whenever a completion event
@@ -65,7 +84,8 @@ using transport_subscriber
 ///
 /// Internal: `cq_event_atom` (completions are ready: from the fabric's own
 /// thread where it can notify, else from a poller thread), `poll_atom`
-/// (the actor's own next poll), `repost_atom`
+/// (the actor's own next poll), `close_timeout_atom` (the end of a
+/// graceful close's wait), `repost_atom`
 /// (receive buffers were released while the actor waited for that; the
 /// argument is informational).  On failure or exit every pending request is
 /// answered with an error; the actor then quits with the cause.
@@ -81,7 +101,10 @@ using transport_actor = caf::typed_actor<
     caf::replies_to<subscribe_weak_atom,
                     transport_subscriber>::with<link_params>,
     caf::reacts_to<cq_event_atom>, caf::reacts_to<poll_atom>,
-    caf::reacts_to<repost_atom, uint32_t>>;
+    caf::reacts_to<repost_atom, uint32_t>,
+    caf::reacts_to<close_atom, std::vector<uint8_t>, uint32_t, uint8_t>,
+    caf::reacts_to<close_timeout_atom>, caf::reacts_to<tick_atom, uint32_t>,
+    caf::reacts_to<tick_atom>>;
 
 /// Spawns a transport actor owning `qp`.  The actor takes ownership of the
 /// QP.  Before this returns, on the calling thread, it registers and posts

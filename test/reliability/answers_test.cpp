@@ -4,6 +4,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -442,6 +443,50 @@ BOOST_AUTO_TEST_CASE(a_token_outlives_its_release_and_the_connection) {
   auto r = call<uint64_t>(sys, peer->tr, write_atom::value, *dst, stale);
   BOOST_TEST(static_cast<bool>(r),
              "a released token no longer works: " << render(r));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Graceful close (issue 15) against peers that do or do not offer Goodbye
+// in their Hello.
+BOOST_FIXTURE_TEST_SUITE(graceful_close, answers_fixture)
+
+// A peer that does not offer Goodbye (here: no Hello at all, as an agent
+// before issue 15 would not offer it) gets none: its connection simply
+// goes, at once, as before.
+BOOST_AUTO_TEST_CASE(a_peer_that_offers_no_goodbye_gets_the_old_close) {
+  caf::anon_send_exit(conn, caf::exit_reason::user_shutdown);
+  auto kinds = peer->frames_until_down(10s);
+  BOOST_REQUIRE(!kinds.empty());
+  BOOST_TEST(kinds.back() == "down");
+  BOOST_TEST(std::count(kinds.begin(), kinds.end(), "goodbye") == 0);
+  peer.reset();
+  BOOST_TEST(eventually(
+      [&] { return server->memory_stats().bytes_in_use == 0; }, 20s));
+}
+
+// A peer that offers Goodbye gets one, last; the node keeps the queue pair
+// until the peer closes its side (at most close-timeout-ms).
+BOOST_AUTO_TEST_CASE(a_peer_that_offers_goodbye_gets_it_last) {
+  auto hello = pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                              opts.recv_depth, true);
+  hello.mutable_hello()->set_goodbye(true);
+  peer->send(hello);
+  // The agent has our Hello once it answers a Ping sent behind it.
+  peer->send(pb::make_ping(42));
+  auto pong = peer->next_response();
+  BOOST_TEST(pong.has_pong());
+  BOOST_TEST(pong.request_id() == 42u);
+  caf::anon_send_exit(conn, caf::exit_reason::user_shutdown);
+  auto kinds = peer->frames_until_down(10s);
+  BOOST_REQUIRE(!kinds.empty());
+  auto bye = std::find(kinds.begin(), kinds.end(), "goodbye");
+  BOOST_REQUIRE(bye != kinds.end());
+  // Nothing but the end after it.
+  BOOST_TEST((kinds.end() - bye <= 2));
+  peer.reset(); // closes our side: the node's transport ends its wait
+  BOOST_TEST(eventually(
+      [&] { return server->memory_stats().bytes_in_use == 0; }, 20s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

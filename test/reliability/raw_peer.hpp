@@ -97,6 +97,32 @@ public:
     }
   }
 
+  /// Takes every frame from the agent until the connection goes down or
+  /// `bound` passed; returns the kinds (protocol::kind_name) in order,
+  /// "down" last when it went down.
+  std::vector<std::string> frames_until_down(std::chrono::seconds bound) {
+    std::vector<std::string> kinds;
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    for (bool more = true; more;) {
+      inbox_->receive(
+          [&](transport::recv_atom, local_mr& mr) {
+            protocol::Message msg;
+            auto res = protocol::decode(mr.data(), mr.size(),
+                                        opts_.max_message_len_bytes, msg);
+            kinds.push_back(res.code == errc::none ? protocol::kind_name(msg)
+                                                   : "undecodable");
+          },
+          [&](transport::qp_down_atom, caf::error&) {
+            kinds.push_back("down");
+            more = false;
+          },
+          caf::after(bound) >> [&] { more = false; });
+      if (std::chrono::steady_clock::now() > deadline)
+        more = false;
+    }
+    return kinds;
+  }
+
   /// Returns the next request from the agent.
   protocol::Request next_request() {
     return next([](const protocol::Message& m) { return m.has_request(); })

@@ -1,0 +1,85 @@
+// The agent actor's keepalive timer and graceful close (the protocol side
+// is in agent_core_keepalive.cpp).
+
+#include <algorithm>
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+
+#include "actors/agent_state.hpp"
+#include "common/logging.hpp"
+#include "protocol/codec.hpp"
+
+namespace rdmactor::agent_detail {
+
+namespace {
+
+/// Arms the timer to fire at `at` (one arming at a time).  The transport
+/// keeps it: it holds us weakly.  A separate timer actor holding us weakly
+/// was tried first; with it, actor systems sometimes never finished
+/// shutting down (cause not found).
+void arm_keepalive(self_ptr self, clock_type::time_point at) {
+  auto& st = self->state;
+  if (st.keepalive_armed || at == clock_type::time_point::max())
+    return;
+  auto now = self->clock().now();
+  int64_t ms = 0;
+  if (at > now)
+    ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count()
+         + 1;
+  st.keepalive_armed = true;
+  self->send(st.transport, transport::tick_atom::value,
+             static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)));
+}
+
+} // namespace
+
+void after_frame(self_ptr self) {
+  auto& st = self->state;
+  auto& core = *st.core;
+  if (core.closed())
+    return;
+  if (core.peer_said_goodbye()) {
+    auto reason = core.goodbye_reason();
+    shut_down(self, make_error(errc::peer_closed,
+                               "the peer " + core.link().peer
+                                   + " closed the connection"
+                                   + (reason.empty() ? std::string{}
+                                                     : " (" + reason + ")")));
+    return;
+  }
+  if (!st.keepalive_armed && core.keepalive_active())
+    arm_keepalive(self, core.keepalive(self->clock().now()).next);
+}
+
+void on_keepalive(self_ptr self) {
+  auto& st = self->state;
+  st.keepalive_armed = false;
+  if (st.core->closed())
+    return;
+  auto step = st.core->keepalive(self->clock().now());
+  if (step.dead) {
+    shut_down(self, step.dead);
+    return;
+  }
+  arm_keepalive(self, step.next);
+}
+
+bool agent_state::close_gracefully(const transport_actor& tr, agent_core& core,
+                                   const std::string& reason) {
+  if (!tr)
+    return false;
+  auto frame = core.goodbye_frame(reason);
+  if (!frame)
+    return false;
+  // The byte after the frame length tells a Goodbye from other frames: the
+  // transport ends its wait when the peer's own Goodbye arrives.
+  auto marker = (*frame)[protocol::frame_header_len];
+  // In the transport's own name: the message's sender keeps it alive
+  // until it handled the request, also when our handle goes right after.
+  caf::send_as(tr, tr, transport::close_atom::value, std::move(*frame),
+               core.opts().close_timeout_ms, marker);
+  return true;
+}
+
+} // namespace rdmactor::agent_detail
