@@ -39,6 +39,8 @@ struct agent_core::send_data_job {
   size_t outstanding = 0;
   uint64_t bytes = 0;
   bool failed = false;
+  /// The immediate value every chunk carries (SendData.imm), if any.
+  std::optional<uint32_t> imm;
 };
 
 agent_core::sink::~sink() = default;
@@ -67,7 +69,7 @@ agent_stats agent_core::stats() const {
 void agent_core::start() {
   send_unsolicited(pb::make_hello(pb::protocol_version,
                                   link_.max_message_len_bytes, link_.recv_depth,
-                                  /*cumulative_acks=*/true));
+                                  /*cumulative_acks=*/true, our_extensions()));
 }
 
 void agent_core::close(const caf::error& err) {
@@ -78,6 +80,10 @@ void agent_core::close(const caf::error& err) {
   pending_.clear();
   for (auto& kv : pending)
     kv.second.done(nullptr, err);
+  auto waiters = std::move(hello_waiters_);
+  hello_waiters_.clear();
+  for (auto& w : waiters)
+    w.fn(err);
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
   if (auto n = log_budget_.take_denied(); n > 0) {
@@ -190,9 +196,12 @@ agent_core::time_point agent_core::expire(time_point now) {
                             + std::to_string(opts_.request_timeout_ms)
                             + " ms (request-timeout-ms)"));
   }
+  expire_hello_waiters(now);
   auto next = time_point::max();
   for (auto& kv : pending_)
     next = std::min(next, kv.second.deadline);
+  if (!hello_waiters_.empty())
+    next = std::min(next, hello_waiters_.front().deadline);
   return next;
 }
 
@@ -271,11 +280,30 @@ void agent_core::alloc_remote(
 }
 
 void agent_core::lend(local_mr mr, time_point now,
-                      std::function<void(caf::expected<mr_token>)> done) {
+                      std::function<void(caf::expected<mr_token>)> done,
+                      uint64_t tag) {
+  now_ = now;
   if (!mr.valid()) {
     done(make_error(errc::invalid_argument, "empty local_mr"));
     return;
   }
+  if (tag == 0) {
+    lend_now(std::move(mr), 0, std::move(done));
+    return;
+  }
+  when_offered(pb::EXT_MR_TAGS, "send_mr with a tag", now,
+               [this, mr, tag, done](const caf::error& err) mutable {
+                 if (err)
+                   done(err);
+                 else
+                   lend_now(std::move(mr), tag, std::move(done));
+               });
+}
+
+/// SendMR LOCAL of `mr` with `tag` (the peer takes tags, or tag is 0).
+void agent_core::lend_now(local_mr mr, uint64_t tag,
+                          std::function<void(caf::expected<mr_token>)> done) {
+  auto now = now_;
   auto token = mr.token();
   if (owned_.count(token) != 0) {
     done(make_error(errc::already_sent,
@@ -286,7 +314,7 @@ void agent_core::lend(local_mr mr, time_point now,
   owned_.emplace(token, owned_mr{std::move(mr), false});
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag), local_mr{},
       [this, token, done = std::move(done)](const pb::Response* res,
                                             const caf::error& err) {
         auto e
@@ -306,10 +334,29 @@ void agent_core::lend(local_mr mr, time_point now,
 }
 
 void agent_core::give_back(const mr_token& token, time_point now,
-                           std::function<void(const caf::error&)> done) {
+                           std::function<void(const caf::error&)> done,
+                           uint64_t tag) {
+  now_ = now;
+  if (tag == 0) {
+    give_back_now(token, 0, std::move(done));
+    return;
+  }
+  when_offered(pb::EXT_MR_TAGS, "send_mr with a tag", now,
+               [this, token, tag, done](const caf::error& err) mutable {
+                 if (err)
+                   done(err);
+                 else
+                   give_back_now(token, tag, std::move(done));
+               });
+}
+
+/// SendMR REMOTE of `token` with `tag` (the peer takes tags, or tag is 0).
+void agent_core::give_back_now(const mr_token& token, uint64_t tag,
+                               std::function<void(const caf::error&)> done) {
+  auto now = now_;
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token), tag), local_mr{},
       [done = std::move(done)](const pb::Response* res, const caf::error& err) {
         done(
             err ? err
@@ -342,7 +389,8 @@ void agent_core::release_remote(const mr_token& token, time_point now,
 }
 
 void agent_core::send_data(local_mr mr, time_point now,
-                           std::function<void(caf::expected<uint64_t>)> done) {
+                           std::function<void(caf::expected<uint64_t>)> done,
+                           std::optional<uint32_t> imm) {
   if (!mr.valid()) {
     done(
         make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
@@ -354,7 +402,19 @@ void agent_core::send_data(local_mr mr, time_point now,
   job->mr = std::move(mr);
   job->chunk_max = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
   job->window = tuning::send_data_window(link_.recv_depth);
-  pump(job);
+  if (!imm) {
+    pump(job);
+    return;
+  }
+  job->imm = imm;
+  job->chunk_max -= pb::imm_frame_overhead;
+  when_offered(pb::EXT_IMMEDIATE_DATA, "send_data with an immediate value", now,
+               [this, job](const caf::error& err) {
+                 if (err)
+                   job->done(err);
+                 else
+                   pump(job);
+               });
 }
 
 /// Issues the next chunks of `job` while fewer than its window are in
@@ -370,7 +430,9 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     ++job->outstanding;
     auto id = new_request_id();
     send_request(
-        pb::make_send_data(id, len), std::move(*chunk),
+        job->imm ? pb::make_send_data(id, len, *job->imm)
+                 : pb::make_send_data(id, len),
+        std::move(*chunk),
         [this, job, len](const pb::Response* res, const caf::error& err) {
           --job->outstanding;
           if (job->failed)

@@ -198,7 +198,7 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
              "SendMR LOCAL over the queue limit");
       return;
     }
-    out_.deliver_remote_mr(token);
+    out_.deliver_tagged_remote_mr(token, req.tag());
     accepted();
     send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
     return;
@@ -212,13 +212,31 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
            "SendMR REMOTE of a token we do not own");
     return;
   }
-  out_.deliver_local_mr(erase_owned(i));
+  out_.deliver_tagged_local_mr(erase_owned(i), req.tag());
   accepted();
   send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
 }
 
-void agent_core::on_send_data(uint64_t id, const local_mr& buf,
+void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
+                              const local_mr& buf,
                               const pb::decode_result& frame) {
+  if (req.has_imm() && !opts_.immediate_data) {
+    reject(pb::make_send_data_response(
+               id, pb::MALFORMED,
+               "SendData with an immediate value, which this node did not "
+               "offer in its Hello (immediate-data=false)"),
+           "SendData with an immediate value we did not offer");
+    return;
+  }
+  if (req.has_imm() && out_.queued_imms() >= opts_.peer_max_queued_imms) {
+    reject(pb::make_send_data_response(
+               id, pb::QUOTA_EXCEEDED,
+               std::to_string(out_.queued_imms())
+                   + " immediate values you sent are not claimed yet "
+                     "(peer-max-queued-imms)"),
+           "SendData over the immediate-value queue limit");
+    return;
+  }
   auto offset = static_cast<size_t>(frame.payload - buf.data());
   auto view = buf.slice(offset, frame.payload_len);
   if (!view) {
@@ -265,7 +283,10 @@ void agent_core::on_send_data(uint64_t id, const local_mr& buf,
       std::memcpy(copy->data(), view->data(), view->size());
     chunk = std::move(*copy);
   }
-  out_.deliver_data(std::move(chunk));
+  if (req.has_imm())
+    out_.deliver_imm_data(std::move(chunk), req.imm());
+  else
+    out_.deliver_data(std::move(chunk));
   accepted();
   ack_send_data(id);
 }
@@ -284,7 +305,7 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
       on_send_mr(id, req.send_mr());
       break;
     case pb::Request::kSendData:
-      on_send_data(id, buf, frame);
+      on_send_data(id, req.send_data(), buf, frame);
       break;
     default:
       ++counters_.protocol_errors;
@@ -402,7 +423,11 @@ void agent_core::on_response(const pb::Response& res) {
 
 void agent_core::on_hello(const pb::Hello& hello) {
   peer_takes_cumulative_acks_ = hello.cumulative_acks();
-  if (hello.version() != pb::protocol_version)
+  hello_seen_ = true;
+  peer_extensions_ = hello.extensions();
+  if (hello.version() == pb::protocol_version)
+    run_hello_waiters();
+  else
     end_connection(make_error(errc::version_mismatch,
                               "the peer speaks agent protocol version "
                                   + std::to_string(hello.version())),

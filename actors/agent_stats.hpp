@@ -31,6 +31,11 @@ struct agent_stats {
   /// (cumulative acknowledgements sent), and the peer's to us.
   uint64_t merged_acks_sent = 0;
   uint64_t merged_acks_received = 0;
+  /// Immediate values (write_with_imm, send_data with a value) queued for
+  /// receive_imm, and those dropped: over peer-max-queued-imms, or from a
+  /// peer we did not offer immediate data.
+  uint64_t queued_imms = 0;
+  uint64_t imms_dropped = 0;
 };
 
 template <class Inspector>
@@ -38,7 +43,8 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
-           x.merged_acks_sent, x.merged_acks_received);
+           x.merged_acks_sent, x.merged_acks_received, x.queued_imms,
+           x.imms_dropped);
 }
 
 } // namespace rdmactor

@@ -81,13 +81,24 @@ caf::result<local_mr> alloc_for_peer(self_ptr self, uint64_t size,
 
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                                                     local_mr mr) {
+  return send_local_mr(self, std::move(mr), 0);
+}
+
+caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
+                                                    uint64_t tag) {
   auto rp = self->make_response_promise<mr_token>();
-  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp));
+  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp),
+                         tag);
   return rp;
 }
 
 caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
                                                      remote_mr mr) {
+  return send_remote_mr(self, std::move(mr), 0);
+}
+
+caf::typed_response_promise<mr_token>
+send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
   auto rp = self->make_response_promise<mr_token>();
   if (!mr.valid() || mr.state()->agent() != self->address()) {
     rp.deliver(make_error(errc::invalid_argument,
@@ -105,13 +116,15 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
     return rp;
   }
   auto token = mr.token();
-  self->state.core->give_back(token, self->clock().now(),
-                              [rp, token](const caf::error& err) mutable {
-                                if (err)
-                                  rp.deliver(err);
-                                else
-                                  rp.deliver(token);
-                              });
+  self->state.core->give_back(
+      token, self->clock().now(),
+      [rp, token](const caf::error& err) mutable {
+        if (err)
+          rp.deliver(err);
+        else
+          rp.deliver(token);
+      },
+      tag);
   return rp;
 }
 
@@ -136,6 +149,27 @@ caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   self->state.core->send_data(std::move(mr), self->clock().now(),
                               deliver_to(rp));
   return rp;
+}
+
+caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,
+                                                uint32_t imm) {
+  auto rp = self->make_response_promise<uint64_t>();
+  self->state.core->send_data(std::move(mr), self->clock().now(),
+                              deliver_to(rp), imm);
+  return rp;
+}
+
+caf::result<local_mr> alloc_local_mr(self_ptr self, uint64_t size,
+                                     uint64_t align, uint32_t access) {
+  if ((access & ~transport::access::all) != 0)
+    return make_error(errc::invalid_argument,
+                      "alloc_local_mr: unknown access bits "
+                          + std::to_string(access)
+                          + "; combine rdmactor::transport::access values");
+  // The owner always writes its own memory (and receives READs into it).
+  access |= transport::access::local_write;
+  return self->delegate(self->state.allocator, alloc_atom::value, size, align,
+                        access);
 }
 
 /// Checks a one-sided operation locally before anything is posted.
@@ -195,12 +229,22 @@ caf::result<uint64_t> one_sided(self_ptr self, Atom a, const char* what,
   return rp;
 }
 
+/// Ends either subscription (before another is set).
+void unsubscribe(self_ptr self) {
+  auto& st = self->state;
+  if (st.subscriber)
+    self->demonitor(st.subscriber.address());
+  if (st.chunk_sub)
+    self->demonitor(st.chunk_sub.address());
+  st.subscriber = data_subscriber{};
+  st.chunk_sub = chunk_subscriber{};
+}
+
 /// Sets (or, with an invalid handle, ends) the data subscription; hands
 /// the queued chunks over first.  Returns how many.
 uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   auto& st = self->state;
-  if (st.subscriber)
-    self->demonitor(st.subscriber.address());
+  unsubscribe(self);
   st.subscriber = std::move(sub);
   if (!st.subscriber)
     return 0;
@@ -212,6 +256,68 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   for (auto& chunk : queued)
     self->send(st.subscriber, data_atom::value, std::move(chunk));
   return queued.size();
+}
+
+uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub) {
+  auto& st = self->state;
+  unsubscribe(self);
+  st.chunk_sub = std::move(sub);
+  if (!st.chunk_sub)
+    return 0;
+  self->monitor(st.chunk_sub);
+  auto chunks = std::move(st.data.items);
+  auto imms = std::move(st.imms.items);
+  auto taken = make_error(errc::invalid_argument,
+                          "a chunk subscriber took over the data of this "
+                          "connection (subscribe_data)");
+  fail_all(st.data, taken);
+  fail_all(st.imms, taken);
+  auto conn = self->id();
+  for (auto& chunk : chunks)
+    self->send(st.chunk_sub, data_atom::value, conn, std::move(chunk));
+  for (auto& x : imms) {
+    if (x.chunk.valid())
+      self->send(st.chunk_sub, imm_atom::value, x.imm, conn,
+                 std::move(x.chunk));
+    else
+      self->send(st.chunk_sub, imm_atom::value, x.imm, conn, x.bytes);
+  }
+  return chunks.size() + imms.size();
+}
+
+caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
+                                     uint32_t imm) {
+  if (auto err = check_one_sided(self, "write_with_imm", src, dst))
+    return err;
+  auto& st = self->state;
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
+  auto rp = self->make_response_promise<uint64_t>();
+  auto id = st.next_one_sided++;
+  st.one_sided.emplace(id, rp);
+  // Keeps `dst` alive until the transport answered (see one_sided).
+  auto finish = [self, id, dst](auto&& result) mutable {
+    auto i = self->state.one_sided.find(id);
+    if (i == self->state.one_sided.end())
+      return;
+    i->second.deliver(std::forward<decltype(result)>(result));
+    self->state.one_sided.erase(i);
+  };
+  st.core->when_offered(
+      protocol::EXT_IMMEDIATE_DATA, "write_with_imm", self->clock().now(),
+      [self, finish, src, token = dst.token(),
+       imm](const caf::error& err) mutable {
+        if (err) {
+          finish(err);
+          return;
+        }
+        self->request(self->state.transport, caf::infinite,
+                      write_with_imm_atom::value, std::move(src), token, imm)
+            .then([finish](uint64_t n) mutable { finish(n); },
+                  [finish](caf::error& e) mutable { finish(e); });
+      });
+  return rp;
 }
 
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src,

@@ -27,5 +27,13 @@ using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using accepted_atom = caf::atom_constant<caf::atom("accepted")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using flush_acks_atom = caf::atom_constant<caf::atom("flush_acks")>;
+/// `(write_with_imm_atom, local_mr, remote_mr, uint32_t) -> bytes`.
+using write_with_imm_atom = transport::write_imm_atom;
+/// Tags what carries an immediate value to a chunk_subscriber.
+using imm_atom = caf::atom_constant<caf::atom("imm")>;
+using receive_imm_atom = caf::atom_constant<caf::atom("recv_imm")>;
+using receive_tagged_local_mr_atom = caf::atom_constant<caf::atom("recv_tlmr")>;
+using receive_tagged_remote_mr_atom
+    = caf::atom_constant<caf::atom("recv_trmr")>;
 
 } // namespace rdmactor

@@ -45,6 +45,7 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(invalid_argument)
     RDMACTOR_ERRC_CASE(peer_error)
     RDMACTOR_ERRC_CASE(internal_error)
+    RDMACTOR_ERRC_CASE(not_negotiated)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -139,6 +140,10 @@ const char* describe(errc x) noexcept {
       return "the peer answered with an error";
     case errc::internal_error:
       return "internal error in rdmactor; please report it";
+    case errc::not_negotiated:
+      return "the peer did not offer this feature in its Hello (an older "
+             "rdmactor or one configured without it); upgrade or enable "
+             "it on the peer";
   }
   return "unknown error code";
 }

@@ -54,6 +54,7 @@ enum class errc : uint8_t {
   invalid_argument,    ///< an argument is outside its documented range
   peer_error,          ///< the peer answered with an error status
   internal_error,      ///< a bug in rdmactor: please report it
+  not_negotiated,      ///< the peer's Hello did not offer the feature
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

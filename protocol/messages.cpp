@@ -48,13 +48,14 @@ Message make_release_mr(uint64_t request_id, const MrToken& token) {
 }
 
 Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
-                     const MrToken& token) {
+                     const MrToken& token, uint64_t tag) {
   Message result;
   auto* req = result.mutable_request();
   req->set_request_id(request_id);
   auto* body = req->mutable_send_mr();
   body->set_kind(kind);
   *body->mutable_token() = token;
+  body->set_tag(tag);
   return result;
 }
 
@@ -63,6 +64,14 @@ Message make_send_data(uint64_t request_id, uint64_t len) {
   auto* req = result.mutable_request();
   req->set_request_id(request_id);
   req->mutable_send_data()->set_len(len);
+  return result;
+}
+
+Message make_send_data(uint64_t request_id, uint64_t len, uint32_t imm) {
+  auto result = make_send_data(request_id, len);
+  auto* body = result.mutable_request()->mutable_send_data();
+  body->set_imm(imm);
+  body->set_has_imm(true);
   return result;
 }
 
@@ -149,13 +158,15 @@ Message make_send_data_acks(const std::vector<uint64_t>& ids) {
 }
 
 Message make_hello(uint32_t version, uint32_t max_message_len,
-                   uint32_t recv_depth, bool cumulative_acks) {
+                   uint32_t recv_depth, bool cumulative_acks,
+                   uint32_t extensions) {
   Message result;
   auto* hello = result.mutable_hello();
   hello->set_version(version);
   hello->set_max_message_len(max_message_len);
   hello->set_recv_depth(recv_depth);
   hello->set_cumulative_acks(cumulative_acks);
+  hello->set_extensions(extensions);
   return result;
 }
 

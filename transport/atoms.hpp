@@ -17,5 +17,10 @@ using cq_event_atom = caf::atom_constant<caf::atom("cq_event")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using repost_atom = caf::atom_constant<caf::atom("repost")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
+/// An RDMA WRITE with immediate data (request to the transport; the
+/// connection's `write_with_imm` uses the same tag).
+using write_imm_atom = caf::atom_constant<caf::atom("write_imm")>;
+/// The peer's RDMA WRITE with immediate data arrived (to the subscriber).
+using imm_arrived_atom = caf::atom_constant<caf::atom("imm_in")>;
 
 } // namespace rdmactor::transport
