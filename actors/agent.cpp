@@ -68,16 +68,27 @@ void actor_sink::deliver_local_mr(local_mr mr) {
 }
 
 void actor_sink::deliver_remote_mr(const mr_token& token) {
-  deliver_tagged_remote_mr(token, 0);
+  deliver_tagged_remote_mr(token, 0, 0);
 }
 
 void actor_sink::deliver_tagged_local_mr(local_mr mr, uint64_t tag) {
   put(self_, self_->state.local_mrs, tagged<local_mr>{std::move(mr), tag});
 }
 
-void actor_sink::deliver_tagged_remote_mr(const mr_token& token, uint64_t tag) {
+void actor_sink::deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                          uint32_t lease_ms) {
   auto state = std::make_shared<remote_mr_state>(
       token, caf::actor_cast<caf::actor_addr>(self_));
+  if (lease_ms != 0) {
+    // Our end of the lease: before the lender's (see lease_margin_ms).
+    auto end = self_->clock().now()
+               + std::chrono::milliseconds{lease_ms
+                                           - tuning::lease_margin_ms(lease_ms)};
+    state->set_lease_end_ns(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            end.time_since_epoch())
+            .count());
+  }
   put(self_, self_->state.remote_mrs,
       tagged<remote_mr>{remote_mr{std::move(state)}, tag});
 }
@@ -246,6 +257,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](send_mr_atom, local_mr& mr, uint64_t tag) {
         return send_local_mr(self, mr, tag);
       },
+      [self](send_mr_atom, local_mr& mr, uint64_t tag, uint32_t lease_ms) {
+        return send_local_mr(self, mr, tag, lease_ms);
+      },
+      [self](renew_lease_atom, remote_mr& mr, uint32_t lease_ms) {
+        return renew_lease(self, std::move(mr), lease_ms);
+      },
       [self](send_mr_atom, remote_mr& mr, uint64_t tag) {
         return send_remote_mr(self, mr, tag);
       },
@@ -324,6 +341,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         if (!mr.valid() || mr.state()->agent() != self->address())
           return make_error(errc::invalid_argument,
                             "this remote_mr belongs to another connection");
+        if (lease_ended(self, *mr.state())) {
+          mr.state()->take(); // revoked by its owner: nothing to release
+          return make_error(errc::lease_expired,
+                            "the lease of this remote_mr ended; its owner "
+                            "revoked it");
+        }
         if (!mr.state()->take())
           return make_error(errc::already_sent,
                             "this remote_mr was already released or sent");

@@ -73,6 +73,22 @@ using chunk_subscriber
 /// - `(send_mr_atom, local_mr | remote_mr, uint64_t tag) -> mr_token`:
 ///   SendMR with an application tag (0: none) that the receiver gets with
 ///   the token; `not_negotiated` for a peer whose Hello did not offer tags.
+/// - `(send_mr_atom, local_mr, uint64_t tag, uint32_t lease_ms) ->
+///   mr_token`: SendMR LOCAL with a lease: the peer may use the region for
+///   `lease_ms` (it stops a quarter earlier, at most 1 s, by its own
+///   clock), unless it renews the lease; then we revoke it: the token
+///   names a registration of its own, deregistered at the end, and the
+///   region leaves our owned table (its memory returns once no handle of
+///   ours is left) even if the peer never releases it.  The region must
+///   come from alloc_local_mr (`invalid_argument` else);
+///   `not_negotiated` for a peer whose Hello did not offer leases.  An
+///   operation of the peer that still runs when the registration goes
+///   fails and ends the connection, as any remote access error.
+/// - `(renew_lease_atom, remote_mr, uint32_t lease_ms) -> granted_ms`:
+///   asks the lender to extend the lease of a region it lent us with one,
+///   by up to `lease_ms` from now (at most its original duration).
+///   Operations on a region whose lease ended fail with `lease_expired`
+///   (locally, before anything is posted), as do late renewals.
 /// - `(receive_tagged_local_mr_atom) -> (local_mr, tag)`,
 ///   `(receive_tagged_remote_mr_atom) -> (remote_mr, tag)`: the next
 ///   region with its tag (0 for an untagged send_mr); they share the queue
@@ -122,7 +138,9 @@ using peer_operations = caf::typed_actor<
     caf::replies_to<receive_tagged_remote_mr_atom>::with<remote_mr, uint64_t>,
     caf::replies_to<send_data_atom, local_mr, uint32_t>::with<uint64_t>,
     caf::replies_to<receive_imm_atom>::with<uint32_t, uint64_t, local_mr>,
-    caf::replies_to<subscribe_data_atom, chunk_subscriber>::with<uint64_t>>;
+    caf::replies_to<subscribe_data_atom, chunk_subscriber>::with<uint64_t>,
+    caf::replies_to<send_mr_atom, local_mr, uint64_t, uint32_t>::with<mr_token>,
+    caf::replies_to<renew_lease_atom, remote_mr, uint32_t>::with<uint32_t>>;
 
 /// The connection actor: the typed interface users call, one per peer.
 ///

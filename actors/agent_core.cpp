@@ -197,7 +197,7 @@ agent_core::time_point agent_core::expire(time_point now) {
                             + " ms (request-timeout-ms)"));
   }
   expire_hello_waiters(now);
-  auto next = time_point::max();
+  auto next = expire_leases(now);
   for (auto& kv : pending_)
     next = std::min(next, kv.second.deadline);
   if (!hello_waiters_.empty())
@@ -281,27 +281,30 @@ void agent_core::alloc_remote(
 
 void agent_core::lend(local_mr mr, time_point now,
                       std::function<void(caf::expected<mr_token>)> done,
-                      uint64_t tag) {
+                      uint64_t tag, uint32_t lease_ms) {
   now_ = now;
   if (!mr.valid()) {
     done(make_error(errc::invalid_argument, "empty local_mr"));
     return;
   }
-  if (tag == 0) {
-    lend_now(std::move(mr), 0, std::move(done));
+  if (tag == 0 && lease_ms == 0) {
+    lend_now(std::move(mr), 0, 0, std::move(done));
     return;
   }
-  when_offered(pb::EXT_MR_TAGS, "send_mr with a tag", now,
-               [this, mr, tag, done](const caf::error& err) mutable {
-                 if (err)
-                   done(err);
-                 else
-                   lend_now(std::move(mr), tag, std::move(done));
-               });
+  uint32_t needs = (tag != 0 ? uint32_t{pb::EXT_MR_TAGS} : 0u)
+                   | (lease_ms != 0 ? uint32_t{pb::EXT_LEASES} : 0u);
+  when_offered(
+      needs, lease_ms != 0 ? "send_mr with a lease" : "send_mr with a tag", now,
+      [this, mr, tag, lease_ms, done](const caf::error& err) mutable {
+        if (err)
+          done(err);
+        else
+          lend_now(std::move(mr), tag, lease_ms, std::move(done));
+      });
 }
 
 /// SendMR LOCAL of `mr` with `tag` (the peer takes tags, or tag is 0).
-void agent_core::lend_now(local_mr mr, uint64_t tag,
+void agent_core::lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
                           std::function<void(caf::expected<mr_token>)> done) {
   auto now = now_;
   auto token = mr.token();
@@ -311,10 +314,27 @@ void agent_core::lend_now(local_mr mr, uint64_t tag,
                     "and not released yet"));
     return;
   }
-  owned_.emplace(token, owned_mr{std::move(mr), false});
+  owned_mr entry{mr, false};
+  if (lease_ms != 0) {
+    // A registration of its own, so that the lease's end revokes exactly
+    // this token (the arena's rkey stays valid for everything else).
+    auto reg = pool_->register_again(mr);
+    if (!reg) {
+      done(std::move(reg.error()));
+      return;
+    }
+    entry.lease_reg
+        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
+    token.rkey = entry.lease_reg->rkey();
+    entry.lease_end = now + std::chrono::milliseconds{lease_ms};
+    entry.lease_ms = lease_ms;
+    out_.schedule_sweep();
+  }
+  owned_.emplace(token, std::move(entry));
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag, lease_ms),
+      local_mr{},
       [this, token, done = std::move(done)](const pb::Response* res,
                                             const caf::error& err) {
         auto e

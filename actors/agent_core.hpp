@@ -36,6 +36,13 @@ namespace rdmactor {
 struct owned_mr {
   local_mr mr;
   bool by_peer; // allocated by the peer's AllocMR (counts to its quota)
+  /// Lent with a lease: the registration the peer's token names (revoked
+  /// with the entry; declared after `mr`, so it goes first), when the lease
+  /// ends and its duration (the most a renewal grants).
+  std::shared_ptr<transport::memory_region> lease_reg = nullptr;
+  std::chrono::steady_clock::time_point lease_end
+      = std::chrono::steady_clock::time_point::max();
+  uint32_t lease_ms = 0;
 };
 
 /// Regions kept alive for the peer, by the token it knows them by.
@@ -112,9 +119,12 @@ public:
     }
 
     /// The same as `deliver_remote_mr` with the sender's application tag
-    /// (0: none).  The default drops the tag.
-    virtual void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag) {
+    /// (0: none) and lease (milliseconds from now; 0: none).  The default
+    /// drops both.
+    virtual void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                          uint32_t lease_ms) {
       static_cast<void>(tag);
+      static_cast<void>(lease_ms);
       deliver_remote_mr(token);
     }
 
@@ -268,9 +278,22 @@ public:
   /// the token or an error (then the region is no longer owned).  Called by
   /// the owner's send_mr(local_mr).  A request pending at close fails with
   /// the close error and the region stays owned until `take_owned`.
+  /// With `lease_ms` > 0 (a peer that offered EXT_LEASES, else
+  /// `not_negotiated`), the token names a registration of its own over
+  /// `mr` that is revoked (deregistered, the region dropped from the owned
+  /// table) `lease_ms` after the lending unless the peer renews it
+  /// (`expire` ends leases).
   void lend(local_mr mr, time_point now,
-            std::function<void(caf::expected<mr_token>)> done,
-            uint64_t tag = 0);
+            std::function<void(caf::expected<mr_token>)> done, uint64_t tag = 0,
+            uint32_t lease_ms = 0);
+
+  /// Asks the lender of `token` to extend its lease by `lease_ms`
+  /// (RenewLease); `done` gets the granted milliseconds, or
+  /// `lease_expired` when the lender no longer holds the lease.  Called by
+  /// the owner's renew_lease; a request pending at close fails with the
+  /// close error.
+  void renew_lease(const mr_token& token, uint32_t lease_ms, time_point now,
+                   std::function<void(caf::expected<uint32_t>)> done);
 
   /// Hands the peer's region `token` back to it (SendMR REMOTE); `done`
   /// gets an empty error on success.  Called by the owner's
@@ -353,8 +376,10 @@ private:
   void on_send_data(uint64_t id, const protocol::SendData& req,
                     const local_mr& buf, const protocol::decode_result& frame);
   void run_hello_waiters();
+  void on_renew_lease(uint64_t id, const protocol::RenewLease& req);
+  time_point expire_leases(time_point now);
   void expire_hello_waiters(time_point now);
-  void lend_now(local_mr mr, uint64_t tag,
+  void lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
                 std::function<void(caf::expected<mr_token>)> done);
   void give_back_now(const mr_token& token, uint64_t tag,
                      std::function<void(const caf::error&)> done);

@@ -198,7 +198,7 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
              "SendMR LOCAL over the queue limit");
       return;
     }
-    out_.deliver_tagged_remote_mr(token, req.tag());
+    out_.deliver_tagged_remote_mr(token, req.tag(), req.lease_ms());
     accepted();
     send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
     return;
@@ -306,6 +306,9 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
       break;
     case pb::Request::kSendData:
       on_send_data(id, req.send_data(), buf, frame);
+      break;
+    case pb::Request::kRenewLease:
+      on_renew_lease(id, req.renew_lease());
       break;
     default:
       ++counters_.protocol_errors;

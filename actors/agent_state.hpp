@@ -110,7 +110,8 @@ public:
   void deliver_write_imm(uint32_t imm, uint64_t bytes) override;
   size_t queued_imms() const override;
   void deliver_tagged_local_mr(local_mr mr, uint64_t tag) override;
-  void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag) override;
+  void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                uint32_t lease_ms) override;
   void disconnect(const caf::error& reason) override;
   void schedule_ack_flush() override;
   void schedule_sweep() override;
@@ -221,6 +222,17 @@ caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
                                                     uint64_t tag);
 caf::typed_response_promise<mr_token>
 send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag);
+
+/// SendMR LOCAL with a tag and a lease.
+caf::typed_response_promise<mr_token>
+send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms);
+
+/// RenewLease of a region the peer lent us with a lease.
+caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
+                                  uint32_t lease_ms);
+
+/// Whether the lease of `st` ended by the agent's clock.
+bool lease_ended(self_ptr self, const remote_mr_state& st);
 
 /// SendData whose chunks carry `imm`.
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,

@@ -36,6 +36,8 @@ struct agent_stats {
   /// peer we did not offer immediate data.
   uint64_t queued_imms = 0;
   uint64_t imms_dropped = 0;
+  /// Leases of regions we lent that ended without a release (revoked).
+  uint64_t leases_expired = 0;
 };
 
 template <class Inspector>
@@ -44,7 +46,7 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
            x.merged_acks_sent, x.merged_acks_received, x.queued_imms,
-           x.imms_dropped);
+           x.imms_dropped, x.leases_expired);
 }
 
 } // namespace rdmactor

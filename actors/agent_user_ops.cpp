@@ -4,6 +4,7 @@
 #include "actors/agent_state.hpp"
 
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 
 namespace rdmactor::agent_detail {
 
@@ -86,9 +87,65 @@ caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
 
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
                                                     uint64_t tag) {
+  return send_local_mr(self, std::move(mr), tag, 0);
+}
+
+caf::typed_response_promise<mr_token>
+send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms) {
   auto rp = self->make_response_promise<mr_token>();
   self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp),
-                         tag);
+                         tag, lease_ms);
+  return rp;
+}
+
+bool lease_ended(self_ptr self, const remote_mr_state& st) {
+  auto end = st.lease_end_ns();
+  if (end == 0)
+    return false;
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 self->clock().now().time_since_epoch())
+                 .count();
+  return now >= end;
+}
+
+caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
+                                  uint32_t lease_ms) {
+  if (!mr.valid() || mr.state()->agent() != self->address())
+    return make_error(errc::invalid_argument,
+                      "renew_lease: the remote_mr belongs to another "
+                      "connection");
+  if (mr.state()->lease_end_ns() == 0)
+    return make_error(errc::invalid_argument,
+                      "renew_lease: this remote_mr was lent without a lease");
+  if (mr.state()->done())
+    return make_error(errc::invalid_argument,
+                      "renew_lease: the remote_mr was released or sent back");
+  if (lease_ended(self, *mr.state()))
+    return make_error(errc::lease_expired,
+                      "renew_lease: the lease already ended; ask the owner "
+                      "for the region again");
+  if (lease_ms == 0)
+    return make_error(errc::invalid_argument, "renew_lease: a renewal of 0 ms");
+  auto rp = self->make_response_promise<uint32_t>();
+  auto sent = self->clock().now();
+  auto st = mr.state();
+  self->state.core->renew_lease(
+      st->token(), lease_ms, sent,
+      [rp, st, sent](caf::expected<uint32_t> granted) mutable {
+        if (!granted) {
+          rp.deliver(granted.error());
+          return;
+        }
+        // Counted from when we asked: the lender's clock started later.
+        auto end = sent
+                   + std::chrono::milliseconds{
+                       *granted - tuning::lease_margin_ms(*granted)};
+        st->set_lease_end_ns(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                end.time_since_epoch())
+                .count());
+        rp.deliver(*granted);
+      });
   return rp;
 }
 
@@ -187,6 +244,12 @@ caf::error check_one_sided(self_ptr self, const char* what,
     return make_error(errc::invalid_argument,
                       std::string{what}
                           + ": the remote_mr was released or sent back");
+  if (lease_ended(self, *remote.state()))
+    return make_error(errc::lease_expired,
+                      std::string{what}
+                          + ": the lease of this remote_mr ended (its owner "
+                            "revokes it); renew leases before they end "
+                            "(renew_lease) or ask for the region again");
   if (local.size() != remote.size())
     return make_error(errc::length_mismatch,
                       std::string{what} + " of " + std::to_string(local.size())

@@ -35,5 +35,6 @@ using receive_imm_atom = caf::atom_constant<caf::atom("recv_imm")>;
 using receive_tagged_local_mr_atom = caf::atom_constant<caf::atom("recv_tlmr")>;
 using receive_tagged_remote_mr_atom
     = caf::atom_constant<caf::atom("recv_trmr")>;
+using renew_lease_atom = caf::atom_constant<caf::atom("renew")>;
 
 } // namespace rdmactor

@@ -46,6 +46,7 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(peer_error)
     RDMACTOR_ERRC_CASE(internal_error)
     RDMACTOR_ERRC_CASE(not_negotiated)
+    RDMACTOR_ERRC_CASE(lease_expired)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -144,6 +145,10 @@ const char* describe(errc x) noexcept {
       return "the peer did not offer this feature in its Hello (an older "
              "rdmactor or one configured without it); upgrade or enable "
              "it on the peer";
+    case errc::lease_expired:
+      return "the lease of this memory region ended and its owner revoked "
+             "it; renew leases before they end (renew_lease) or ask for the "
+             "region again";
   }
   return "unknown error code";
 }

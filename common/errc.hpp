@@ -55,6 +55,7 @@ enum class errc : uint8_t {
   peer_error,          ///< the peer answered with an error status
   internal_error,      ///< a bug in rdmactor: please report it
   not_negotiated,      ///< the peer's Hello did not offer the feature
+  lease_expired,       ///< the lease of a lent memory region ended
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

@@ -31,6 +31,7 @@ bool known_kind(const Message& msg) noexcept {
         case Request::kAllocMr:
         case Request::kReleaseMr:
         case Request::kSendData:
+        case Request::kRenewLease:
           return true;
         case Request::kSendMr:
           return SendMR::Kind_IsValid(req.send_mr().kind());
@@ -45,6 +46,7 @@ bool known_kind(const Message& msg) noexcept {
         case Response::kReleaseMr:
         case Response::kSendMr:
         case Response::kSendData:
+        case Response::kRenewLease:
           return true;
         case Response::BODY_NOT_SET:
           return false;

@@ -48,7 +48,7 @@ Message make_release_mr(uint64_t request_id, const MrToken& token) {
 }
 
 Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
-                     const MrToken& token, uint64_t tag) {
+                     const MrToken& token, uint64_t tag, uint32_t lease_ms) {
   Message result;
   auto* req = result.mutable_request();
   req->set_request_id(request_id);
@@ -56,6 +56,30 @@ Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
   body->set_kind(kind);
   *body->mutable_token() = token;
   body->set_tag(tag);
+  body->set_lease_ms(lease_ms);
+  return result;
+}
+
+Message make_renew_lease(uint64_t request_id, const MrToken& token,
+                         uint32_t lease_ms) {
+  Message result;
+  auto* req = result.mutable_request();
+  req->set_request_id(request_id);
+  auto* body = req->mutable_renew_lease();
+  *body->mutable_token() = token;
+  body->set_lease_ms(lease_ms);
+  return result;
+}
+
+Message make_renew_lease_response(uint64_t request_id, Status status,
+                                  std::string detail, uint32_t lease_ms) {
+  Message result;
+  auto* res = result.mutable_response();
+  res->set_request_id(request_id);
+  auto* body = res->mutable_renew_lease();
+  body->set_status(status);
+  body->set_detail(std::move(detail));
+  body->set_lease_ms(lease_ms);
   return result;
 }
 
@@ -124,6 +148,8 @@ Status status_of(const Response& res) noexcept {
       return res.send_mr().status();
     case Response::kSendData:
       return res.send_data().status();
+    case Response::kRenewLease:
+      return res.renew_lease().status();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -140,6 +166,8 @@ const std::string& detail_of(const Response& res) noexcept {
       return res.send_mr().detail();
     case Response::kSendData:
       return res.send_data().detail();
+    case Response::kRenewLease:
+      return res.renew_lease().detail();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -182,6 +210,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.send_mr";
         case Request::kSendData:
           return "request.send_data";
+        case Request::kRenewLease:
+          return "request.renew_lease";
         case Request::BODY_NOT_SET:
           break;
       }
@@ -196,6 +226,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "response.send_mr";
         case Response::kSendData:
           return "response.send_data";
+        case Response::kRenewLease:
+          return "response.renew_lease";
         case Response::BODY_NOT_SET:
           break;
       }

@@ -27,7 +27,16 @@ Message make_release_mr(uint64_t request_id, const MrToken& token);
 /// Builds a request handing `token` to the peer, with the application
 /// `tag` (0: none; set only for a peer that offered EXT_MR_TAGS).
 Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
-                     const MrToken& token, uint64_t tag = 0);
+                     const MrToken& token, uint64_t tag = 0,
+                     uint32_t lease_ms = 0);
+
+/// Builds a request to extend the lease of `token` by `lease_ms`.
+Message make_renew_lease(uint64_t request_id, const MrToken& token,
+                         uint32_t lease_ms);
+
+/// Builds the answer to a RenewLease (`lease_ms` granted when OK).
+Message make_renew_lease_response(uint64_t request_id, Status status,
+                                  std::string detail, uint32_t lease_ms = 0);
 
 /// Builds a request announcing `len` payload bytes behind the Message.
 Message make_send_data(uint64_t request_id, uint64_t len);

@@ -965,4 +965,56 @@ BOOST_AUTO_TEST_CASE(an_operation_waiting_for_the_hello_times_out) {
   BOOST_TEST(code_of(got) == errc::request_timeout);
 }
 
+BOOST_AUTO_TEST_CASE(a_lease_is_revoked_at_its_end_unless_renewed) {
+  auto h = hello(pb::protocol_version, true);
+  h.mutable_hello()->set_extensions(pb::EXT_LEASES);
+  receive(h);
+  auto mr = pool->allocate(256, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  caf::expected<mr_token> lent{mr_token{}};
+  core->lend(
+      *mr, t0, [&](caf::expected<mr_token> x) { lent = std::move(x); }, 0,
+      1000);
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  const auto& req = out.posted[0].msg.request();
+  BOOST_TEST(req.send_mr().lease_ms() == 1000u);
+  BOOST_TEST(req.send_mr().token().rkey() != mr->rkey());
+  receive(pb::make_send_mr_response(req.request_id(), pb::OK, {}));
+  BOOST_REQUIRE(lent);
+  BOOST_TEST(lent->rkey == req.send_mr().token().rkey());
+  BOOST_TEST(core->stats().owned_mrs == 1u);
+  auto tok = pb::make_token(lent->addr, lent->len, lent->rkey);
+  // Renewed at 500 ms for at most the original 1000 ms: ends at 1500 ms.
+  core->on_frame(frame(pb::make_renew_lease(77, tok, 5000)),
+                 t0 + milliseconds{500});
+  BOOST_TEST(last_response().request_id() == 77u);
+  BOOST_TEST(pb::status_of(last_response()) == pb::OK);
+  BOOST_TEST(last_response().renew_lease().lease_ms() == 1000u);
+  auto next = core->expire(t0 + milliseconds{1499});
+  BOOST_TEST((next == t0 + milliseconds{1500}));
+  BOOST_TEST(core->stats().owned_mrs == 1u);
+  core->expire(t0 + milliseconds{1500});
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+  BOOST_TEST(core->stats().leases_expired == 1u);
+  // A renewal after the end: UNKNOWN_TOKEN, no disconnect.
+  core->on_frame(frame(pb::make_renew_lease(78, tok, 1000)),
+                 t0 + milliseconds{1600});
+  BOOST_TEST(pb::status_of(last_response()) == pb::UNKNOWN_TOKEN);
+  BOOST_TEST(out.disconnects.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_lease_needs_a_peer_that_offers_leases) {
+  receive(hello(pb::protocol_version, true));
+  auto mr = pool->allocate(256, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  caf::expected<mr_token> lent{mr_token{}};
+  core->lend(
+      *mr, t0, [&](caf::expected<mr_token> x) { lent = std::move(x); }, 0,
+      1000);
+  BOOST_REQUIRE(!lent);
+  BOOST_TEST(code_of(lent.error()) == errc::not_negotiated);
+  BOOST_TEST(out.posted.empty());
+  BOOST_TEST(core->stats().owned_mrs == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
