@@ -256,6 +256,16 @@ caf::error agent_core::check_response(const pb::Response& res,
 void agent_core::alloc_remote(
     uint64_t size, uint64_t align, time_point now,
     std::function<void(caf::expected<mr_token>)> done) {
+  alloc_remote_leased(
+      size, align, now,
+      [done = std::move(done)](caf::expected<mr_token> x, uint32_t) {
+        done(std::move(x));
+      });
+}
+
+void agent_core::alloc_remote_leased(
+    uint64_t size, uint64_t align, time_point now,
+    std::function<void(caf::expected<mr_token>, uint32_t)> done) {
   auto id = new_request_id();
   send_request(
       pb::make_alloc_mr(id, size, align), local_mr{},
@@ -267,14 +277,14 @@ void agent_core::alloc_remote(
             if (late_allocs_.size() > tuning::max_late_allocs)
               late_allocs_.pop_front();
           }
-          done(err);
+          done(err, 0);
           return;
         }
         if (auto e = check_response(*res, pb::Response::kAllocMr, "AllocMR")) {
-          done(e);
+          done(e, 0);
           return;
         }
-        done(to_token(res->alloc_mr().token()));
+        done(to_token(res->alloc_mr().token()), res->alloc_mr().lease_ms());
       },
       now);
 }

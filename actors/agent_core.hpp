@@ -273,6 +273,12 @@ public:
   void alloc_remote(uint64_t size, uint64_t align, time_point now,
                     std::function<void(caf::expected<mr_token>)> done);
 
+  /// The same; `done` also gets the region's lease in milliseconds (0:
+  /// none; AllocMRResponse.lease_ms).
+  void alloc_remote_leased(
+      uint64_t size, uint64_t align, time_point now,
+      std::function<void(caf::expected<mr_token>, uint32_t)> done);
+
   /// Lends `mr` to the peer (SendMR LOCAL), keeping it alive in the owned
   /// table until the peer releases it or the connection ends; `done` gets
   /// the token or an error (then the region is no longer owned).  Called by

@@ -164,11 +164,32 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
     return;
   }
   auto token = mr->token();
+  owned_mr entry{*mr, true};
+  uint32_t lease_ms = 0;
+  if (opts_.peer_alloc_lease_ms != 0 && peer_offers(pb::EXT_LEASES)) {
+    // A registration of its own, revoked when the lease ends.
+    auto reg = pool_->register_again(*mr);
+    if (!reg) {
+      reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(reg.error())),
+                                        what_of(reg.error())),
+             "AllocMR (no registration for its lease)");
+      return;
+    }
+    lease_ms = opts_.peer_alloc_lease_ms;
+    entry.lease_reg
+        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
+    token.rkey = entry.lease_reg->rkey();
+    entry.lease_end = now_ + std::chrono::milliseconds{lease_ms};
+    entry.lease_ms = lease_ms;
+    out_.schedule_sweep();
+  }
   peer_alloc_bytes_ += mr->size();
   peer_mrs_ += 1;
-  owned_.emplace(token, owned_mr{std::move(*mr), true});
+  owned_.emplace(token, std::move(entry));
   accepted();
-  send_unsolicited(pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token)));
+  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token));
+  res.mutable_response()->mutable_alloc_mr()->set_lease_ms(lease_ms);
+  send_unsolicited(res);
 }
 
 void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {

@@ -28,15 +28,27 @@ auto deliver_to(caf::typed_response_promise<T> rp) {
 caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   auto rp = self->make_response_promise<remote_mr>();
-  self->state.core->alloc_remote(
-      size, align, self->clock().now(),
-      [self, rp](caf::expected<mr_token> token) mutable {
+  auto asked = self->clock().now();
+  self->state.core->alloc_remote_leased(
+      size, align, asked,
+      [self, rp, asked](caf::expected<mr_token> token,
+                        uint32_t lease_ms) mutable {
         if (!token) {
           rp.deliver(token.error());
           return;
         }
         auto st = std::make_shared<remote_mr_state>(
             *token, caf::actor_cast<caf::actor_addr>(self));
+        if (lease_ms != 0) {
+          // Counted from when we asked: the lender's clock started later.
+          auto end = asked
+                     + std::chrono::milliseconds{
+                         lease_ms - tuning::lease_margin_ms(lease_ms)};
+          st->set_lease_end_ns(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  end.time_since_epoch())
+                  .count());
+        }
         rp.deliver(remote_mr{std::move(st)});
       });
   return rp;

@@ -51,6 +51,8 @@ void add_options(caf::config_option_set& set, options& o) {
            "window of peer-max-noise in ms")
       .add(o.immediate_data, "immediate-data",
            "offer immediate data (write_with_imm) to peers")
+      .add(o.peer_alloc_lease_ms, "peer-alloc-lease-ms",
+           "lease on regions peers allocate here in ms (0: none)")
       .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
       .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
       .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")

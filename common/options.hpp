@@ -100,6 +100,11 @@ struct options {
   /// value).  Off: a peer's write_with_imm and send_data with a value fail
   /// on its side with `not_negotiated`.
   bool immediate_data = true;
+  /// Lease on the regions a peer allocates here (request_remote_mr), in
+  /// ms: unless the peer renews it, the region is revoked and freed then,
+  /// even if the peer never releases it.  0: no lease.  Only for peers
+  /// whose Hello offers leases; others get regions without one.
+  uint32_t peer_alloc_lease_ms = 0;
 
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.

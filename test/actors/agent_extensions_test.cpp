@@ -558,4 +558,38 @@ BOOST_AUTO_TEST_CASE(a_lease_needs_memory_from_the_allocator) {
              render(tok.error()));
 }
 
+BOOST_AUTO_TEST_CASE(regions_a_peer_allocates_carry_the_lenders_lease) {
+  const uint32_t lease = 1000 * timeout_scale();
+  auto server_opts = test_options();
+  server_opts.peer_alloc_lease_ms = lease;
+  two_nodes t{test_options(), server_opts};
+  const auto before = t.server->memory_stats().bytes_in_use;
+  auto rmr
+      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
+                        uint64_t{4096}, uint64_t{64});
+  BOOST_REQUIRE_MESSAGE(rmr, render(rmr));
+  auto src = alloc_on(t.sys, t.client_conn, 4096);
+  auto w = call<uint64_t>(t.sys, t.client_conn, write_atom::value, src, *rmr);
+  BOOST_REQUIRE_MESSAGE(w, render(w));
+  auto granted = call<uint32_t>(t.sys, t.client_conn, renew_lease_atom::value,
+                                *rmr, lease);
+  BOOST_REQUIRE_MESSAGE(granted, render(granted));
+  BOOST_TEST(*granted == lease);
+  BOOST_TEST(server_stats(t).peer_alloc_bytes == 4096u);
+  // Never released by the client: revoked and freed at the lease's end.
+  BOOST_REQUIRE(eventually([&] { return server_stats(t).leases_expired == 1; },
+                           std::chrono::milliseconds(lease * 5)));
+  BOOST_TEST(server_stats(t).peer_alloc_bytes == 0u);
+  BOOST_TEST(eventually(
+      [&] { return t.server->memory_stats().bytes_in_use == before; },
+      wait_time()));
+  w = call<uint64_t>(t.sys, t.client_conn, write_atom::value, src, *rmr);
+  BOOST_REQUIRE(!w);
+  BOOST_TEST(code_of(w.error()) == errc::lease_expired, render(w.error()));
+  auto rel = call<uint64_t>(t.sys, t.client_conn, release_atom::value, *rmr);
+  BOOST_REQUIRE(!rel);
+  BOOST_TEST(code_of(rel.error()) == errc::lease_expired);
+  BOOST_TEST(server_stats(t).rejected_requests == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
