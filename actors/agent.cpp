@@ -32,20 +32,65 @@ void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
 
 void actor_sink::deliver_data(local_mr chunk) {
   auto& st = self_->state;
-  if (st.subscriber)
+  if (st.chunk_sub)
+    self_->send(st.chunk_sub, data_atom::value, self_->id(), std::move(chunk));
+  else if (st.subscriber)
     self_->send(st.subscriber, data_atom::value, std::move(chunk));
   else
     put(self_, st.data, std::move(chunk));
 }
 
+void actor_sink::deliver_imm_data(local_mr chunk, uint32_t imm) {
+  auto& st = self_->state;
+  if (st.chunk_sub) {
+    self_->send(st.chunk_sub, imm_atom::value, imm, self_->id(),
+                std::move(chunk));
+    return;
+  }
+  auto bytes = uint64_t{chunk.size()};
+  put(self_, st.imms, imm_item{imm, bytes, std::move(chunk)});
+}
+
+void actor_sink::deliver_write_imm(uint32_t imm, uint64_t bytes) {
+  auto& st = self_->state;
+  if (st.chunk_sub)
+    self_->send(st.chunk_sub, imm_atom::value, imm, self_->id(), bytes);
+  else
+    put(self_, st.imms, imm_item{imm, bytes, local_mr{}});
+}
+
+size_t actor_sink::queued_imms() const {
+  return self_->state.imms.items.size();
+}
+
 void actor_sink::deliver_local_mr(local_mr mr) {
-  put(self_, self_->state.local_mrs, std::move(mr));
+  deliver_tagged_local_mr(std::move(mr), 0);
 }
 
 void actor_sink::deliver_remote_mr(const mr_token& token) {
+  deliver_tagged_remote_mr(token, 0, 0);
+}
+
+void actor_sink::deliver_tagged_local_mr(local_mr mr, uint64_t tag) {
+  put(self_, self_->state.local_mrs, tagged<local_mr>{std::move(mr), tag});
+}
+
+void actor_sink::deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                          uint32_t lease_ms) {
   auto state = std::make_shared<remote_mr_state>(
       token, caf::actor_cast<caf::actor_addr>(self_));
-  put(self_, self_->state.remote_mrs, remote_mr{std::move(state)});
+  if (lease_ms != 0) {
+    // Our end of the lease: before the lender's (see lease_margin_ms).
+    auto end = self_->clock().now()
+               + std::chrono::milliseconds{lease_ms
+                                           - tuning::lease_margin_ms(lease_ms)};
+    state->set_lease_end_ns(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            end.time_since_epoch())
+            .count());
+  }
+  put(self_, self_->state.remote_mrs,
+      tagged<remote_mr>{remote_mr{std::move(state)}, tag});
 }
 
 void actor_sink::disconnect(const caf::error& reason) {
@@ -63,7 +108,7 @@ void actor_sink::schedule_sweep() {
 }
 
 uint64_t actor_sink::queued_data_bytes() const {
-  return self_->state.data.queued_bytes;
+  return self_->state.data.queued_bytes + self_->state.imms.queued_bytes;
 }
 
 size_t actor_sink::queued_remote_mrs() const {
@@ -107,6 +152,7 @@ void sweep(self_ptr self) {
   bool waiting = expire(self, st.data, now);
   waiting = expire(self, st.local_mrs, now) || waiting;
   waiting = expire(self, st.remote_mrs, now) || waiting;
+  waiting = expire(self, st.imms, now) || waiting;
   if ((waiting || next != clock_type::time_point::max()) && !st.core->closed())
     arm_sweep(self);
 }
@@ -149,9 +195,10 @@ void shut_down(self_ptr self, const caf::error& cause) {
     kv.second.deliver(err);
   st.one_sided.clear();
   fail_all(st.data, err);
+  fail_all(st.imms, err);
   fail_all(st.local_mrs, err);
   for (auto& rmr : st.remote_mrs.items)
-    rmr.state()->take(); // the peer freed it already
+    rmr.value.state()->take(); // the peer freed it already
   fail_all(st.remote_mrs, err);
   // Everything held for the peer returns to the pool once the transport
   // has terminated, i.e. after its queue pair is closed (CAF destroys an
@@ -204,6 +251,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
     auto& st = self->state;
     if (st.subscriber && msg.source == st.subscriber.address())
       st.subscriber = data_subscriber{};
+    if (st.chunk_sub && msg.source == st.chunk_sub.address())
+      st.chunk_sub = chunk_subscriber{};
   });
   // Weakly: the transport must not keep us alive (we hold it, and our
   // users' handles decide when the connection ends).  No CAF timeout on
@@ -226,6 +275,57 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](alloc_local_mr_atom, uint64_t size, uint64_t align) {
         return self->delegate(self->state.allocator, alloc_atom::value, size,
                               align, transport::access::all);
+      },
+      [self](alloc_local_mr_atom, uint64_t size, uint64_t align,
+             uint32_t access) {
+        return alloc_local_mr(self, size, align, access);
+      },
+      [self](write_with_imm_atom, local_mr& src, remote_mr& dst, uint32_t imm) {
+        return write_with_imm(self, std::move(src), std::move(dst), imm);
+      },
+      [self](send_mr_atom, local_mr& mr, uint64_t tag) {
+        return send_local_mr(self, mr, tag);
+      },
+      [self](send_mr_atom, local_mr& mr, uint64_t tag, uint32_t lease_ms) {
+        return send_local_mr(self, mr, tag, lease_ms);
+      },
+      [self](renew_lease_atom, remote_mr& mr, uint32_t lease_ms) {
+        return renew_lease(self, std::move(mr), lease_ms);
+      },
+      [self](send_mr_atom, remote_mr& mr, uint64_t tag) {
+        return send_remote_mr(self, mr, tag);
+      },
+      [self](receive_tagged_local_mr_atom) {
+        return take_as<local_mr, uint64_t>(
+            self, self->state.local_mrs, [](auto& rp, tagged<local_mr>&& x) {
+              rp.deliver(std::move(x.value), x.tag);
+            });
+      },
+      [self](receive_tagged_remote_mr_atom) {
+        return take_as<remote_mr, uint64_t>(
+            self, self->state.remote_mrs, [](auto& rp, tagged<remote_mr>&& x) {
+              rp.deliver(std::move(x.value), x.tag);
+            });
+      },
+      [self](send_data_atom, local_mr& mr, uint32_t imm) {
+        return send_data(self, mr, imm);
+      },
+      [self](receive_imm_atom) -> caf::result<uint32_t, uint64_t, local_mr> {
+        if (self->state.chunk_sub)
+          return make_error(errc::invalid_argument,
+                            "the immediate values of this connection go to "
+                            "a chunk_subscriber (subscribe_data); unsubscribe "
+                            "with an invalid handle to call receive_imm");
+        return take_as<uint32_t, uint64_t, local_mr>(
+            self, self->state.imms, [](auto& rp, imm_item&& x) {
+              rp.deliver(x.imm, x.bytes, std::move(x.chunk));
+            });
+      },
+      [self](subscribe_data_atom, chunk_subscriber& sub) {
+        return subscribe_chunks(self, std::move(sub));
+      },
+      [self](transport::imm_arrived_atom, uint32_t imm, uint32_t bytes) {
+        self->state.core->on_write_imm(imm, bytes, self->clock().now());
       },
       [self](alloc_for_peer_atom, uint64_t size, uint64_t align) {
         return alloc_for_peer(self, size, align);
@@ -250,14 +350,20 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](send_mr_atom, local_mr& mr) { return send_local_mr(self, mr); },
       [self](send_mr_atom, remote_mr& mr) { return send_remote_mr(self, mr); },
       [self](receive_local_mr_atom) {
-        return take(self, self->state.local_mrs);
+        return take_as<local_mr>(self, self->state.local_mrs,
+                                 [](auto& rp, tagged<local_mr>&& x) {
+                                   rp.deliver(std::move(x.value));
+                                 });
       },
       [self](receive_remote_mr_atom) {
-        return take(self, self->state.remote_mrs);
+        return take_as<remote_mr>(self, self->state.remote_mrs,
+                                  [](auto& rp, tagged<remote_mr>&& x) {
+                                    rp.deliver(std::move(x.value));
+                                  });
       },
       [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
       [self](receive_data_atom) -> caf::result<local_mr> {
-        if (self->state.subscriber)
+        if (self->state.subscriber || self->state.chunk_sub)
           return make_error(errc::invalid_argument,
                             "the data of this connection goes to a "
                             "subscriber (subscribe_data); unsubscribe with "
@@ -271,6 +377,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         if (!mr.valid() || mr.state()->agent() != self->address())
           return make_error(errc::invalid_argument,
                             "this remote_mr belongs to another connection");
+        if (lease_ended(self, *mr.state())) {
+          mr.state()->take(); // revoked by its owner: nothing to release
+          return make_error(errc::lease_expired,
+                            "the lease of this remote_mr ended; its owner "
+                            "revoked it");
+        }
         if (!mr.state()->take())
           return make_error(errc::already_sent,
                             "this remote_mr was already released or sent");
@@ -282,8 +394,9 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         s.queued_data = st.data.items.size();
         s.queued_local_mrs = st.local_mrs.items.size();
         s.queued_remote_mrs = st.remote_mrs.items.size();
-        s.queued_data_bytes = st.data.queued_bytes;
+        s.queued_data_bytes = st.data.queued_bytes + st.imms.queued_bytes;
         s.peer_claim_bytes = st.claimed->load();
+        s.queued_imms = st.imms.items.size();
         return s;
       },
       [self](release_atom, mr_token token) {

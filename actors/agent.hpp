@@ -21,6 +21,21 @@ namespace rdmactor {
 /// arrival order, sent by the connection's agent.
 using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 
+/// An actor that takes what a peer sends, pushed, naming the connection it
+/// came by (so that one actor can serve several connections) and with the
+/// immediate values; subscribed with `(subscribe_data_atom,
+/// chunk_subscriber)`.  `conn` is the connection's actor id: `conn->id()`
+/// of the `connection_actor` handle the node gave you.  In arrival order:
+/// - `(data_atom, conn, local_mr chunk)`: a send_data chunk;
+/// - `(imm_atom, imm, conn, local_mr chunk)`: a chunk of a send_data with
+///   the immediate value `imm` (every chunk of that call carries it);
+/// - `(imm_atom, imm, conn, uint64_t bytes)`: the peer's write_with_imm of
+///   `bytes` bytes landed in our memory before this message was sent.
+using chunk_subscriber
+    = caf::typed_actor<caf::reacts_to<data_atom, uint64_t, local_mr>,
+                       caf::reacts_to<imm_atom, uint32_t, uint64_t, local_mr>,
+                       caf::reacts_to<imm_atom, uint32_t, uint64_t, uint64_t>>;
+
 /// The operations of the async-rdma agent protocol, as users see them;
 /// `connection_actor` extends them and the agent implements both.
 ///
@@ -49,10 +64,49 @@ using data_subscriber = caf::typed_actor<caf::reacts_to<data_atom, local_mr>>;
 ///   before the agent learned of that termination are lost with the
 ///   subscriber, as any message to a dead actor.  The subscriber learns of
 ///   the connection's end by monitoring the connection.
+/// - `(subscribe_data_atom, chunk_subscriber) -> items`: the same with
+///   the connection named and immediate values pushed too (see
+///   chunk_subscriber): queued chunks go first, then queued immediate
+///   values; the answer is their number.  It replaces a data_subscriber
+///   and the other way round; while it is set, `receive_data` and
+///   `receive_imm` fail with `invalid_argument`.
+/// - `(send_mr_atom, local_mr | remote_mr, uint64_t tag) -> mr_token`:
+///   SendMR with an application tag (0: none) that the receiver gets with
+///   the token; `not_negotiated` for a peer whose Hello did not offer tags.
+/// - `(send_mr_atom, local_mr, uint64_t tag, uint32_t lease_ms) ->
+///   mr_token`: SendMR LOCAL with a lease: the peer may use the region for
+///   `lease_ms` (it stops a quarter earlier, at most 1 s, by its own
+///   clock), unless it renews the lease; then we revoke it: the token
+///   names a registration of its own, deregistered at the end, and the
+///   region leaves our owned table (its memory returns once no handle of
+///   ours is left) even if the peer never releases it.  The region must
+///   come from alloc_local_mr (`invalid_argument` else);
+///   `not_negotiated` for a peer whose Hello did not offer leases.  An
+///   operation of the peer that still runs when the registration goes
+///   fails and ends the connection, as any remote access error.
+/// - `(renew_lease_atom, remote_mr, uint32_t lease_ms) -> granted_ms`:
+///   asks the lender to extend the lease of a region it lent us with one,
+///   by up to `lease_ms` from now (at most its original duration).
+///   Operations on a region whose lease ended fail with `lease_expired`
+///   (locally, before anything is posted), as do late renewals.
+/// - `(receive_tagged_local_mr_atom) -> (local_mr, tag)`,
+///   `(receive_tagged_remote_mr_atom) -> (remote_mr, tag)`: the next
+///   region with its tag (0 for an untagged send_mr); they share the queue
+///   of receive_local_mr / receive_remote_mr, which drop the tag.
+/// - `(send_data_atom, local_mr, uint32_t imm) -> bytes`: SendData whose
+///   every chunk carries `imm` (SendData.imm); `not_negotiated` for a peer
+///   that did not offer immediate data.
+/// - `(receive_imm_atom) -> (imm, bytes, local_mr)`: the next immediate
+///   value without a chunk_subscriber: of a write_with_imm (`bytes`
+///   written, empty local_mr) or of a send_data chunk (the chunk, `bytes`
+///   its size).  Chunks that carry a value queue here, not for
+///   receive_data; at most peer-max-queued-imms (further ones are refused
+///   or dropped as protocol noise).
 /// - `(release_atom, remote_mr) -> bytes`: ReleaseMR now.
 /// - `(stats_atom) -> agent_stats`.
 ///
-/// From the transport: `recv_atom`, `qp_down_atom`.  Internal:
+/// From the transport (also `imm_arrived_atom`: the peer's write with
+/// immediate data): `recv_atom`, `qp_down_atom`.  Internal:
 /// `flush_acks_atom`: sends the SendData acknowledgements gathered while
 /// the frames queued before it were handled (cumulative acknowledgements,
 /// for a peer whose Hello offered them);
@@ -83,7 +137,16 @@ using peer_operations = caf::typed_actor<
     caf::replies_to<receive_data_atom>::with<local_mr>,
     caf::replies_to<subscribe_data_atom, data_subscriber>::with<uint64_t>,
     caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
-    caf::replies_to<stats_atom>::with<agent_stats>>;
+    caf::replies_to<stats_atom>::with<agent_stats>,
+    caf::replies_to<send_mr_atom, local_mr, uint64_t>::with<mr_token>,
+    caf::replies_to<send_mr_atom, remote_mr, uint64_t>::with<mr_token>,
+    caf::replies_to<receive_tagged_local_mr_atom>::with<local_mr, uint64_t>,
+    caf::replies_to<receive_tagged_remote_mr_atom>::with<remote_mr, uint64_t>,
+    caf::replies_to<send_data_atom, local_mr, uint32_t>::with<uint64_t>,
+    caf::replies_to<receive_imm_atom>::with<uint32_t, uint64_t, local_mr>,
+    caf::replies_to<subscribe_data_atom, chunk_subscriber>::with<uint64_t>,
+    caf::replies_to<send_mr_atom, local_mr, uint64_t, uint32_t>::with<mr_token>,
+    caf::replies_to<renew_lease_atom, remote_mr, uint32_t>::with<uint32_t>>;
 
 /// The connection actor: the typed interface users call, one per peer.
 ///
@@ -93,6 +156,13 @@ using peer_operations = caf::typed_actor<
 ///
 /// - `(alloc_local_mr_atom, size, align) -> local_mr`: registered local
 ///   memory with every access right (from the node's allocator).
+/// - `(alloc_local_mr_atom, size, align, uint32_t access) -> local_mr`:
+///   the same with the rights peers get (bits of transport::access;
+///   local_write is always added): e.g. `access::remote_read` lends a
+///   region read-only.  The fabric enforces them: a peer's WRITE into a
+///   region without remote_write completes with `remote_access_error` on
+///   the writer, and, as on any reliable connection, the connection then
+///   ends on both sides.  Unknown bits: `invalid_argument`.
 /// - `(alloc_for_peer_atom, size, align) -> local_mr`: the same, for memory
 ///   spent because the peer asked (to read what it lends: its claimed
 ///   length).  Counted against this connection's peer-max-claim-bytes until
@@ -128,6 +198,14 @@ using peer_operations = caf::typed_actor<
 ///   verbs, also ends the connection.  Regions from `alloc_local_mr` and
 ///   from the peer's AllocMR (`request_remote_mr`) carry remote-atomic
 ///   access where the device has atomics.
+/// - `(write_with_imm_atom, local_mr, remote_mr, uint32_t imm) -> bytes`:
+///   an RDMA WRITE with immediate data: the peer gets `imm` (through its
+///   chunk_subscriber or receive_imm) after the data is in place, in order
+///   with the messages around it.  It consumes one of the peer's receives,
+///   so it waits for a send credit like a message.  At most one work
+///   request (the device's max_wr_bytes: 8 MiB on rxe, 2 GiB on soft),
+///   else `invalid_argument`; `not_negotiated` for a peer whose Hello did
+///   not offer immediate data.
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
@@ -168,7 +246,11 @@ using connection_actor = peer_operations::extend<
     caf::replies_to<fetch_add_atom, remote_mr, uint64_t>::with<uint64_t>,
     caf::replies_to<compare_swap_atom, remote_mr, uint64_t,
                     uint64_t>::with<uint64_t>,
-    caf::replies_to<peer_atom>::with<transport::link_params>>;
+    caf::replies_to<peer_atom>::with<transport::link_params>,
+    caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t,
+                    uint32_t>::with<local_mr>,
+    caf::replies_to<write_with_imm_atom, local_mr, remote_mr,
+                    uint32_t>::with<uint64_t>>;
 
 /// The agent's full interface: the connection's plus what the transport
 /// and the agent itself send it.
@@ -176,6 +258,7 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
+    caf::reacts_to<transport::imm_arrived_atom, uint32_t, uint32_t>,
     caf::reacts_to<transport::qp_down_atom, caf::error>>;
 
 /// Spawns the agent of one peer on top of `transport` (which it subscribes

@@ -39,6 +39,8 @@ struct agent_core::send_data_job {
   size_t outstanding = 0;
   uint64_t bytes = 0;
   bool failed = false;
+  /// The immediate value every chunk carries (SendData.imm), if any.
+  std::optional<uint32_t> imm;
 };
 
 agent_core::sink::~sink() = default;
@@ -66,7 +68,8 @@ agent_stats agent_core::stats() const {
 
 void agent_core::start() {
   auto hello = pb::make_hello(pb::protocol_version, link_.max_message_len_bytes,
-                              link_.recv_depth, /*cumulative_acks=*/true);
+                              link_.recv_depth, /*cumulative_acks=*/true,
+                              our_extensions());
   // We take Goodbye and answer Ping (whatever our own keepalive-ms).
   hello.mutable_hello()->set_goodbye(true);
   hello.mutable_hello()->set_keepalive(true);
@@ -81,6 +84,10 @@ void agent_core::close(const caf::error& err) {
   pending_.clear();
   for (auto& kv : pending)
     kv.second.done(nullptr, err);
+  auto waiters = std::move(hello_waiters_);
+  hello_waiters_.clear();
+  for (auto& w : waiters)
+    w.fn(err);
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
   if (auto n = log_budget_.take_denied(); n > 0) {
@@ -193,9 +200,12 @@ agent_core::time_point agent_core::expire(time_point now) {
                             + std::to_string(opts_.request_timeout_ms)
                             + " ms (request-timeout-ms)"));
   }
-  auto next = time_point::max();
+  expire_hello_waiters(now);
+  auto next = expire_leases(now);
   for (auto& kv : pending_)
     next = std::min(next, kv.second.deadline);
+  if (!hello_waiters_.empty())
+    next = std::min(next, hello_waiters_.front().deadline);
   return next;
 }
 
@@ -250,6 +260,16 @@ caf::error agent_core::check_response(const pb::Response& res,
 void agent_core::alloc_remote(
     uint64_t size, uint64_t align, time_point now,
     std::function<void(caf::expected<mr_token>)> done) {
+  alloc_remote_leased(
+      size, align, now,
+      [done = std::move(done)](caf::expected<mr_token> x, uint32_t) {
+        done(std::move(x));
+      });
+}
+
+void agent_core::alloc_remote_leased(
+    uint64_t size, uint64_t align, time_point now,
+    std::function<void(caf::expected<mr_token>, uint32_t)> done) {
   auto id = new_request_id();
   send_request(
       pb::make_alloc_mr(id, size, align), local_mr{},
@@ -261,24 +281,46 @@ void agent_core::alloc_remote(
             if (late_allocs_.size() > tuning::max_late_allocs)
               late_allocs_.pop_front();
           }
-          done(err);
+          done(err, 0);
           return;
         }
         if (auto e = check_response(*res, pb::Response::kAllocMr, "AllocMR")) {
-          done(e);
+          done(e, 0);
           return;
         }
-        done(to_token(res->alloc_mr().token()));
+        done(to_token(res->alloc_mr().token()), res->alloc_mr().lease_ms());
       },
       now);
 }
 
 void agent_core::lend(local_mr mr, time_point now,
-                      std::function<void(caf::expected<mr_token>)> done) {
+                      std::function<void(caf::expected<mr_token>)> done,
+                      uint64_t tag, uint32_t lease_ms) {
+  now_ = now;
   if (!mr.valid()) {
     done(make_error(errc::invalid_argument, "empty local_mr"));
     return;
   }
+  if (tag == 0 && lease_ms == 0) {
+    lend_now(std::move(mr), 0, 0, std::move(done));
+    return;
+  }
+  uint32_t needs = (tag != 0 ? uint32_t{pb::EXT_MR_TAGS} : 0u)
+                   | (lease_ms != 0 ? uint32_t{pb::EXT_LEASES} : 0u);
+  when_offered(
+      needs, lease_ms != 0 ? "send_mr with a lease" : "send_mr with a tag", now,
+      [this, mr, tag, lease_ms, done](const caf::error& err) mutable {
+        if (err)
+          done(err);
+        else
+          lend_now(std::move(mr), tag, lease_ms, std::move(done));
+      });
+}
+
+/// SendMR LOCAL of `mr` with `tag` (the peer takes tags, or tag is 0).
+void agent_core::lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
+                          std::function<void(caf::expected<mr_token>)> done) {
+  auto now = now_;
   auto token = mr.token();
   if (owned_.count(token) != 0) {
     done(make_error(errc::already_sent,
@@ -286,10 +328,27 @@ void agent_core::lend(local_mr mr, time_point now,
                     "and not released yet"));
     return;
   }
-  owned_.emplace(token, owned_mr{std::move(mr), false});
+  owned_mr entry{mr, false};
+  if (lease_ms != 0) {
+    // A registration of its own, so that the lease's end revokes exactly
+    // this token (the arena's rkey stays valid for everything else).
+    auto reg = pool_->register_again(mr);
+    if (!reg) {
+      done(std::move(reg.error()));
+      return;
+    }
+    entry.lease_reg
+        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
+    token.rkey = entry.lease_reg->rkey();
+    entry.lease_end = now + std::chrono::milliseconds{lease_ms};
+    entry.lease_ms = lease_ms;
+    out_.schedule_sweep();
+  }
+  owned_.emplace(token, std::move(entry));
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token)), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag, lease_ms),
+      local_mr{},
       [this, token, done = std::move(done)](const pb::Response* res,
                                             const caf::error& err) {
         auto e
@@ -309,10 +368,29 @@ void agent_core::lend(local_mr mr, time_point now,
 }
 
 void agent_core::give_back(const mr_token& token, time_point now,
-                           std::function<void(const caf::error&)> done) {
+                           std::function<void(const caf::error&)> done,
+                           uint64_t tag) {
+  now_ = now;
+  if (tag == 0) {
+    give_back_now(token, 0, std::move(done));
+    return;
+  }
+  when_offered(pb::EXT_MR_TAGS, "send_mr with a tag", now,
+               [this, token, tag, done](const caf::error& err) mutable {
+                 if (err)
+                   done(err);
+                 else
+                   give_back_now(token, tag, std::move(done));
+               });
+}
+
+/// SendMR REMOTE of `token` with `tag` (the peer takes tags, or tag is 0).
+void agent_core::give_back_now(const mr_token& token, uint64_t tag,
+                               std::function<void(const caf::error&)> done) {
+  auto now = now_;
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token)), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token), tag), local_mr{},
       [done = std::move(done)](const pb::Response* res, const caf::error& err) {
         done(
             err ? err
@@ -346,7 +424,8 @@ void agent_core::release_remote(const mr_token& token, time_point now,
 }
 
 void agent_core::send_data(local_mr mr, time_point now,
-                           std::function<void(caf::expected<uint64_t>)> done) {
+                           std::function<void(caf::expected<uint64_t>)> done,
+                           std::optional<uint32_t> imm) {
   if (!mr.valid()) {
     done(
         make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
@@ -358,7 +437,19 @@ void agent_core::send_data(local_mr mr, time_point now,
   job->mr = std::move(mr);
   job->chunk_max = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
   job->window = tuning::send_data_window(link_.recv_depth);
-  pump(job);
+  if (!imm) {
+    pump(job);
+    return;
+  }
+  job->imm = imm;
+  job->chunk_max -= pb::imm_frame_overhead;
+  when_offered(pb::EXT_IMMEDIATE_DATA, "send_data with an immediate value", now,
+               [this, job](const caf::error& err) {
+                 if (err)
+                   job->done(err);
+                 else
+                   pump(job);
+               });
 }
 
 /// Issues the next chunks of `job` while fewer than its window are in
@@ -374,7 +465,9 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     ++job->outstanding;
     auto id = new_request_id();
     send_request(
-        pb::make_send_data(id, len), std::move(*chunk),
+        job->imm ? pb::make_send_data(id, len, *job->imm)
+                 : pb::make_send_data(id, len),
+        std::move(*chunk),
         [this, job, len](const pb::Response* res, const caf::error& err) {
           --job->outstanding;
           if (job->failed)

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +36,13 @@ namespace rdmactor {
 struct owned_mr {
   local_mr mr;
   bool by_peer; // allocated by the peer's AllocMR (counts to its quota)
+  /// Lent with a lease: the registration the peer's token names (revoked
+  /// with the entry; declared after `mr`, so it goes first), when the lease
+  /// ends and its duration (the most a renewal grants).
+  std::shared_ptr<transport::memory_region> lease_reg = nullptr;
+  std::chrono::steady_clock::time_point lease_end
+      = std::chrono::steady_clock::time_point::max();
+  uint32_t lease_ms = 0;
 };
 
 /// Regions kept alive for the peer, by the token it knows them by.
@@ -77,11 +85,48 @@ public:
     /// subscriber).
     virtual void deliver_data(local_mr chunk) = 0;
 
+    /// Hands a data chunk the peer sent with the immediate value `imm`
+    /// (SendData.imm) to the user.  The default drops the value.
+    virtual void deliver_imm_data(local_mr chunk, uint32_t imm) {
+      static_cast<void>(imm);
+      deliver_data(std::move(chunk));
+    }
+
+    /// Hands the immediate value of the peer's RDMA WRITE with immediate
+    /// data (`bytes` written) to the user.  The default drops it.
+    virtual void deliver_write_imm(uint32_t imm, uint64_t bytes) {
+      static_cast<void>(imm);
+      static_cast<void>(bytes);
+    }
+
+    /// Immediate values delivered and not yet claimed by the user (for
+    /// peer-max-queued-imms).
+    virtual size_t queued_imms() const {
+      return 0;
+    }
+
     /// Hands a region of ours back to the user (the peer's SendMR REMOTE).
     virtual void deliver_local_mr(local_mr mr) = 0;
 
     /// Hands a token of the peer's memory lent to us (SendMR LOCAL).
     virtual void deliver_remote_mr(const mr_token& token) = 0;
+
+    /// The same as `deliver_local_mr` with the sender's application tag
+    /// (0: none).  The default drops the tag.
+    virtual void deliver_tagged_local_mr(local_mr mr, uint64_t tag) {
+      static_cast<void>(tag);
+      deliver_local_mr(std::move(mr));
+    }
+
+    /// The same as `deliver_remote_mr` with the sender's application tag
+    /// (0: none) and lease (milliseconds from now; 0: none).  The default
+    /// drops both.
+    virtual void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                          uint32_t lease_ms) {
+      static_cast<void>(tag);
+      static_cast<void>(lease_ms);
+      deliver_remote_mr(token);
+    }
 
     /// Ends the connection because of `reason` (the peer violated the
     /// protocol); the owner later calls `close`.  May be called more than
@@ -157,6 +202,14 @@ public:
   const std::string& goodbye_reason() const noexcept {
     return goodbye_reason_;
   }
+  /// Returns whether the peer's Hello arrived and set `extension` (a bit of
+  /// protocol::Extension) in Hello.extensions.
+  bool peer_offers(uint32_t extension) const noexcept {
+    return hello_seen_ && (peer_extensions_ & extension) != 0;
+  }
+
+  /// Returns the extensions our Hello offers (from the options).
+  uint32_t our_extensions() const noexcept;
 
   /// Returns the request timeout from the options.
   std::chrono::milliseconds request_timeout() const noexcept {
@@ -230,7 +283,25 @@ public:
   /// `time_point::max()` when nothing waits.  Called by the owner's sweep.
   time_point expire(time_point now);
 
+  /// Handles the peer's RDMA WRITE with immediate data (the transport's
+  /// `imm_arrived`): delivers `imm` through the sink, or, when we did not
+  /// offer immediate data or peer-max-queued-imms values wait unclaimed,
+  /// drops it as protocol noise (counted, logged rate-limited).  Called by
+  /// the owner; nothing after close.
+  void on_write_imm(uint32_t imm, uint64_t bytes, time_point now);
+
   // -- requests to the peer ---------------------------------------------------
+
+  /// Calls `fn` once the peer's Hello says whether it offers `extension`
+  /// (a bit of protocol::Extension): with no error when it does, with
+  /// `not_negotiated` (naming `what`) when not.  Before the Hello arrives
+  /// the call waits (up to request_timeout_ms: `expire` fails it with
+  /// `request_timeout`; `close` with the close error), bounded with the
+  /// pending requests by peer-max-pending-requests.  Called by operations
+  /// that need an extension (send_data with a value, tagged SendMR) and
+  /// by the owner's write_with_imm.
+  void when_offered(uint32_t extension, const char* what, time_point now,
+                    std::function<void(const caf::error&)> fn);
 
   /// Returns a fresh random request id, not pending (top bit clear).
   /// Called by the core's own requests and by tests.
@@ -251,20 +322,40 @@ public:
   void alloc_remote(uint64_t size, uint64_t align, time_point now,
                     std::function<void(caf::expected<mr_token>)> done);
 
+  /// The same; `done` also gets the region's lease in milliseconds (0:
+  /// none; AllocMRResponse.lease_ms).
+  void alloc_remote_leased(
+      uint64_t size, uint64_t align, time_point now,
+      std::function<void(caf::expected<mr_token>, uint32_t)> done);
+
   /// Lends `mr` to the peer (SendMR LOCAL), keeping it alive in the owned
   /// table until the peer releases it or the connection ends; `done` gets
   /// the token or an error (then the region is no longer owned).  Called by
   /// the owner's send_mr(local_mr).  A request pending at close fails with
   /// the close error and the region stays owned until `take_owned`.
+  /// With `lease_ms` > 0 (a peer that offered EXT_LEASES, else
+  /// `not_negotiated`), the token names a registration of its own over
+  /// `mr` that is revoked (deregistered, the region dropped from the owned
+  /// table) `lease_ms` after the lending unless the peer renews it
+  /// (`expire` ends leases).
   void lend(local_mr mr, time_point now,
-            std::function<void(caf::expected<mr_token>)> done);
+            std::function<void(caf::expected<mr_token>)> done, uint64_t tag = 0,
+            uint32_t lease_ms = 0);
+
+  /// Asks the lender of `token` to extend its lease by `lease_ms`
+  /// (RenewLease); `done` gets the granted milliseconds, or
+  /// `lease_expired` when the lender no longer holds the lease.  Called by
+  /// the owner's renew_lease; a request pending at close fails with the
+  /// close error.
+  void renew_lease(const mr_token& token, uint32_t lease_ms, time_point now,
+                   std::function<void(caf::expected<uint32_t>)> done);
 
   /// Hands the peer's region `token` back to it (SendMR REMOTE); `done`
   /// gets an empty error on success.  Called by the owner's
   /// send_mr(remote_mr); a request pending at close fails with the close
   /// error.
   void give_back(const mr_token& token, time_point now,
-                 std::function<void(const caf::error&)> done);
+                 std::function<void(const caf::error&)> done, uint64_t tag = 0);
 
   /// Releases the peer's region `token` (ReleaseMR); `done` gets an empty
   /// error on success.  Called by the owner's release (a user's call, or a
@@ -281,7 +372,8 @@ public:
   /// at close the chunks in flight fail with the close error (`done` once)
   /// and no more are issued.
   void send_data(local_mr mr, time_point now,
-                 std::function<void(caf::expected<uint64_t>)> done);
+                 std::function<void(caf::expected<uint64_t>)> done,
+                 std::optional<uint32_t> imm = std::nullopt);
 
   // -- helpers ----------------------------------------------------------------
 
@@ -304,6 +396,14 @@ private:
   };
 
   struct send_data_job;
+
+  /// An operation waiting for the peer's Hello (`when_offered`).
+  struct hello_waiter {
+    uint32_t extension;
+    const char* what;
+    time_point deadline;
+    std::function<void(const caf::error&)> fn;
+  };
 
   // requests (agent_core.cpp)
   caf::expected<std::vector<uint8_t>> encode(const protocol::Message& msg);
@@ -328,8 +428,16 @@ private:
   void on_alloc_mr(uint64_t id, const protocol::AllocMR& req);
   void on_release_mr(uint64_t id, const protocol::ReleaseMR& req);
   void on_send_mr(uint64_t id, const protocol::SendMR& req);
-  void on_send_data(uint64_t id, const local_mr& buf,
-                    const protocol::decode_result& frame);
+  void on_send_data(uint64_t id, const protocol::SendData& req,
+                    const local_mr& buf, const protocol::decode_result& frame);
+  void run_hello_waiters();
+  void on_renew_lease(uint64_t id, const protocol::RenewLease& req);
+  time_point expire_leases(time_point now);
+  void expire_hello_waiters(time_point now);
+  void lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
+                std::function<void(caf::expected<mr_token>)> done);
+  void give_back_now(const mr_token& token, uint64_t tag,
+                     std::function<void(const caf::error&)> done);
   void ack_send_data(uint64_t id);
   void on_response(const protocol::Response& res);
   void on_also_acked(const protocol::Response& res);
@@ -373,6 +481,11 @@ private:
   bool closed_ = false;
   /// The peer's Hello offered cumulative SendData acknowledgements.
   bool peer_takes_cumulative_acks_ = false;
+  /// The peer's Hello arrived; what its extensions field said.
+  bool hello_seen_ = false;
+  uint32_t peer_extensions_ = 0;
+  /// Operations waiting for the peer's Hello (oldest first).
+  std::deque<hello_waiter> hello_waiters_;
   /// SendData ids to acknowledge (OK) in one response at the next flush.
   std::vector<uint64_t> acks_;
   bool acks_flush_scheduled_ = false;

@@ -167,11 +167,32 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
     return;
   }
   auto token = mr->token();
+  owned_mr entry{*mr, true};
+  uint32_t lease_ms = 0;
+  if (opts_.peer_alloc_lease_ms != 0 && peer_offers(pb::EXT_LEASES)) {
+    // A registration of its own, revoked when the lease ends.
+    auto reg = pool_->register_again(*mr);
+    if (!reg) {
+      reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(reg.error())),
+                                        what_of(reg.error())),
+             "AllocMR (no registration for its lease)");
+      return;
+    }
+    lease_ms = opts_.peer_alloc_lease_ms;
+    entry.lease_reg
+        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
+    token.rkey = entry.lease_reg->rkey();
+    entry.lease_end = now_ + std::chrono::milliseconds{lease_ms};
+    entry.lease_ms = lease_ms;
+    out_.schedule_sweep();
+  }
   peer_alloc_bytes_ += mr->size();
   peer_mrs_ += 1;
-  owned_.emplace(token, owned_mr{std::move(*mr), true});
+  owned_.emplace(token, std::move(entry));
   accepted();
-  send_unsolicited(pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token)));
+  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token));
+  res.mutable_response()->mutable_alloc_mr()->set_lease_ms(lease_ms);
+  send_unsolicited(res);
 }
 
 void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
@@ -201,7 +222,7 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
              "SendMR LOCAL over the queue limit");
       return;
     }
-    out_.deliver_remote_mr(token);
+    out_.deliver_tagged_remote_mr(token, req.tag(), req.lease_ms());
     accepted();
     send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
     return;
@@ -215,13 +236,31 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
            "SendMR REMOTE of a token we do not own");
     return;
   }
-  out_.deliver_local_mr(erase_owned(i));
+  out_.deliver_tagged_local_mr(erase_owned(i), req.tag());
   accepted();
   send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
 }
 
-void agent_core::on_send_data(uint64_t id, const local_mr& buf,
+void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
+                              const local_mr& buf,
                               const pb::decode_result& frame) {
+  if (req.has_imm() && !opts_.immediate_data) {
+    reject(pb::make_send_data_response(
+               id, pb::MALFORMED,
+               "SendData with an immediate value, which this node did not "
+               "offer in its Hello (immediate-data=false)"),
+           "SendData with an immediate value we did not offer");
+    return;
+  }
+  if (req.has_imm() && out_.queued_imms() >= opts_.peer_max_queued_imms) {
+    reject(pb::make_send_data_response(
+               id, pb::QUOTA_EXCEEDED,
+               std::to_string(out_.queued_imms())
+                   + " immediate values you sent are not claimed yet "
+                     "(peer-max-queued-imms)"),
+           "SendData over the immediate-value queue limit");
+    return;
+  }
   auto offset = static_cast<size_t>(frame.payload - buf.data());
   auto view = buf.slice(offset, frame.payload_len);
   if (!view) {
@@ -268,7 +307,10 @@ void agent_core::on_send_data(uint64_t id, const local_mr& buf,
       std::memcpy(copy->data(), view->data(), view->size());
     chunk = std::move(*copy);
   }
-  out_.deliver_data(std::move(chunk));
+  if (req.has_imm())
+    out_.deliver_imm_data(std::move(chunk), req.imm());
+  else
+    out_.deliver_data(std::move(chunk));
   accepted();
   ack_send_data(id);
 }
@@ -287,7 +329,10 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
       on_send_mr(id, req.send_mr());
       break;
     case pb::Request::kSendData:
-      on_send_data(id, buf, frame);
+      on_send_data(id, req.send_data(), buf, frame);
+      break;
+    case pb::Request::kRenewLease:
+      on_renew_lease(id, req.renew_lease());
       break;
     case pb::Request::kPing:
       // Keepalive: cheap, and answered even when our own keepalive is off.
@@ -416,7 +461,11 @@ void agent_core::on_hello(const pb::Hello& hello) {
   peer_takes_cumulative_acks_ = hello.cumulative_acks();
   peer_offers_goodbye_ = hello.goodbye();
   peer_offers_keepalive_ = hello.keepalive();
-  if (hello.version() != pb::protocol_version)
+  hello_seen_ = true;
+  peer_extensions_ = hello.extensions();
+  if (hello.version() == pb::protocol_version)
+    run_hello_waiters();
+  else
     end_connection(make_error(errc::version_mismatch,
                               "the peer speaks agent protocol version "
                                   + std::to_string(hello.version())),

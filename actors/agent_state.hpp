@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -50,6 +51,45 @@ inline uint64_t weight(const remote_mr&) {
   return 0;
 }
 
+/// A region from the peer with the tag of its SendMR (0: none).
+template <class T>
+struct tagged {
+  T value;
+  uint64_t tag = 0;
+};
+
+template <class T>
+uint64_t weight(const tagged<T>&) {
+  return 0;
+}
+
+/// An immediate value from the peer: of a write_with_imm (`bytes` written,
+/// no chunk) or of a send_data chunk (the chunk).
+struct imm_item {
+  uint32_t imm = 0;
+  uint64_t bytes = 0;
+  local_mr chunk;
+};
+
+inline uint64_t weight(const imm_item& x) {
+  return x.chunk.size();
+}
+
+/// A queue of items the peer sent plus the users waiting for one, for
+/// items that several receive calls answer in different shapes (e.g. with
+/// or without the tag): each waiter knows how to answer.
+template <class Item>
+struct reply_mailbox {
+  struct waiter {
+    std::function<void(Item&&)> deliver;
+    std::function<void(const caf::error&)> fail;
+    clock_type::time_point deadline;
+  };
+  std::deque<Item> items;
+  std::deque<waiter> waiters;
+  uint64_t queued_bytes = 0; // of `items`
+};
+
 struct agent_state;
 
 using self_ptr = agent_actor::stateful_pointer<agent_state>;
@@ -66,6 +106,12 @@ public:
   void deliver_data(local_mr chunk) override;
   void deliver_local_mr(local_mr mr) override;
   void deliver_remote_mr(const mr_token& token) override;
+  void deliver_imm_data(local_mr chunk, uint32_t imm) override;
+  void deliver_write_imm(uint32_t imm, uint64_t bytes) override;
+  size_t queued_imms() const override;
+  void deliver_tagged_local_mr(local_mr mr, uint64_t tag) override;
+  void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
+                                uint32_t lease_ms) override;
   void disconnect(const caf::error& reason) override;
   void schedule_ack_flush() override;
   void schedule_sweep() override;
@@ -91,8 +137,13 @@ struct agent_state {
   mailbox<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;
-  mailbox<local_mr> local_mrs;
-  mailbox<remote_mr> remote_mrs;
+  /// Takes every chunk and immediate value instead of `data` and `imms`
+  /// (subscribe_data with a chunk_subscriber); set at most one of both.
+  chunk_subscriber chunk_sub;
+  /// Immediate values for receive_imm.
+  reply_mailbox<imm_item> imms;
+  reply_mailbox<tagged<local_mr>> local_mrs;
+  reply_mailbox<tagged<remote_mr>> remote_mrs;
   /// The node's allocator (alloc_local_mr).
   allocator_actor allocator;
   /// Bytes held by the local_mrs of alloc_for_peer; shared with their
@@ -187,6 +238,39 @@ caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr);
 /// Sets (or, with an invalid handle, ends) the data subscription.
 uint64_t subscribe_data(self_ptr self, data_subscriber sub);
 
+/// Sets (or, with an invalid handle, ends) the subscription that names the
+/// connection and takes immediate values.
+uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub);
+
+/// Registered local memory with the access rights peers get.
+caf::result<local_mr> alloc_local_mr(self_ptr self, uint64_t size,
+                                     uint64_t align, uint32_t access);
+
+/// SendMR with an application tag.
+caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
+                                                    uint64_t tag);
+caf::typed_response_promise<mr_token>
+send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag);
+
+/// SendMR LOCAL with a tag and a lease.
+caf::typed_response_promise<mr_token>
+send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms);
+
+/// RenewLease of a region the peer lent us with a lease.
+caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
+                                  uint32_t lease_ms);
+
+/// Whether the lease of `st` ended by the agent's clock.
+bool lease_ended(self_ptr self, const remote_mr_state& st);
+
+/// SendData whose chunks carry `imm`.
+caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,
+                                                uint32_t imm);
+
+/// RDMA WRITE with immediate data, checked locally first.
+caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
+                                     uint32_t imm);
+
 /// One-sided operations, checked locally first.
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src, remote_mr dst);
 caf::result<uint64_t> read_from_peer(self_ptr self, local_mr dst,
@@ -260,6 +344,71 @@ template <class T>
 void fail_all(mailbox<T>& box, const caf::error& err) {
   for (auto& w : box.waiters)
     w.rp.deliver(err);
+  box.waiters.clear();
+  box.items.clear();
+  box.queued_bytes = 0;
+}
+
+// -- reply mailboxes ----------------------------------------------------------
+
+template <class Item>
+void put(self_ptr, reply_mailbox<Item>& box, Item item) {
+  if (!box.waiters.empty()) {
+    auto w = std::move(box.waiters.front());
+    box.waiters.pop_front();
+    w.deliver(std::move(item));
+    return;
+  }
+  box.queued_bytes += weight(item);
+  box.items.emplace_back(std::move(item));
+}
+
+/// Answers a receive call with the next item of `box` (or when one comes):
+/// `answer(rp, item)` delivers it in the shape this call replies with.
+template <class... Ts, class Item, class Answer>
+caf::typed_response_promise<Ts...>
+take_as(self_ptr self, reply_mailbox<Item>& box, Answer answer) {
+  auto rp = self->make_response_promise<Ts...>();
+  if (!box.items.empty()) {
+    box.queued_bytes -= weight(box.items.front());
+    auto item = std::move(box.items.front());
+    box.items.pop_front();
+    answer(rp, std::move(item));
+    return rp;
+  }
+  if (self->state.core->closed()) {
+    rp.deliver(
+        make_error(errc::peer_gone,
+                   "the peer " + self->state.core->link().peer + " is gone"));
+    return rp;
+  }
+  using waiter = typename reply_mailbox<Item>::waiter;
+  box.waiters.push_back(
+      waiter{[rp, answer](Item&& x) mutable { answer(rp, std::move(x)); },
+             [rp](const caf::error& err) mutable { rp.deliver(err); },
+             deadline(self)});
+  arm_sweep(self);
+  return rp;
+}
+
+template <class Item>
+bool expire(self_ptr self, reply_mailbox<Item>& box,
+            clock_type::time_point now) {
+  while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
+    box.waiters.front().fail(make_error(
+        errc::request_timeout,
+        "nothing arrived from " + self->state.core->link().peer + " within "
+            + std::to_string(self->state.core->opts().request_timeout_ms)
+            + " ms (request-timeout-ms)"));
+    box.waiters.pop_front();
+  }
+  return !box.waiters.empty();
+}
+
+template <class Item>
+void fail_all(reply_mailbox<Item>& box, const caf::error& err) {
+  for (auto& w : box.waiters)
+    w.fail(err);
   box.waiters.clear();
   box.items.clear();
   box.queued_bytes = 0;

@@ -33,6 +33,13 @@ struct agent_stats {
   uint64_t merged_acks_received = 0;
   /// Keepalive Pings we sent (after keepalive-ms of silence from the peer).
   uint64_t keepalive_pings = 0;
+  /// Immediate values (write_with_imm, send_data with a value) queued for
+  /// receive_imm, and those dropped: over peer-max-queued-imms, or from a
+  /// peer we did not offer immediate data.
+  uint64_t queued_imms = 0;
+  uint64_t imms_dropped = 0;
+  /// Leases of regions we lent that ended without a release (revoked).
+  uint64_t leases_expired = 0;
 };
 
 template <class Inspector>
@@ -40,7 +47,8 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
   return f(x.owned_mrs, x.pending_requests, x.queued_data, x.queued_local_mrs,
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
-           x.merged_acks_sent, x.merged_acks_received, x.keepalive_pings);
+           x.merged_acks_sent, x.merged_acks_received, x.keepalive_pings,
+           x.queued_imms, x.imms_dropped, x.leases_expired);
 }
 
 } // namespace rdmactor

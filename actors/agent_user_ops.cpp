@@ -4,6 +4,7 @@
 #include "actors/agent_state.hpp"
 
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 
 namespace rdmactor::agent_detail {
 
@@ -27,15 +28,27 @@ auto deliver_to(caf::typed_response_promise<T> rp) {
 caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   auto rp = self->make_response_promise<remote_mr>();
-  self->state.core->alloc_remote(
-      size, align, self->clock().now(),
-      [self, rp](caf::expected<mr_token> token) mutable {
+  auto asked = self->clock().now();
+  self->state.core->alloc_remote_leased(
+      size, align, asked,
+      [self, rp, asked](caf::expected<mr_token> token,
+                        uint32_t lease_ms) mutable {
         if (!token) {
           rp.deliver(token.error());
           return;
         }
         auto st = std::make_shared<remote_mr_state>(
             *token, caf::actor_cast<caf::actor_addr>(self));
+        if (lease_ms != 0) {
+          // Counted from when we asked: the lender's clock started later.
+          auto end = asked
+                     + std::chrono::milliseconds{
+                         lease_ms - tuning::lease_margin_ms(lease_ms)};
+          st->set_lease_end_ns(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  end.time_since_epoch())
+                  .count());
+        }
         rp.deliver(remote_mr{std::move(st)});
       });
   return rp;
@@ -81,13 +94,80 @@ caf::result<local_mr> alloc_for_peer(self_ptr self, uint64_t size,
 
 caf::typed_response_promise<mr_token> send_local_mr(self_ptr self,
                                                     local_mr mr) {
+  return send_local_mr(self, std::move(mr), 0);
+}
+
+caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
+                                                    uint64_t tag) {
+  return send_local_mr(self, std::move(mr), tag, 0);
+}
+
+caf::typed_response_promise<mr_token>
+send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms) {
   auto rp = self->make_response_promise<mr_token>();
-  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp));
+  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp),
+                         tag, lease_ms);
+  return rp;
+}
+
+bool lease_ended(self_ptr self, const remote_mr_state& st) {
+  auto end = st.lease_end_ns();
+  if (end == 0)
+    return false;
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 self->clock().now().time_since_epoch())
+                 .count();
+  return now >= end;
+}
+
+caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
+                                  uint32_t lease_ms) {
+  if (!mr.valid() || mr.state()->agent() != self->address())
+    return make_error(errc::invalid_argument,
+                      "renew_lease: the remote_mr belongs to another "
+                      "connection");
+  if (mr.state()->lease_end_ns() == 0)
+    return make_error(errc::invalid_argument,
+                      "renew_lease: this remote_mr was lent without a lease");
+  if (mr.state()->done())
+    return make_error(errc::invalid_argument,
+                      "renew_lease: the remote_mr was released or sent back");
+  if (lease_ended(self, *mr.state()))
+    return make_error(errc::lease_expired,
+                      "renew_lease: the lease already ended; ask the owner "
+                      "for the region again");
+  if (lease_ms == 0)
+    return make_error(errc::invalid_argument, "renew_lease: a renewal of 0 ms");
+  auto rp = self->make_response_promise<uint32_t>();
+  auto sent = self->clock().now();
+  auto st = mr.state();
+  self->state.core->renew_lease(
+      st->token(), lease_ms, sent,
+      [rp, st, sent](caf::expected<uint32_t> granted) mutable {
+        if (!granted) {
+          rp.deliver(granted.error());
+          return;
+        }
+        // Counted from when we asked: the lender's clock started later.
+        auto end = sent
+                   + std::chrono::milliseconds{
+                       *granted - tuning::lease_margin_ms(*granted)};
+        st->set_lease_end_ns(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                end.time_since_epoch())
+                .count());
+        rp.deliver(*granted);
+      });
   return rp;
 }
 
 caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
                                                      remote_mr mr) {
+  return send_remote_mr(self, std::move(mr), 0);
+}
+
+caf::typed_response_promise<mr_token>
+send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
   auto rp = self->make_response_promise<mr_token>();
   if (!mr.valid() || mr.state()->agent() != self->address()) {
     rp.deliver(make_error(errc::invalid_argument,
@@ -105,13 +185,15 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
     return rp;
   }
   auto token = mr.token();
-  self->state.core->give_back(token, self->clock().now(),
-                              [rp, token](const caf::error& err) mutable {
-                                if (err)
-                                  rp.deliver(err);
-                                else
-                                  rp.deliver(token);
-                              });
+  self->state.core->give_back(
+      token, self->clock().now(),
+      [rp, token](const caf::error& err) mutable {
+        if (err)
+          rp.deliver(err);
+        else
+          rp.deliver(token);
+      },
+      tag);
   return rp;
 }
 
@@ -138,6 +220,27 @@ caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   return rp;
 }
 
+caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,
+                                                uint32_t imm) {
+  auto rp = self->make_response_promise<uint64_t>();
+  self->state.core->send_data(std::move(mr), self->clock().now(),
+                              deliver_to(rp), imm);
+  return rp;
+}
+
+caf::result<local_mr> alloc_local_mr(self_ptr self, uint64_t size,
+                                     uint64_t align, uint32_t access) {
+  if ((access & ~transport::access::all) != 0)
+    return make_error(errc::invalid_argument,
+                      "alloc_local_mr: unknown access bits "
+                          + std::to_string(access)
+                          + "; combine rdmactor::transport::access values");
+  // The owner always writes its own memory (and receives READs into it).
+  access |= transport::access::local_write;
+  return self->delegate(self->state.allocator, alloc_atom::value, size, align,
+                        access);
+}
+
 /// Checks a one-sided operation locally before anything is posted.
 caf::error check_one_sided(self_ptr self, const char* what,
                            const local_mr& local, const remote_mr& remote) {
@@ -153,6 +256,12 @@ caf::error check_one_sided(self_ptr self, const char* what,
     return make_error(errc::invalid_argument,
                       std::string{what}
                           + ": the remote_mr was released or sent back");
+  if (lease_ended(self, *remote.state()))
+    return make_error(errc::lease_expired,
+                      std::string{what}
+                          + ": the lease of this remote_mr ended (its owner "
+                            "revokes it); renew leases before they end "
+                            "(renew_lease) or ask for the region again");
   if (local.size() != remote.size())
     return make_error(errc::length_mismatch,
                       std::string{what} + " of " + std::to_string(local.size())
@@ -195,12 +304,22 @@ caf::result<uint64_t> one_sided(self_ptr self, Atom a, const char* what,
   return rp;
 }
 
+/// Ends either subscription (before another is set).
+void unsubscribe(self_ptr self) {
+  auto& st = self->state;
+  if (st.subscriber)
+    self->demonitor(st.subscriber.address());
+  if (st.chunk_sub)
+    self->demonitor(st.chunk_sub.address());
+  st.subscriber = data_subscriber{};
+  st.chunk_sub = chunk_subscriber{};
+}
+
 /// Sets (or, with an invalid handle, ends) the data subscription; hands
 /// the queued chunks over first.  Returns how many.
 uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   auto& st = self->state;
-  if (st.subscriber)
-    self->demonitor(st.subscriber.address());
+  unsubscribe(self);
   st.subscriber = std::move(sub);
   if (!st.subscriber)
     return 0;
@@ -212,6 +331,68 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   for (auto& chunk : queued)
     self->send(st.subscriber, data_atom::value, std::move(chunk));
   return queued.size();
+}
+
+uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub) {
+  auto& st = self->state;
+  unsubscribe(self);
+  st.chunk_sub = std::move(sub);
+  if (!st.chunk_sub)
+    return 0;
+  self->monitor(st.chunk_sub);
+  auto chunks = std::move(st.data.items);
+  auto imms = std::move(st.imms.items);
+  auto taken = make_error(errc::invalid_argument,
+                          "a chunk subscriber took over the data of this "
+                          "connection (subscribe_data)");
+  fail_all(st.data, taken);
+  fail_all(st.imms, taken);
+  auto conn = self->id();
+  for (auto& chunk : chunks)
+    self->send(st.chunk_sub, data_atom::value, conn, std::move(chunk));
+  for (auto& x : imms) {
+    if (x.chunk.valid())
+      self->send(st.chunk_sub, imm_atom::value, x.imm, conn,
+                 std::move(x.chunk));
+    else
+      self->send(st.chunk_sub, imm_atom::value, x.imm, conn, x.bytes);
+  }
+  return chunks.size() + imms.size();
+}
+
+caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
+                                     uint32_t imm) {
+  if (auto err = check_one_sided(self, "write_with_imm", src, dst))
+    return err;
+  auto& st = self->state;
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
+  auto rp = self->make_response_promise<uint64_t>();
+  auto id = st.next_one_sided++;
+  st.one_sided.emplace(id, rp);
+  // Keeps `dst` alive until the transport answered (see one_sided).
+  auto finish = [self, id, dst](auto&& result) mutable {
+    auto i = self->state.one_sided.find(id);
+    if (i == self->state.one_sided.end())
+      return;
+    i->second.deliver(std::forward<decltype(result)>(result));
+    self->state.one_sided.erase(i);
+  };
+  st.core->when_offered(
+      protocol::EXT_IMMEDIATE_DATA, "write_with_imm", self->clock().now(),
+      [self, finish, src, token = dst.token(),
+       imm](const caf::error& err) mutable {
+        if (err) {
+          finish(err);
+          return;
+        }
+        self->request(self->state.transport, caf::infinite,
+                      write_with_imm_atom::value, std::move(src), token, imm)
+            .then([finish](uint64_t n) mutable { finish(n); },
+                  [finish](caf::error& e) mutable { finish(e); });
+      });
+  return rp;
 }
 
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src,

@@ -32,5 +32,14 @@ using flush_acks_atom = caf::atom_constant<caf::atom("flush_acks")>;
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
 using listen_atom = caf::atom_constant<caf::atom("listen")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
+/// `(write_with_imm_atom, local_mr, remote_mr, uint32_t) -> bytes`.
+using write_with_imm_atom = transport::write_imm_atom;
+/// Tags what carries an immediate value to a chunk_subscriber.
+using imm_atom = caf::atom_constant<caf::atom("imm")>;
+using receive_imm_atom = caf::atom_constant<caf::atom("recv_imm")>;
+using receive_tagged_local_mr_atom = caf::atom_constant<caf::atom("recv_tlmr")>;
+using receive_tagged_remote_mr_atom
+    = caf::atom_constant<caf::atom("recv_trmr")>;
+using renew_lease_atom = caf::atom_constant<caf::atom("renew")>;
 
 } // namespace rdmactor

@@ -183,4 +183,28 @@ allocator_stats memory_pool::stats() const {
   return stats_;
 }
 
+caf::expected<std::unique_ptr<transport::memory_region>>
+memory_pool::register_again(const local_mr& mr) {
+  if (!mr.valid() || mr.size() == 0)
+    return make_error(errc::invalid_argument,
+                      "a lease needs a non-empty local_mr");
+  uint32_t access = 0;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& a : arenas_) {
+      if (mr.data() >= a->mem && mr.data() + mr.size() <= a->mem + a->size) {
+        access = a->access;
+        found = true;
+        break;
+      }
+    }
+  }
+  if (!found)
+    return make_error(errc::invalid_argument,
+                      "a lease needs memory from the node's allocator "
+                      "(alloc_local_mr), not a receive buffer");
+  return dev_->register_memory(mr.data(), mr.size(), access);
+}
+
 } // namespace rdmactor

@@ -75,6 +75,14 @@ public:
                                    uint32_t access, bool zeroed = true,
                                    owner who = owner::user);
 
+  /// Registers the range of `mr` (memory of this pool) once more, with the
+  /// access rights of the registration it lives in: a registration (and
+  /// rkey) of its own that can be revoked alone (leases).  The caller keeps
+  /// `mr` alive at least as long as the registration.  `invalid_argument`
+  /// when `mr` is not memory of this pool.
+  caf::expected<std::unique_ptr<transport::memory_region>>
+  register_again(const local_mr& mr);
+
   /// Checks a layout without allocating: `invalid_layout` or `size_limit`.
   caf::error check_layout(uint64_t size, uint64_t align) const;
 

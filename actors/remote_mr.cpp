@@ -1,5 +1,6 @@
 #include "actors/remote_mr.hpp"
 
+#include <chrono>
 #include <string>
 
 #include <caf/actor_cast.hpp>
@@ -12,6 +13,11 @@ namespace rdmactor {
 
 remote_mr_state::~remote_mr_state() {
   if (done_.load())
+    return;
+  // A lease that ended: the owner revoked the region by itself.
+  auto end = lease_end_ns_.load();
+  if (end != 0
+      && std::chrono::steady_clock::now().time_since_epoch().count() >= end)
     return;
   // The agent may be gone (peer disconnected): then there is nothing to
   // release, the peer freed everything it allocated for us.

@@ -42,10 +42,22 @@ public:
     return done_.load();
   }
 
+  /// The end of the region's lease on the agent's clock (steady_clock, in
+  /// nanoseconds since its epoch); 0 when it has no lease.  Set by the
+  /// agent when the token arrives and when a renewal is granted.
+  int64_t lease_end_ns() const noexcept {
+    return lease_end_ns_.load();
+  }
+
+  void set_lease_end_ns(int64_t x) noexcept {
+    lease_end_ns_.store(x);
+  }
+
 private:
   mr_token token_;
   caf::actor_addr agent_;
   std::atomic<bool> done_{false};
+  std::atomic<int64_t> lease_end_ns_{0};
 };
 
 /// A handle to memory on the peer (async-rdma's RemoteMr).

@@ -48,6 +48,8 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(misaligned)
     RDMACTOR_ERRC_CASE(unsupported)
     RDMACTOR_ERRC_CASE(peer_closed)
+    RDMACTOR_ERRC_CASE(not_negotiated)
+    RDMACTOR_ERRC_CASE(lease_expired)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -151,6 +153,14 @@ const char* describe(errc x) noexcept {
              "remote_mr at a multiple of 8";
     case errc::unsupported:
       return "the fabric or device does not support this operation";
+    case errc::not_negotiated:
+      return "the peer did not offer this feature in its Hello (an older "
+             "rdmactor or one configured without it); upgrade or enable "
+             "it on the peer";
+    case errc::lease_expired:
+      return "the lease of this memory region ended and its owner revoked "
+             "it; renew leases before they end (renew_lease) or ask for the "
+             "region again";
   }
   return "unknown error code";
 }

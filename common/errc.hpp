@@ -57,6 +57,8 @@ enum class errc : uint8_t {
   misaligned,          ///< an atomic's word is not 8-byte aligned
   unsupported,         ///< the fabric or device lacks the feature
   peer_closed,         ///< the peer closed the connection (graceful close)
+  not_negotiated,      ///< the peer's Hello did not offer the feature
+  lease_expired,       ///< the lease of a lent memory region ended
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

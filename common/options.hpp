@@ -95,6 +95,10 @@ struct options {
   uint64_t peer_max_queued_bytes = 64ull * 1024 * 1024;
   /// Memory-region tokens from the peer not yet claimed.
   uint32_t peer_max_queued_mrs = 1024;
+  /// Immediate values from the peer (write_with_imm notifications, send_data
+  /// chunks with a value) not yet claimed by receive_imm; more are dropped
+  /// and counted as protocol noise.
+  uint32_t peer_max_queued_imms = 4096;
   /// Our requests to one peer waiting for an answer.
   uint32_t peer_max_pending_requests = 4096;
   /// Refused requests or malformed frames in a row before disconnecting.
@@ -107,6 +111,17 @@ struct options {
   /// noise.
   uint32_t peer_max_noise = 10000;
   uint32_t peer_noise_window_ms = 10000;
+
+  // -- extensions offered in Hello ------------------------------------------
+  /// Offer immediate data to peers (write_with_imm, send_data with a
+  /// value).  Off: a peer's write_with_imm and send_data with a value fail
+  /// on its side with `not_negotiated`.
+  bool immediate_data = true;
+  /// Lease on the regions a peer allocates here (request_remote_mr), in
+  /// ms: unless the peer renews it, the region is revoked and freed then,
+  /// even if the peer never releases it.  0: no lease.  Only for peers
+  /// whose Hello offers leases; others get regions without one.
+  uint32_t peer_alloc_lease_ms = 0;
 
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.

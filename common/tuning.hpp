@@ -86,6 +86,15 @@ constexpr uint64_t sweep_interval_ms(uint64_t request_timeout_ms) {
   return std::clamp<uint64_t>(request_timeout_ms / 20, 1, 100);
 }
 
+/// The holder of a leased region stops using it this long before the
+/// lease ends by its own clock (a quarter of the lease, at most 1 s): the
+/// lender counts from when it lent (or renewed), earlier than the holder
+/// learned of it, and an operation that starts just before the holder's
+/// end must finish before the lender revokes the registration.
+constexpr uint64_t lease_margin_ms(uint64_t lease_ms) {
+  return std::min<uint64_t>(lease_ms / 4, 1000);
+}
+
 static_assert(credit_return_threshold(4) == 2,
               "the smallest pool returns credits in pairs");
 static_assert(signal_every(send_queue_depth(4)) >= 1

@@ -32,6 +32,7 @@ bool known_kind(const Message& msg) noexcept {
         case Request::kReleaseMr:
         case Request::kSendData:
         case Request::kPing:
+        case Request::kRenewLease:
           return true;
         case Request::kSendMr:
           return SendMR::Kind_IsValid(req.send_mr().kind());
@@ -47,6 +48,7 @@ bool known_kind(const Message& msg) noexcept {
         case Response::kSendMr:
         case Response::kSendData:
         case Response::kPong:
+        case Response::kRenewLease:
           return true;
         case Response::BODY_NOT_SET:
           return false;

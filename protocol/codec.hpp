@@ -30,6 +30,10 @@ constexpr size_t max_frame_overhead
       + 2                     // Request.send_data: tag + length
       + 1 + max_varint64_len; // SendData.len
 
+/// What a SendData that carries an immediate value adds to
+/// `max_frame_overhead`: SendData.imm (tag + varint32) and has_imm.
+constexpr size_t imm_frame_overhead = 1 + 5 + 2;
+
 /// Outcome of `encode`.
 struct encode_result {
   /// `errc::none` on success.

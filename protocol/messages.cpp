@@ -48,13 +48,38 @@ Message make_release_mr(uint64_t request_id, const MrToken& token) {
 }
 
 Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
-                     const MrToken& token) {
+                     const MrToken& token, uint64_t tag, uint32_t lease_ms) {
   Message result;
   auto* req = result.mutable_request();
   req->set_request_id(request_id);
   auto* body = req->mutable_send_mr();
   body->set_kind(kind);
   *body->mutable_token() = token;
+  body->set_tag(tag);
+  body->set_lease_ms(lease_ms);
+  return result;
+}
+
+Message make_renew_lease(uint64_t request_id, const MrToken& token,
+                         uint32_t lease_ms) {
+  Message result;
+  auto* req = result.mutable_request();
+  req->set_request_id(request_id);
+  auto* body = req->mutable_renew_lease();
+  *body->mutable_token() = token;
+  body->set_lease_ms(lease_ms);
+  return result;
+}
+
+Message make_renew_lease_response(uint64_t request_id, Status status,
+                                  std::string detail, uint32_t lease_ms) {
+  Message result;
+  auto* res = result.mutable_response();
+  res->set_request_id(request_id);
+  auto* body = res->mutable_renew_lease();
+  body->set_status(status);
+  body->set_detail(std::move(detail));
+  body->set_lease_ms(lease_ms);
   return result;
 }
 
@@ -63,6 +88,14 @@ Message make_send_data(uint64_t request_id, uint64_t len) {
   auto* req = result.mutable_request();
   req->set_request_id(request_id);
   req->mutable_send_data()->set_len(len);
+  return result;
+}
+
+Message make_send_data(uint64_t request_id, uint64_t len, uint32_t imm) {
+  auto result = make_send_data(request_id, len);
+  auto* body = result.mutable_request()->mutable_send_data();
+  body->set_imm(imm);
+  body->set_has_imm(true);
   return result;
 }
 
@@ -117,6 +150,8 @@ Status status_of(const Response& res) noexcept {
       return res.send_data().status();
     case Response::kPong:
       return res.pong().status();
+    case Response::kRenewLease:
+      return res.renew_lease().status();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -135,6 +170,8 @@ const std::string& detail_of(const Response& res) noexcept {
       return res.send_data().detail();
     case Response::kPong:
       return res.pong().detail();
+    case Response::kRenewLease:
+      return res.renew_lease().detail();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -153,13 +190,15 @@ Message make_send_data_acks(const std::vector<uint64_t>& ids) {
 }
 
 Message make_hello(uint32_t version, uint32_t max_message_len,
-                   uint32_t recv_depth, bool cumulative_acks) {
+                   uint32_t recv_depth, bool cumulative_acks,
+                   uint32_t extensions) {
   Message result;
   auto* hello = result.mutable_hello();
   hello->set_version(version);
   hello->set_max_message_len(max_message_len);
   hello->set_recv_depth(recv_depth);
   hello->set_cumulative_acks(cumulative_acks);
+  hello->set_extensions(extensions);
   return result;
 }
 
@@ -199,6 +238,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.send_data";
         case Request::kPing:
           return "request.ping";
+        case Request::kRenewLease:
+          return "request.renew_lease";
         case Request::BODY_NOT_SET:
           break;
       }
@@ -215,6 +256,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "response.send_data";
         case Response::kPong:
           return "response.pong";
+        case Response::kRenewLease:
+          return "response.renew_lease";
         case Response::BODY_NOT_SET:
           break;
       }

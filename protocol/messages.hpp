@@ -24,12 +24,25 @@ Message make_alloc_mr(uint64_t request_id, uint64_t size, uint64_t align);
 /// us.
 Message make_release_mr(uint64_t request_id, const MrToken& token);
 
-/// Builds a request handing `token` to the peer.
+/// Builds a request handing `token` to the peer, with the application
+/// `tag` (0: none; set only for a peer that offered EXT_MR_TAGS).
 Message make_send_mr(uint64_t request_id, SendMR::Kind kind,
-                     const MrToken& token);
+                     const MrToken& token, uint64_t tag = 0,
+                     uint32_t lease_ms = 0);
+
+/// Builds a request to extend the lease of `token` by `lease_ms`.
+Message make_renew_lease(uint64_t request_id, const MrToken& token,
+                         uint32_t lease_ms);
+
+/// Builds the answer to a RenewLease (`lease_ms` granted when OK).
+Message make_renew_lease_response(uint64_t request_id, Status status,
+                                  std::string detail, uint32_t lease_ms = 0);
 
 /// Builds a request announcing `len` payload bytes behind the Message.
 Message make_send_data(uint64_t request_id, uint64_t len);
+
+/// Builds a SendData that carries the immediate value `imm`.
+Message make_send_data(uint64_t request_id, uint64_t len, uint32_t imm);
 
 // -- responses --------------------------------------------------------------
 
@@ -61,7 +74,8 @@ const std::string& detail_of(const Response& res) noexcept;
 /// Builds the Hello an agent sends first; `version` is normally
 /// `protocol_version`.
 Message make_hello(uint32_t version, uint32_t max_message_len,
-                   uint32_t recv_depth, bool cumulative_acks = false);
+                   uint32_t recv_depth, bool cumulative_acks = false,
+                   uint32_t extensions = 0);
 
 /// Builds the Goodbye a closing agent sends last (`reason` for the peer's
 /// log; a peer may send any string, so it is bounded by the frame).

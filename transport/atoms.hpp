@@ -22,5 +22,10 @@ using compare_swap_atom = caf::atom_constant<caf::atom("cmp_swap")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using close_timeout_atom = caf::atom_constant<caf::atom("close_tout")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+/// An RDMA WRITE with immediate data (request to the transport; the
+/// connection's `write_with_imm` uses the same tag).
+using write_imm_atom = caf::atom_constant<caf::atom("write_imm")>;
+/// The peer's RDMA WRITE with immediate data arrived (to the subscriber).
+using imm_arrived_atom = caf::atom_constant<caf::atom("imm_in")>;
 
 } // namespace rdmactor::transport

@@ -57,6 +57,14 @@ public:
     return imm;
   }
 
+  /// Takes the credit of an RDMA WRITE with immediate data about to be
+  /// posted: it consumes one of the peer's receives like a data SEND (and
+  /// is gated by `can_send_data` likewise), but its immediate value is the
+  /// application's, so it reports no credits: what is owed stays owed.
+  void take_for_write_imm() noexcept {
+    --credits_;
+  }
+
   /// Takes the immediate data of a received message: adds the credits it
   /// returns.  Returns true when it was credit-only (not for the
   /// subscriber; its receive is reposted at once and owed).

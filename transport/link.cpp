@@ -132,7 +132,8 @@ void link::set_wake(std::function<void()> fn) {
 // -- posting ------------------------------------------------------------------
 
 caf::error link::refusal(op_kind kind, const std::vector<uint8_t>& header,
-                         const local_mr& local, const mr_token& remote) const {
+                         const local_mr& local, const mr_token& remote,
+                         bool with_imm) const {
   if (queue_.size() >= tuning::max_queued_ops)
     return make_error(errc::quota_exceeded,
                       "more than 2^20 operations wait for the connection to "
@@ -179,6 +180,12 @@ caf::error link::refusal(op_kind kind, const std::vector<uint8_t>& header,
   if (local.size() > (uint64_t{1} << 31))
     return make_error(errc::invalid_argument,
                       "one RDMA operation moves at most 2 GiB");
+  if (with_imm && (kind != op_kind::write || local.size() > max_wr_bytes_))
+    return make_error(errc::invalid_argument,
+                      "a write with immediate data moves at most "
+                          + std::to_string(max_wr_bytes_)
+                          + " bytes (one work request on this device); "
+                            "write the rest without one first");
   return {};
 }
 
@@ -188,12 +195,13 @@ void link::answer(uint64_t cookie, caf::expected<uint64_t> result) {
 }
 
 void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
-                  mr_token remote, uint64_t cookie) {
+                  mr_token remote, uint64_t cookie,
+                  std::optional<uint32_t> imm) {
   if (down_) {
     answer(cookie, failure_);
     return;
   }
-  if (auto err = refusal(kind, header, local, remote)) {
+  if (auto err = refusal(kind, header, local, remote, imm.has_value())) {
     if (cookie != 0) {
       answer(cookie, std::move(err));
       return;
@@ -209,6 +217,7 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
     repost_released();
   queue_.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, cookie});
+  queue_.back().imm = imm;
   try_post();
   reclaim(); // what is owed changed: so does the wake-up threshold
 }
@@ -230,14 +239,14 @@ bool link::next_can_follow() const {
     return false;
   const auto& head = queue_[0];
   const auto& next = queue_[1];
-  if (next.kind != op_kind::send)
+  if (!next.consumes_recv())
     return true;
-  if (!credits_.can_send_data(head.kind == op_kind::send ? 1 : 0))
+  if (!credits_.can_send_data(head.consumes_recv() ? 1 : 0))
     return false;
   auto slots_after
       = free_header_slots_.size()
         - (head.kind == op_kind::send && !head.header.empty() ? 1 : 0);
-  return next.header.empty() || slots_after > 0;
+  return next.kind != op_kind::send || next.header.empty() || slots_after > 0;
 }
 
 /// Posts the head of the queue while credits and send-queue entries last.
@@ -251,7 +260,7 @@ bool link::next_can_follow() const {
 /// the whole operation.  Returns false when slicing failed (answered).
 bool link::split_head() {
   auto& op = queue_.front();
-  if (op.kind == op_kind::send || op.local.size() <= max_wr_bytes_)
+  if (op.kind == op_kind::send || op.local.size() <= max_wr_bytes_ || op.imm)
     return true;
   auto first = op.local.slice(0, max_wr_bytes_);
   auto rest = op.local.slice(max_wr_bytes_, op.local.size() - max_wr_bytes_);
@@ -279,10 +288,11 @@ void link::try_post() {
     if (!split_head())
       continue;
     auto& op = queue_.front();
-    if (op.kind == op_kind::send) {
+    if (op.consumes_recv()) {
       // Keep one credit in reserve for credit-only messages.
       if (!credits_.can_send_data()
-          || (!op.header.empty() && free_header_slots_.empty()))
+          || (op.kind == op_kind::send && !op.header.empty()
+              && free_header_slots_.empty()))
         break;
     }
     // Atomics need a slot for their old value; one per send-queue entry,
@@ -326,7 +336,12 @@ void link::try_post() {
                            signaled);
     } else {
       sg[n++] = op.local.to_sge();
-      if (op.kind == op_kind::write)
+      if (op.kind == op_kind::write && op.imm) {
+        // A failed post fails the connection: the credit is not needed back.
+        credits_.take_for_write_imm();
+        err = qp_->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey,
+                              op.imm, signaled);
+      } else if (op.kind == op_kind::write)
         err = qp_->post_write(wr_id, sg, n, op.remote.addr, op.remote.rkey,
                               std::nullopt, signaled);
       else
@@ -389,7 +404,7 @@ void link::submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
                               "submit_atomic with a kind that is no atomic"));
     return;
   }
-  if (auto err = refusal(kind, {}, local_mr{}, remote)) {
+  if (auto err = refusal(kind, {}, local_mr{}, remote, false)) {
     answer(cookie, std::move(err));
     return;
   }
@@ -467,6 +482,19 @@ void link::on_recv(const work_completion& wc) {
     fail(make_error(errc::internal_error, "receive wr_id out of range"));
     return;
   }
+  if (wc.opcode == wc_opcode::recv_rdma_with_imm) {
+    // The peer's RDMA WRITE with immediate data: the value is the
+    // application's (no credits), the receive goes back at once and is
+    // owed like one a data message consumed.  Nothing is held for it, so
+    // the peer keeps its credits whatever the consumer does.
+    credits_.on_reposted(true);
+    post_recv_slot(slot);
+    if (observer_ != nullptr && !down_)
+      observer_->on_imm(wc.imm_data, wc.byte_len);
+    try_post();
+    maybe_return_credits();
+    return;
+  }
   if (wc.has_imm && credits_.on_received(wc.imm_data)) {
     // Credit-only: nothing to deliver; the receive goes back at once.
     credits_.on_reposted(false);
@@ -512,6 +540,14 @@ void link::finish(inflight_op& op, wc_status status) {
               "connection fails with it, as on verbs";
     else if (is_atomic(op.kind) && status == wc_status::remote_operation_error)
       what += ": the peer refused the request (a misaligned word?)";
+    else if (status == wc_status::remote_access_error)
+      what += op.kind == op_kind::read
+                  ? " (the peer's region lacks remote-read access, or the "
+                    "token is stale or out of its bounds)"
+                  : " (the peer's region lacks remote-write access: lent "
+                    "read-only?  Or the token is stale or out of its "
+                    "bounds); the connection ends, as on any reliable "
+                    "connection";
     auto err = make_error(to_errc(status), std::move(what));
     answer(op.cookie, err);
     fail(std::move(err));

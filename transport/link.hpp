@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -59,6 +60,15 @@ public:
   /// once the last handle of it is gone (on whichever thread drops it).
   virtual void on_message(local_mr msg) = 0;
 
+  /// An RDMA WRITE with immediate data from the peer finished: `imm` is the
+  /// peer's value, `bytes` the length of the write (its data is in place).
+  /// It came in order with the messages (`on_message`) around it.  Its
+  /// receive was reposted already.  The default drops it.
+  virtual void on_imm(uint32_t imm, uint32_t bytes) {
+    static_cast<void>(imm);
+    static_cast<void>(bytes);
+  }
+
   /// The link is down with `cause`; once, after every outstanding cookie
   /// was answered.
   virtual void on_down(const caf::error& cause) = 0;
@@ -74,7 +84,11 @@ public:
 ///
 /// Credits: a message needs one of the peer's receive buffers.  The
 /// `credit_ledger` counts them; returned credits ride on the immediate
-/// value of a SEND, or on a credit-only SEND when nothing else goes.
+/// value of a SEND, or on a credit-only SEND when nothing else goes.  An
+/// RDMA WRITE with immediate data consumes a receive too, so it takes a
+/// credit like a data SEND (it carries the application's value, not
+/// credits); the receiving link tells them apart by the completion's
+/// opcode and reposts its receive at once.
 /// Signaling: only every `signal_every()`-th operation, the last of a
 /// batch and every READ ask for a completion; completions come in posting
 /// order, so one finishes every unsignaled operation before it.
@@ -110,10 +124,14 @@ public:
   /// `cookie` names it in `on_done`; 0 means nobody waits (a post): then a
   /// refusal fails the link, so that it cannot vanish.  A send carries
   /// `header` (copied into a registered slot) and then `local`; a write or
-  /// read moves `local` to or from `remote`.  On a link that is down the
+  /// read moves `local` to or from `remote`.  A write with `imm` is an
+  /// RDMA WRITE with immediate data: it waits for a send credit like a
+  /// send and is never split (at most `max_wr_bytes` of the device, else
+  /// refused with `invalid_argument`).  On a link that is down the
   /// cookie is answered with the failure at once.
   void submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
-              mr_token remote, uint64_t cookie);
+              mr_token remote, uint64_t cookie,
+              std::optional<uint32_t> imm = std::nullopt);
 
   /// Queues an atomic `kind` (fetch_add or compare_swap) on the 8-byte word
   /// `remote` names (len 8, addr 8-byte aligned: the caller checked; a
@@ -231,6 +249,13 @@ private:
     /// Atomics: the operands.
     uint64_t compare_add = 0;
     uint64_t swap = 0;
+    /// Immediate data of an RDMA WRITE with immediate.
+    std::optional<uint32_t> imm = std::nullopt;
+
+    /// Whether it consumes one of the peer's receives (needs a credit).
+    bool consumes_recv() const noexcept {
+      return kind == op_kind::send || imm.has_value();
+    }
   };
 
   /// An operation posted to the QP, waiting for its completion (or for the
@@ -248,7 +273,8 @@ private:
   link(device_ptr dev, std::shared_ptr<queue_pair> qp);
 
   caf::error refusal(op_kind kind, const std::vector<uint8_t>& header,
-                     const local_mr& local, const mr_token& remote) const;
+                     const local_mr& local, const mr_token& remote,
+                     bool with_imm) const;
   void answer(uint64_t cookie, caf::expected<uint64_t> result);
   bool next_signaled(bool must);
   bool split_head();

@@ -83,7 +83,14 @@ struct transport_state : link_observer {
   /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
   transport_subscriber subscriber;
   caf::weak_actor_ptr weak_subscriber;
-  std::deque<local_mr> early; // arrived before anyone subscribed
+  /// What arrived before anyone subscribed: a message, or (without a
+  /// handle) an RDMA WRITE with immediate data.
+  struct early_event {
+    local_mr msg;
+    uint32_t imm = 0;
+    uint32_t bytes = 0;
+  };
+  std::deque<early_event> early;
   /// A graceful close is under way (`close_atom`), and the byte that
   /// marks the peer's own Goodbye.
   bool closing = false;
@@ -130,13 +137,20 @@ struct transport_state : link_observer {
       return; // dropped: nobody listens any more
     }
     if (!subscriber && !weak_subscriber)
-      early.emplace_back(std::move(msg));
+      early.push_back(early_event{std::move(msg)});
     else if (auto sub = subscriber_now())
       self->send(sub, recv_atom::value, std::move(msg));
     // else: the subscriber is gone; the buffer is reposted with `msg`.
   }
 
   /// Tells the subscriber once and quits.
+  void on_imm(uint32_t imm, uint32_t bytes) override {
+    if (!subscriber && !weak_subscriber)
+      early.push_back(early_event{local_mr{}, imm, bytes});
+    else if (auto sub = subscriber_now())
+      self->send(sub, imm_arrived_atom::value, imm, bytes);
+  }
+
   void on_down(const caf::error& cause) override {
     if (auto sub = subscriber_now())
       self->send(sub, qp_down_atom::value, cause);
@@ -220,14 +234,14 @@ void drain_cq(self_ptr self) {
 }
 
 /// Queues an operation for a requester and returns its promise.
-caf::typed_response_promise<uint64_t> request_op(self_ptr self, op_kind kind,
-                                                 std::vector<uint8_t> header,
-                                                 local_mr local,
-                                                 mr_token remote) {
+caf::typed_response_promise<uint64_t>
+request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
+           local_mr local, mr_token remote,
+           std::optional<uint32_t> imm = std::nullopt) {
   auto& st = self->state;
   auto rp = self->make_response_promise<uint64_t>();
   st.path->submit(kind, std::move(header), std::move(local), remote,
-                  st.replies.add(rp));
+                  st.replies.add(rp), imm);
   if (st.how.mode != completion_mode::event) {
     on_posted(self);
   } else if (st.path->armed() != link::armed_for::all) {
@@ -260,8 +274,12 @@ request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
 link_params subscribe(self_ptr self, const transport_subscriber& sub) {
   auto& st = self->state;
   if (sub) {
-    for (auto& msg : st.early)
-      self->send(sub, recv_atom::value, std::move(msg));
+    for (auto& ev : st.early) {
+      if (ev.msg.valid())
+        self->send(sub, recv_atom::value, std::move(ev.msg));
+      else
+        self->send(sub, imm_arrived_atom::value, ev.imm, ev.bytes);
+    }
     st.early.clear();
     if (st.path->down())
       self->send(sub, qp_down_atom::value, st.path->failure());
@@ -350,6 +368,9 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
              uint64_t desired) {
         return request_atomic(self, op_kind::compare_swap, word, expected,
                               desired);
+      },
+      [self](write_imm_atom, local_mr& src, mr_token dst, uint32_t imm) {
+        return request_op(self, op_kind::write, {}, std::move(src), dst, imm);
       },
       [self](subscribe_atom, transport_subscriber& sub) {
         self->state.weak_subscriber.reset();

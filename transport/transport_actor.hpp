@@ -21,10 +21,14 @@ namespace rdmactor::transport {
 ///
 /// - `(recv_atom, local_mr)`: one inbound message; the handle views the
 ///   receive buffer, which is reposted when the last handle goes.
+/// - `(imm_arrived_atom, imm, bytes)`: the peer's RDMA WRITE with immediate
+///   data `imm` of `bytes` bytes landed; in order with the messages around
+///   it (its receive buffer was reposted already).
 /// - `(qp_down_atom, error)`: the connection failed or closed; sent once,
 ///   after every pending request was answered with an error.
 using transport_subscriber
     = caf::typed_actor<caf::reacts_to<recv_atom, local_mr>,
+                       caf::reacts_to<imm_arrived_atom, uint32_t, uint32_t>,
                        caf::reacts_to<qp_down_atom, caf::error>>;
 
 /// The transport actor: owns one connection's queue pair and CQ.
@@ -47,6 +51,11 @@ using transport_subscriber
 ///   (len 8, 8-byte aligned); the answer is the word's value before it.
 ///   Refused with `unsupported` on a device without atomics, `misaligned`
 ///   / `out_of_bounds` for a bad word (see `link::submit_atomic`).
+/// - `(write_imm_atom, src, dst, imm) -> bytes`: RDMA WRITE with immediate
+///   data: consumes one of the peer's receives, so it waits for a send
+///   credit like a send; at most one work request (the device's
+///   max_wr_bytes).  Only for a peer that takes them (the agent checks
+///   its Hello): an older rdmactor would read `imm` as returned credits.
 /// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
 ///   flushes messages that arrived before.  The transport holds it (a
 ///   strong handle): it lives at least as long as the transport.
@@ -97,6 +106,8 @@ using transport_actor = caf::typed_actor<
     caf::replies_to<fetch_add_atom, mr_token, uint64_t>::with<uint64_t>,
     caf::replies_to<compare_swap_atom, mr_token, uint64_t,
                     uint64_t>::with<uint64_t>,
+    caf::replies_to<write_imm_atom, local_mr, mr_token,
+                    uint32_t>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
     caf::replies_to<subscribe_weak_atom,
                     transport_subscriber>::with<link_params>,

@@ -99,8 +99,12 @@ struct two_nodes : system_holder {
   connection_actor client_conn; // the client's end
   std::string host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
 
-  explicit two_nodes(options o = test_options()) : opts(std::move(o)) {
-    auto s = node::open(server_side.sys, opts);
+  explicit two_nodes(options o = test_options()) : two_nodes(o, o) {}
+
+  /// Two nodes with options of their own: `o` for the client (and `opts`),
+  /// `server_opts` for the server.
+  two_nodes(options o, const options& server_opts) : opts(std::move(o)) {
+    auto s = node::open(server_side.sys, server_opts);
     auto c = node::open(sys, opts);
     if (!s || !c)
       throw std::runtime_error("cannot open nodes: "

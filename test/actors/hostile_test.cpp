@@ -27,6 +27,9 @@ forwarder(transport::transport_subscriber::pointer self, caf::actor dst) {
       [dst](transport::recv_atom a, local_mr& mr) {
         caf::anon_send(dst, a, mr);
       },
+      [dst](transport::imm_arrived_atom a, uint32_t imm, uint32_t n) {
+        caf::anon_send(dst, a, imm, n);
+      },
       [dst](transport::qp_down_atom a, caf::error& e) {
         caf::anon_send(dst, a, e);
       },

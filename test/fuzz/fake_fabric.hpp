@@ -194,9 +194,12 @@ public:
   }
 
   caf::error post_write(uint64_t wr_id, const transport::sge* sg, size_t n,
-                        bool signaled) {
+                        bool signaled,
+                        std::optional<uint32_t> imm = std::nullopt) {
     if (auto err = check_post(n))
       return err;
+    if (imm)
+      write_imms.push_back(*imm);
     if (!local_ok(sg, n, 0)) {
       fail(wr_id, transport::wc_opcode::rdma_write);
       return {};
@@ -302,6 +305,23 @@ public:
     return true;
   }
 
+  /// The peer's RDMA WRITE with immediate `imm` of `len` bytes: consumes
+  /// the oldest posted receive like a SEND (false when none is posted).
+  bool deliver_write_imm(uint32_t imm, uint32_t len) {
+    if (error_ || recvs_.empty())
+      return false;
+    auto r = std::move(recvs_.front());
+    recvs_.pop_front();
+    transport::work_completion wc;
+    wc.wr_id = r.wr_id;
+    wc.opcode = transport::wc_opcode::recv_rdma_with_imm;
+    wc.byte_len = len;
+    wc.has_imm = true;
+    wc.imm_data = imm;
+    cq_.push_back(wc);
+    return true;
+  }
+
   bool has_completions() const noexcept {
     return !cq_.empty();
   }
@@ -310,6 +330,8 @@ public:
   std::vector<sent_message> sent;
   /// Bytes of each RDMA WRITE and READ posted, in order.
   std::vector<uint64_t> one_sided_sizes;
+  /// Immediate data of each RDMA WRITE with immediate posted, in order.
+  std::vector<uint32_t> write_imms;
 
   /// Work requests whose local memory was not registered as needed.
   uint64_t protection_errors = 0;
@@ -404,9 +426,9 @@ public:
   }
 
   caf::error post_write(uint64_t wr_id, const transport::sge* sg, size_t n,
-                        uint64_t, uint32_t, std::optional<uint32_t>,
+                        uint64_t, uint32_t, std::optional<uint32_t> imm,
                         bool signaled) override {
-    return link_->post_write(wr_id, sg, n, signaled);
+    return link_->post_write(wr_id, sg, n, signaled, imm);
   }
 
   caf::error post_read(uint64_t wr_id, const transport::sge* sg, size_t n,

@@ -26,6 +26,9 @@ transport_subscriber::behavior_type forwarder(transport_subscriber::pointer,
                                               caf::actor dst) {
   return {
       [dst](recv_atom a, local_mr& mr) { caf::anon_send(dst, a, mr); },
+      [dst](imm_arrived_atom a, uint32_t imm, uint32_t n) {
+        caf::anon_send(dst, a, imm, n);
+      },
       [dst](qp_down_atom a, caf::error& e) { caf::anon_send(dst, a, e); },
   };
 }
@@ -135,6 +138,7 @@ responder(transport_subscriber::pointer self, transport_actor tr) {
                       local_mr{})
             .then([](uint64_t) {}, [](caf::error&) {});
       },
+      [](imm_arrived_atom, uint32_t, uint32_t) {},
       [](qp_down_atom, caf::error&) {},
   };
 }
@@ -445,6 +449,7 @@ void stream_and_check(pair_fixture& f, const int count) {
           if (*next < count)
             ping();
         },
+        [](imm_arrived_atom, uint32_t, uint32_t) {},
         [](qp_down_atom, caf::error&) {},
     };
   });

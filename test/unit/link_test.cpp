@@ -60,6 +60,12 @@ struct recorder : link_observer {
     downs.push_back(cause);
   }
 
+  void on_imm(uint32_t imm, uint32_t bytes) override {
+    imms.emplace_back(imm, bytes);
+  }
+
+  std::vector<std::pair<uint32_t, uint32_t>> imms;
+
   std::vector<done> dones;
   std::vector<local_mr> messages;
   std::vector<caf::error> downs;
@@ -484,6 +490,65 @@ BOOST_AUTO_TEST_CASE(fail_is_idempotent_and_answers_everything_once) {
     BOOST_TEST(code(d.result) == errc::work_request_flushed);
   f.l->poll(); // signaled completions of the flushed sends: no second answer
   BOOST_TEST(f.rec.dones.size() == 9u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(immediate_data)
+
+BOOST_AUTO_TEST_CASE(a_write_with_imm_takes_a_credit_like_a_send) {
+  fixture f{4};
+  buffer src{*f.dev, 64};
+  for (uint64_t i = 1; i <= 4; ++i)
+    f.l->submit(op_kind::write, {}, src.view(), mr_token{0x1000, 64, 1}, i,
+                uint32_t(100 + i));
+  f.settle();
+  // 4 credits, one kept in reserve: three go, the fourth waits.
+  BOOST_TEST(f.peer->write_imms == (std::vector<uint32_t>{101, 102, 103}));
+  BOOST_TEST(f.l->credits().credits() == 1u);
+  BOOST_TEST(f.l->queued() == 1u);
+  // Credits come back on a credit-only message: the fourth goes.
+  BOOST_TEST(f.deliver(credit_only | 3, 0));
+  f.settle();
+  BOOST_TEST(f.peer->write_imms.size() == 4u);
+  BOOST_TEST(f.peer->write_imms.back() == 104u);
+  BOOST_TEST(f.l->queued() == 0u);
+  // A write without a value needs no credit.
+  f.l->submit(op_kind::write, {}, src.view(), mr_token{0x1000, 64, 1}, 9);
+  f.settle();
+  BOOST_TEST(f.l->queued() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_write_with_imm_is_never_split) {
+  fixture f{8, 4096, 4096};
+  buffer src{*f.dev, 8192};
+  f.l->submit(op_kind::write, {}, src.view(), mr_token{0x1000, 8192, 1}, 1,
+              uint32_t{5});
+  f.settle();
+  BOOST_REQUIRE(f.rec.dones.size() == 1u);
+  BOOST_TEST(code(f.rec.dones[0].result) == errc::invalid_argument);
+  BOOST_TEST(f.peer->write_imms.empty());
+  BOOST_TEST(f.rec.downs.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_peers_write_with_imm_returns_no_credits) {
+  fixture f{8};
+  auto before = f.l->credits().credits();
+  // Bit 31 set: as the immediate of a SEND it would mean credit-only.
+  BOOST_TEST(f.peer->deliver_write_imm(credit_only | 5, 100));
+  f.settle();
+  BOOST_REQUIRE(f.rec.imms.size() == 1u);
+  BOOST_TEST(f.rec.imms[0].first == (credit_only | 5));
+  BOOST_TEST(f.rec.imms[0].second == 100u);
+  BOOST_TEST(f.rec.messages.empty());
+  BOOST_TEST(f.l->credits().credits() == before);
+  // Its receive was reposted at once and is owed to the peer.
+  BOOST_TEST(f.l->credits().owed() == 1u);
+  for (int i = 0; i < 8; ++i)
+    BOOST_TEST(f.peer->deliver_write_imm(uint32_t(i), 1));
+  f.settle();
+  BOOST_TEST(f.rec.imms.size() == 9u);
+  BOOST_TEST(f.rec.downs.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

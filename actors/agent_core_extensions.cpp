@@ -1,0 +1,186 @@
+// The agent's protocol core: extensions negotiated in Hello (immediate
+// data, memory-region tags) and the operations waiting for the peer's
+// Hello to learn whether it offers one.
+
+#include "actors/agent_core.hpp"
+
+#include <algorithm>
+
+#include "common/logging.hpp"
+
+namespace rdmactor {
+
+namespace pb = protocol;
+
+uint32_t agent_core::our_extensions() const noexcept {
+  uint32_t result = pb::EXT_MR_TAGS | pb::EXT_LEASES;
+  if (opts_.immediate_data)
+    result |= pb::EXT_IMMEDIATE_DATA;
+  return result;
+}
+
+void agent_core::when_offered(uint32_t extension, const char* what,
+                              time_point now,
+                              std::function<void(const caf::error&)> fn) {
+  now_ = now;
+  if (closed_) {
+    fn(make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+    return;
+  }
+  if (hello_seen_) {
+    if ((peer_extensions_ & extension) == extension)
+      fn(caf::error{});
+    else
+      fn(make_error(errc::not_negotiated,
+                    std::string{what} + ": the peer " + link_.peer
+                        + " did not offer it in its Hello (an older "
+                          "rdmactor, or immediate-data=false there)"));
+    return;
+  }
+  if (pending_.size() + hello_waiters_.size()
+      >= opts_.peer_max_pending_requests) {
+    fn(make_error(errc::quota_exceeded,
+                  std::string{what} + ": too many operations wait for the "
+                      + "Hello of " + link_.peer
+                      + " (peer-max-pending-requests)"));
+    return;
+  }
+  hello_waiters_.push_back(
+      hello_waiter{extension, what, now + request_timeout(), std::move(fn)});
+  out_.schedule_sweep();
+}
+
+/// Runs every operation that waited for the Hello (it arrived).
+void agent_core::run_hello_waiters() {
+  auto waiters = std::move(hello_waiters_);
+  hello_waiters_.clear();
+  for (auto& w : waiters) {
+    if (closed_) {
+      w.fn(make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+      continue;
+    }
+    if ((peer_extensions_ & w.extension) == w.extension)
+      w.fn(caf::error{});
+    else
+      w.fn(make_error(errc::not_negotiated,
+                      std::string{w.what} + ": the peer " + link_.peer
+                          + " did not offer it in its Hello (an older "
+                            "rdmactor, or immediate-data=false there)"));
+  }
+}
+
+/// Fails the operations that waited for the Hello past their deadline
+/// (they queue in deadline order).
+void agent_core::expire_hello_waiters(time_point now) {
+  while (!hello_waiters_.empty() && hello_waiters_.front().deadline <= now) {
+    auto w = std::move(hello_waiters_.front());
+    hello_waiters_.pop_front();
+    w.fn(make_error(errc::request_timeout,
+                    std::string{w.what} + ": no Hello from " + link_.peer
+                        + " within " + std::to_string(opts_.request_timeout_ms)
+                        + " ms (request-timeout-ms)"));
+  }
+}
+
+void agent_core::on_write_imm(uint32_t imm, uint64_t bytes, time_point now) {
+  now_ = now;
+  if (closed_)
+    return;
+  const char* why = nullptr;
+  if (!opts_.immediate_data)
+    why = "an RDMA write with immediate data, which this node did not offer "
+          "(immediate-data=false)";
+  else if (out_.queued_imms() >= opts_.peer_max_queued_imms)
+    why = "an immediate value over peer-max-queued-imms (the application "
+          "does not claim them with receive_imm)";
+  if (why == nullptr) {
+    out_.deliver_write_imm(imm, bytes);
+    return;
+  }
+  ++counters_.protocol_errors;
+  ++counters_.imms_dropped;
+  if (auto v = may_log(spdlog::level::warn))
+    log().warn("agent {}: dropped {}{}", link_.peer, why,
+               suppressed_note(v.denied_before));
+  count_noise(why);
+}
+
+// -- leases -------------------------------------------------------------------
+
+/// Revokes the leases that ended at or before `now`: drops the entry and
+/// with it the lease's own registration (the peer's rkey stops working)
+/// and our reference to the memory.  Returns the earliest lease end left.
+agent_core::time_point agent_core::expire_leases(time_point now) {
+  auto next = time_point::max();
+  for (auto i = owned_.begin(); i != owned_.end();) {
+    if (!i->second.lease_reg) {
+      ++i;
+      continue;
+    }
+    if (i->second.lease_end > now) {
+      next = std::min(next, i->second.lease_end);
+      ++i;
+      continue;
+    }
+    ++counters_.leases_expired;
+    log().debug("agent {}: the lease of {} bytes at {:#x} ended; revoked",
+                link_.peer, i->second.mr.size(), i->first.addr);
+    auto next_i = std::next(i);
+    erase_owned(i);
+    i = next_i;
+  }
+  return next;
+}
+
+void agent_core::on_renew_lease(uint64_t id, const pb::RenewLease& req) {
+  auto token
+      = mr_token{req.token().addr(), req.token().len(), req.token().rkey()};
+  auto i = owned_.find(token);
+  if (i == owned_.end() || !i->second.lease_reg) {
+    // Also a renewal that crossed the lease's end: not a violation of its
+    // own, but the holder learns that the lease is gone.
+    send_unsolicited(pb::make_renew_lease_response(
+        id, pb::UNKNOWN_TOKEN,
+        "no lease on this token here (it ended, was released, or was lent "
+        "without one)"));
+    count_noise("a RenewLease for a token without a lease");
+    return;
+  }
+  auto grant = std::min(req.lease_ms(), i->second.lease_ms);
+  i->second.lease_end = now_ + std::chrono::milliseconds{grant};
+  accepted();
+  send_unsolicited(pb::make_renew_lease_response(id, pb::OK, {}, grant));
+}
+
+void agent_core::renew_lease(
+    const mr_token& token, uint32_t lease_ms, time_point now,
+    std::function<void(caf::expected<uint32_t>)> done) {
+  auto id = new_request_id();
+  send_request(
+      pb::make_renew_lease(
+          id, pb::make_token(token.addr, token.len, token.rkey), lease_ms),
+      local_mr{},
+      [done = std::move(done)](const pb::Response* res, const caf::error& err) {
+        if (err) {
+          done(err);
+          return;
+        }
+        if (res->body_case() == pb::Response::kRenewLease
+            && pb::status_of(*res) == pb::UNKNOWN_TOKEN) {
+          done(make_error(errc::lease_expired,
+                          "the owner no longer holds a lease on this region "
+                          "(it ended before the renewal arrived); ask for "
+                          "the region again"));
+          return;
+        }
+        if (auto e
+            = check_response(*res, pb::Response::kRenewLease, "RenewLease")) {
+          done(e);
+          return;
+        }
+        done(res->renew_lease().lease_ms());
+      },
+      now);
+}
+
+} // namespace rdmactor
