@@ -6,7 +6,6 @@
 
 #include <sys/resource.h>
 
-
 namespace rdmactor {
 
 namespace {
