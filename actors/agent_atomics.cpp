@@ -51,23 +51,10 @@ caf::result<uint64_t> atomic(self_ptr self, const char* what, remote_mr word,
   auto token = atomic_word(self, what, word);
   if (!token)
     return std::move(token.error());
-  auto& st = self->state;
-  if (st.core->closed())
-    return make_error(errc::peer_gone,
-                      "the peer " + st.core->link().peer + " is gone");
-  auto rp = self->make_response_promise<uint64_t>();
-  auto id = st.next_one_sided++;
-  st.one_sided.emplace(id, rp);
-  auto finish = [self, id, word](auto&& result) mutable {
-    auto i = self->state.one_sided.find(id);
-    if (i == self->state.one_sided.end())
-      return;
-    i->second.deliver(std::forward<decltype(result)>(result));
-    self->state.one_sided.erase(i);
-  };
-  post(*token).then([finish](uint64_t old) mutable { finish(old); },
-                    [finish](caf::error& err) mutable { finish(err); });
-  return rp;
+  return run_one_sided(self, std::move(word), [&](auto finish) {
+    post(*token).then([finish](uint64_t old) mutable { finish(old); },
+                      [finish](caf::error& err) mutable { finish(err); });
+  });
 }
 
 } // namespace

@@ -325,16 +325,47 @@ caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
   return rp;
 }
 
+/// The error of a receive call that waited request-timeout-ms in vain.
+inline caf::error nothing_arrived(self_ptr self) {
+  return make_error(
+      errc::request_timeout,
+      "nothing arrived from " + self->state.core->link().peer + " within "
+          + std::to_string(self->state.core->opts().request_timeout_ms)
+          + " ms (request-timeout-ms)");
+}
+
+/// Registers a one-sided operation of the user (write, read,
+/// write_with_imm, an atomic) in `one_sided`, or fails with `peer_gone`
+/// once the connection closed.  `start(finish)` posts it; `finish(result)`
+/// answers the user once (closing may have answered already) and keeps
+/// `keep` (the remote_mr) alive until the transport answered.
+template <class Keep, class Start>
+caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
+  auto& st = self->state;
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
+  auto rp = self->make_response_promise<uint64_t>();
+  auto id = st.next_one_sided++;
+  st.one_sided.emplace(id, rp);
+  start([self, id, keep = std::move(keep)](auto&& result) mutable {
+    static_cast<void>(keep);
+    auto& pending = self->state.one_sided;
+    auto i = pending.find(id);
+    if (i == pending.end())
+      return;
+    i->second.deliver(std::forward<decltype(result)>(result));
+    pending.erase(i);
+  });
+  return rp;
+}
+
 /// Fails the waiters of `box` whose deadline passed (they queue in deadline
 /// order); returns whether any are left.
 template <class T>
 bool expire(self_ptr self, mailbox<T>& box, clock_type::time_point now) {
   while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
-    box.waiters.front().rp.deliver(make_error(
-        errc::request_timeout,
-        "nothing arrived from " + self->state.core->link().peer + " within "
-            + std::to_string(self->state.core->opts().request_timeout_ms)
-            + " ms (request-timeout-ms)"));
+    box.waiters.front().rp.deliver(nothing_arrived(self));
     box.waiters.pop_front();
   }
   return !box.waiters.empty();
@@ -395,11 +426,7 @@ template <class Item>
 bool expire(self_ptr self, reply_mailbox<Item>& box,
             clock_type::time_point now) {
   while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
-    box.waiters.front().fail(make_error(
-        errc::request_timeout,
-        "nothing arrived from " + self->state.core->link().peer + " within "
-            + std::to_string(self->state.core->opts().request_timeout_ms)
-            + " ms (request-timeout-ms)"));
+    box.waiters.front().fail(nothing_arrived(self));
     box.waiters.pop_front();
   }
   return !box.waiters.empty();

@@ -283,25 +283,13 @@ caf::result<uint64_t> one_sided(self_ptr self, Atom a, const char* what,
                                 local_mr local, remote_mr remote) {
   if (auto err = check_one_sided(self, what, local, remote))
     return err;
-  auto& st = self->state;
-  if (st.core->closed())
-    return make_error(errc::peer_gone,
-                      "the peer " + st.core->link().peer + " is gone");
-  auto rp = self->make_response_promise<uint64_t>();
-  auto id = st.next_one_sided++;
-  st.one_sided.emplace(id, rp);
-  auto finish = [self, id, remote](auto&& result) mutable {
-    auto i = self->state.one_sided.find(id);
-    if (i == self->state.one_sided.end())
-      return;
-    i->second.deliver(std::forward<decltype(result)>(result));
-    self->state.one_sided.erase(i);
-  };
-  self->request(st.transport, caf::infinite, a, std::move(local),
-                remote.token())
-      .then([finish](uint64_t n) mutable { finish(n); },
-            [finish](caf::error& err) mutable { finish(err); });
-  return rp;
+  auto token = remote.token();
+  return run_one_sided(self, std::move(remote), [&](auto finish) {
+    self->request(self->state.transport, caf::infinite, a, std::move(local),
+                  token)
+        .then([finish](uint64_t n) mutable { finish(n); },
+              [finish](caf::error& err) mutable { finish(err); });
+  });
 }
 
 /// Ends either subscription (before another is set).
@@ -364,35 +352,22 @@ caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
                                      uint32_t imm) {
   if (auto err = check_one_sided(self, "write_with_imm", src, dst))
     return err;
-  auto& st = self->state;
-  if (st.core->closed())
-    return make_error(errc::peer_gone,
-                      "the peer " + st.core->link().peer + " is gone");
-  auto rp = self->make_response_promise<uint64_t>();
-  auto id = st.next_one_sided++;
-  st.one_sided.emplace(id, rp);
-  // Keeps `dst` alive until the transport answered (see one_sided).
-  auto finish = [self, id, dst](auto&& result) mutable {
-    auto i = self->state.one_sided.find(id);
-    if (i == self->state.one_sided.end())
-      return;
-    i->second.deliver(std::forward<decltype(result)>(result));
-    self->state.one_sided.erase(i);
-  };
-  st.core->when_offered(
-      protocol::EXT_IMMEDIATE_DATA, "write_with_imm", self->clock().now(),
-      [self, finish, src, token = dst.token(),
-       imm](const caf::error& err) mutable {
-        if (err) {
-          finish(err);
-          return;
-        }
-        self->request(self->state.transport, caf::infinite,
-                      write_with_imm_atom::value, std::move(src), token, imm)
-            .then([finish](uint64_t n) mutable { finish(n); },
-                  [finish](caf::error& e) mutable { finish(e); });
-      });
-  return rp;
+  auto token = dst.token();
+  return run_one_sided(self, std::move(dst), [&](auto finish) {
+    self->state.core->when_offered(
+        protocol::EXT_IMMEDIATE_DATA, "write_with_imm", self->clock().now(),
+        [self, finish, src = std::move(src), token,
+         imm](const caf::error& err) mutable {
+          if (err) {
+            finish(err);
+            return;
+          }
+          self->request(self->state.transport, caf::infinite,
+                        write_with_imm_atom::value, std::move(src), token, imm)
+              .then([finish](uint64_t n) mutable { finish(n); },
+                    [finish](caf::error& e) mutable { finish(e); });
+        });
+  });
 }
 
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src,
