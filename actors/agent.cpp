@@ -159,11 +159,16 @@ void sweep(self_ptr self) {
 
 // -- shutdown -----------------------------------------------------------------
 
-void shut_down(self_ptr self, const caf::error& cause) {
+void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   auto& st = self->state;
   auto& core = *st.core;
-  if (core.closed())
+  if (core.closed()) {
+    // Draining one-sided operations (see drain_one_sided): the
+    // transport's end finishes it; other exits wait for that.
+    if (st.draining && transport_gone)
+      drain_one_sided(self, st.drain_reason, st.drain_error, true);
     return;
+  }
   const auto& peer = core.link().peer;
   auto code = code_of(cause);
   // `reason`: what the agent quits with (the down reason users see);
@@ -191,9 +196,6 @@ void shut_down(self_ptr self, const caf::error& cause) {
                   && agent_state::close_gracefully(st.transport, core,
                                                    "closed by the application");
   core.close(err);
-  for (auto& kv : st.one_sided)
-    kv.second.deliver(err);
-  st.one_sided.clear();
   fail_all(st.data, err);
   fail_all(st.imms, err);
   fail_all(st.local_mrs, err);
@@ -222,7 +224,29 @@ void shut_down(self_ptr self, const caf::error& cause) {
   // side); it ignores our exit, which follows.
   if (!graceful)
     self->send_exit(st.transport, reason);
-  self->quit(reason);
+  drain_one_sided(self, std::move(reason), std::move(err), transport_gone);
+}
+
+void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
+                     bool transport_gone) {
+  auto& st = self->state;
+  if (transport_gone || st.one_sided.empty()) {
+    for (auto& kv : st.one_sided)
+      kv.second.deliver(err);
+    st.one_sided.clear();
+    st.draining = false;
+    self->quit(reason);
+    return;
+  }
+  // The queue pair may still place a pending READ's data (or an atomic's
+  // old value) into the caller's buffer until the transport has closed it:
+  // failing the operation now would let the caller reuse the buffer while
+  // the fabric writes to it.  The transport answers every operation or
+  // fails it as it closes (within close-timeout-ms on a graceful close, at
+  // once otherwise); its exit (we are linked) then ends the drain.
+  st.draining = true;
+  st.drain_reason = std::move(reason);
+  st.drain_error = std::move(err);
 }
 
 namespace {
@@ -239,16 +263,30 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
   // send_exit); the transport's carries why the connection failed.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     auto& st = self->state;
-    if (msg.source != st.transport.address() || !msg.reason)
+    bool from_transport = msg.source == st.transport.address();
+    if (!from_transport || !msg.reason)
       shut_down(self,
                 make_error(errc::closed, "connection to " + st.core->link().peer
-                                             + " closed locally"));
+                                             + " closed locally"),
+                from_transport);
     else
-      shut_down(self, msg.reason);
+      shut_down(self, msg.reason, true);
   });
-  // The only actor the agent monitors is its data subscriber.
+  // The transport is monitored too: a drain (drain_one_sided) waits for
+  // its end, and an exit we sent it unlinks us (CAF drops the link to an
+  // exit's sender), so only a monitor tells us when it has terminated.
+  self->monitor(st.transport);
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
+    if (msg.source == st.transport.address()) {
+      shut_down(self,
+                msg.reason ? msg.reason
+                           : make_error(errc::closed, "connection to "
+                                                          + st.core->link().peer
+                                                          + " closed locally"),
+                true);
+      return;
+    }
     if (st.subscriber && msg.source == st.subscriber.address())
       st.subscriber = data_subscriber{};
     if (st.chunk_sub && msg.source == st.chunk_sub.address())

@@ -150,11 +150,18 @@ struct agent_state {
   /// release actions, which may run on any thread after the agent is gone.
   std::shared_ptr<std::atomic<uint64_t>> claimed
       = std::make_shared<std::atomic<uint64_t>>(0);
-  /// WRITEs and READs the transport has not answered yet: failed by
-  /// `shut_down`, since a promise that dies with this actor would leave its
-  /// caller waiting for its own timeout.
+  /// WRITEs, READs and atomics the transport has not answered yet.  When
+  /// the connection ends with some of them pending, the agent drains
+  /// (`drain_one_sided`): a success still reaches its caller, and the
+  /// failures are answered once the transport has terminated, i.e. when
+  /// its queue pair can no longer place data into the caller's buffer.
   std::unordered_map<uint64_t, caf::typed_response_promise<uint64_t>> one_sided;
   uint64_t next_one_sided = 0;
+  /// Set by `shut_down` while one-sided operations drain: what they fail
+  /// with, and what the agent quits with once the transport is gone.
+  caf::error drain_error;
+  caf::error drain_reason;
+  bool draining = false;
 
   static inline const char* name = "rdmactor.agent";
 
@@ -288,8 +295,19 @@ caf::result<uint64_t> compare_swap_on_peer(self_ptr self, remote_mr word,
 // -- shutdown (agent.cpp) -----------------------------------------------------
 
 /// Fails everything pending, hands what the peer holds to the transport
-/// and quits; idempotent.
-void shut_down(self_ptr self, const caf::error& cause);
+/// and quits, after draining the one-sided operations the transport has
+/// not answered yet (`drain_one_sided`); idempotent.  `transport_gone`:
+/// the transport has terminated (its exit reached us), so its queue pair
+/// is closed.
+void shut_down(self_ptr self, const caf::error& cause,
+               bool transport_gone = false);
+
+/// Quits with `reason` once no one-sided operation is pending; those the
+/// transport fails are answered with `err` only after the transport has
+/// terminated (`transport_gone`), so that no fabric still writes into a
+/// buffer its caller already got back.  Called by `shut_down`.
+void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
+                     bool transport_gone);
 
 // -- receive mailboxes --------------------------------------------------------
 
@@ -334,6 +352,14 @@ inline caf::error nothing_arrived(self_ptr self) {
           + " ms (request-timeout-ms)");
 }
 
+/// Whether a transport's answer is a value (not a caf::error).
+inline bool is_value(const uint64_t&) {
+  return true;
+}
+inline bool is_value(const caf::error&) {
+  return false;
+}
+
 /// Registers a one-sided operation of the user (write, read,
 /// write_with_imm, an atomic) in `one_sided`, or fails with `peer_gone`
 /// once the connection closed.  `start(finish)` posts it; `finish(result)`
@@ -350,12 +376,18 @@ caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
   st.one_sided.emplace(id, rp);
   start([self, id, keep = std::move(keep)](auto&& result) mutable {
     static_cast<void>(keep);
-    auto& pending = self->state.one_sided;
-    auto i = pending.find(id);
-    if (i == pending.end())
+    auto& st = self->state;
+    auto i = st.one_sided.find(id);
+    if (i == st.one_sided.end())
+      return;
+    // While draining, a failure waits for the transport's end (the QP may
+    // still write into the buffer until then); a success is final.
+    if (st.draining && !is_value(result))
       return;
     i->second.deliver(std::forward<decltype(result)>(result));
-    pending.erase(i);
+    st.one_sided.erase(i);
+    if (st.draining && st.one_sided.empty())
+      self->quit(st.drain_reason);
   });
   return rp;
 }
