@@ -6,6 +6,9 @@
 #
 #   scripts/fuzz.sh [SECONDS]
 #   RDMACTOR_FUZZ_TARGETS="agent" scripts/fuzz.sh 30   run a subset
+#   RDMACTOR_FUZZ_WORKERS=2 scripts/fuzz.sh 3600       N processes per target
+#                                                      (one per core; the
+#                                                      inputs are summed)
 #
 # Each target starts from its committed seeds (test/fuzz/corpus/NAME/) and
 # keeps what it finds in build-fuzz/corpus/NAME/ for the next run; a finding
@@ -39,13 +42,24 @@ cmake --build "$build" -j"$jobs" --target \
 # alignment" (docs/reliability.md) was fixed, a peer cannot make the pool
 # call aligned_alloc with a layout ASan objects to, and any such report is
 # a finding again.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# quarantine_size_mb=16 (default 256): freed memory waits in a 16 MiB
+# quarantine for use-after-free reports instead of 256 MiB; one input of
+# the agent target frees far less than that, and cycling through 256 MiB
+# of fresh pages cost a third of its CPU time in page faults
+# (docs/reliability.md, "Throughput of the agent target").
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:malloc_context_size=10}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # Names of findings of the agent target that are reported and not fixed
 # yet (docs/reliability.md, "Findings"): the target checks them but goes
 # on, so that fuzzing explores past them.  Empty: every finding is fixed,
 # and the seeds test/fuzz/corpus/agent/regress_* must pass.
 export RDMACTOR_FUZZ_TOLERATE=${RDMACTOR_FUZZ_TOLERATE-}
+
+workers=${RDMACTOR_FUZZ_WORKERS:-1}
+if ! [[ "$workers" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: RDMACTOR_FUZZ_WORKERS must be a positive number" >&2
+  exit 2
+fi
 
 mkdir -p "$build/artifacts"
 failed=()
@@ -54,24 +68,45 @@ for t in "${targets[@]}"; do
   work="$build/corpus/$t"
   seeds="test/fuzz/corpus/$t"
   mkdir -p "$work"
-  log="$build/fuzz-$t.log"
-  echo "== fuzz $t for ${seconds}s (log: $log)"
+  echo "== fuzz $t for ${seconds}s, $workers process(es) (log: $build/fuzz-$t*.log)"
   start=$(date +%s)
   # -timeout: one input running longer is a hang; -rss_limit_mb: growth.
   # -entropic=0: with the ~100k coverage counters of the agent target,
   # libFuzzer's entropic schedule spends 80% of the time on bookkeeping.
-  if "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 -entropic=0 \
-      -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
-      "$work" "$seeds" >"$log" 2>&1; then
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
-    echo "   clean: ${runs:-?} inputs in $(( $(date +%s) - start ))s, $cov," \
+  # Workers share the corpus directory (each reads it at start and adds
+  # what it finds) and differ in their random seed.
+  pids=()
+  logs=()
+  for ((w = 1; w <= workers; w++)); do
+    log="$build/fuzz-$t.log"
+    [[ $workers -gt 1 ]] && log="$build/fuzz-$t-$w.log"
+    logs+=("$log")
+    "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
+      -entropic=0 -seed="$((start + w))" -print_final_stats=1 \
+      -artifact_prefix="$build/artifacts/$t-" "$work" "$seeds" \
+      >"$log" 2>&1 &
+    pids+=($!)
+  done
+  bad=()
+  for ((w = 0; w < workers; w++)); do
+    wait "${pids[$w]}" || bad+=("${logs[$w]}")
+  done
+  if [[ ${#bad[@]} -eq 0 ]]; then
+    runs=0
+    for log in "${logs[@]}"; do
+      n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+      runs=$((runs + ${n:-0}))
+    done
+    cov=$(grep -ohE 'cov: [0-9]+' "${logs[@]}" | sort -t' ' -k2 -n | tail -1 || true)
+    echo "   clean: $runs inputs in $(( $(date +%s) - start ))s, $cov," \
          "corpus $(ls "$work" | wc -l) files"
   else
-    echo "   FAILED: $t (last lines of $log):"
-    grep -E 'ERROR|SUMMARY|agent_fuzz|decode_fuzz|Test unit written' "$log" \
-      | head -20 || true
-    tail -30 "$log"
+    for log in "${bad[@]}"; do
+      echo "   FAILED: $t (last lines of $log):"
+      grep -E 'ERROR|SUMMARY|agent_fuzz|decode_fuzz|Test unit written' "$log" \
+        | head -20 || true
+      tail -30 "$log"
+    done
     failed+=("$t")
   fi
 done
