@@ -1,11 +1,7 @@
 #pragma once
 
-#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
@@ -13,23 +9,37 @@
 
 #include "actors/allocator.hpp"
 #include "actors/connection.hpp"
+#include "actors/node_actor.hpp"
 #include "common/options.hpp"
 #include "transport/fabric.hpp"
 
 namespace rdmactor {
 
-/// The facade a CAF application holds: one per process and fabric.
+class node_core;
+
+/// The blocking facade over a node actor, for `main`, tests and other
+/// blocking contexts (as CAF's `function_view` is a blocking facade over an
+/// actor).  One per process and fabric.
 ///
-/// Opens the configured fabric, owns the node's memory pool and allocator
-/// actor, accepts and makes connections.  Not an actor: call it from
-/// `main` or a blocking context.  `close()` (also run by the destructor,
-/// which must run before the actor system's) stops listening and closes
-/// every connection, so that `~actor_system` does not wait forever.
+/// `open` spawns a node actor (`node_actor.hpp`); `connect`, `listen` and
+/// `close` send it the matching request and wait for the answer (bounded:
+/// connect_timeout_ms, request_timeout_ms, plus 10 s of slack for a busy
+/// scheduler).  The accessors (allocator, pool, device, memory_stats) read
+/// the node's machinery directly; they are thread-safe.  Code that runs
+/// inside actors uses `actor()` (or `spawn_node`) and never blocks.
+///
+/// Shutdown order: `close()` (also run by the destructor) stops
+/// listening and closes every connection.  With `rdmactor::config` (it
+/// loads `system_hook`) a node still open when its actor system shuts down
+/// is closed by the system, so `~actor_system` does not wait for it; the
+/// facade may then outlive the system (its calls fail with `closed`).
+/// With a plain `caf::actor_system_config`, close the node first.
 class node {
 public:
-  /// Opens the fabric named by `opts.fabric` and spawns the allocator.
-  /// Errors: `fabric_unavailable`, `device_not_found`, `invalid_argument`
-  /// (options out of range; the message names the option).
+  /// Opens the fabric named by `opts.fabric`, spawns the allocator and the
+  /// node actor.  Errors: `fabric_unavailable`, `device_not_found`,
+  /// `invalid_argument` (options out of range; the message names the
+  /// option).  Caller: any thread.
   static caf::expected<std::unique_ptr<node>> open(caf::actor_system& sys,
                                                    options opts);
 
@@ -38,78 +48,62 @@ public:
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
-  /// Connects to `host_port` ("HOST:PORT"), blocking for at most
-  /// connect_timeout_ms, and returns the connection actor.
+  /// Connects to `host_port` ("HOST:PORT") through the node actor, blocking
+  /// for at most connect_timeout_ms (+ slack), and returns the connection
+  /// actor.  Errors: `connect_failed`, `connect_timeout`,
+  /// `invalid_address`, `closed` once the node closes.  Caller: a blocking
+  /// context (not a CAF worker: use `actor()` there).
   caf::expected<connection_actor> connect(const std::string& host_port);
 
   /// Listens on `host_port` (port 0: any free port) and returns the bound
   /// port.  Each accepted peer becomes a connection actor, delivered to
-  /// `handler` as `(accepted_atom, connection_actor)`.  A node may listen
-  /// on several addresses.
+  /// `acceptor` as `(accepted_atom, connection_actor)`.  A node may listen
+  /// on several addresses; closing the node stops them all.
+  caf::expected<uint16_t> listen(const std::string& host_port,
+                                 acceptor_actor acceptor);
+
+  /// The same for an untyped handler that takes `(accepted_atom,
+  /// connection_actor)` (e.g. a scoped_actor).
   caf::expected<uint16_t> listen(const std::string& host_port,
                                  caf::actor handler);
 
-  /// Returns the allocator actor.
-  const allocator_actor& allocator() const noexcept {
-    return allocator_;
+  /// Returns the node actor behind this facade (null after close()).
+  const node_actor& actor() const noexcept {
+    return hdl_;
   }
+
+  /// Returns the allocator actor.
+  const allocator_actor& allocator() const noexcept;
 
   /// Returns the byte accounting of the node's memory (any thread).
-  allocator_stats memory_stats() const {
-    return pool_->stats();
-  }
+  allocator_stats memory_stats() const;
 
   /// Returns the memory pool (registered memory, thread-safe).
-  const memory_pool_ptr& pool() const noexcept {
-    return pool_;
-  }
+  const memory_pool_ptr& pool() const noexcept;
 
-  const options& opts() const noexcept {
-    return opts_;
-  }
+  const options& opts() const noexcept;
 
   /// Returns the opened device ("soft0", "rxe0", ...).
-  const transport::device_ptr& device() const noexcept {
-    return dev_;
-  }
+  const transport::device_ptr& device() const noexcept;
 
-  /// Stops listening, closes every connection and the allocator.
-  /// Idempotent, and safe while other threads connect or listen: a
-  /// connect() that finishes after close() began closes its new queue pair
-  /// and fails with `closed`, as do later calls; a peer accepted meanwhile
-  /// is dropped.  Every connection actor this node made is told to quit.
+  /// Returns true once the node is closed or closing (by close(), through
+  /// its actor, or by the actor system's shutdown).
+  bool closed() const noexcept;
+
+  /// Stops listening, closes every connection and the allocator: sends the
+  /// node actor `close_atom` and waits for its answer.  Idempotent, and safe
+  /// while other threads connect or listen: a connect that finishes after
+  /// close() began closes its new queue pair and fails with `closed`, as do
+  /// later calls; a peer accepted meanwhile is dropped.  A no-op once the
+  /// actor system's shutdown closed the node.
   void close();
 
 private:
-  node(caf::actor_system& sys, options opts, transport::device_ptr dev);
-
-  /// Parses HOST:PORT; fails with `closed` once the node is closing.
-  caf::expected<std::pair<std::string, uint16_t>>
-  endpoint(const std::string& host_port) const;
-
-  /// Returns the connection parameters this node offers.
-  transport::conn_params offer() const;
-
-  /// Spawns the connection actor of `qp` and keeps its address for
-  /// close(); fails with `closed` once the node is closing (`qp` closes).
-  caf::expected<connection_actor> adopt(transport::queue_pair_ptr qp);
-
-  static caf::error closed_error();
-
-  struct acceptor {
-    std::unique_ptr<transport::listener> listener;
-    std::thread thread;
-  };
+  node(caf::actor_system& sys, std::shared_ptr<node_core> core, node_actor hdl);
 
   caf::actor_system& sys_;
-  options opts_;
-  transport::device_ptr dev_;
-  memory_pool_ptr pool_;
-  allocator_actor allocator_;
-  std::atomic<bool> closing_{false};
-  std::mutex mtx_;
-  std::vector<std::unique_ptr<acceptor>> acceptors_;
-  std::vector<caf::actor_addr> connections_;
+  std::shared_ptr<node_core> core_;
+  node_actor hdl_;
 };
 
 } // namespace rdmactor

@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/system_hook.hpp"
 #include "common/tuning.hpp"
 #include "transport/link.hpp"
 #include "transport/poller.hpp"
@@ -457,7 +458,8 @@ transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
       = link::open(std::move(dev), std::shared_ptr<queue_pair>{std::move(qp)});
   auto opened = l ? opened_link{std::shared_ptr<link>{std::move(*l)}}
                   : opened_link{std::move(l.error())};
-  return sys.spawn(transport_impl, std::move(opened), how);
+  // Hidden under rdmactor's system hook (it ends with its agent).
+  return spawn_internal(sys, transport_impl, std::move(opened), how);
 }
 
 } // namespace rdmactor::transport

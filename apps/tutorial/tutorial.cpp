@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
     std::cerr << render(!server ? server.error() : client.error()) << "\n";
     return 1;
   }
-  auto port = (*server)->listen("127.0.0.1:0", caf::actor{self});
+  // Accepted peers arrive at a typed acceptor: here the scoped actor.
+  auto port
+      = (*server)->listen("127.0.0.1:0", caf::actor_cast<acceptor_actor>(self));
   auto conn = (*client)->connect("127.0.0.1:" + std::to_string(*port));
   if (!conn) {
     std::cerr << render(conn.error()) << "\n";

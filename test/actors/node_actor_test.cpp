@@ -1,8 +1,12 @@
 #define BOOST_TEST_MODULE node_actor
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -15,6 +19,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 
+#include "actors/node.hpp"
 #include "actors/node_actor.hpp"
 #include "test/actors/fixture.hpp"
 
@@ -234,6 +239,69 @@ BOOST_FIXTURE_TEST_CASE(closing_the_node_actor_ends_its_connections,
   BOOST_REQUIRE_MESSAGE(closed, render(closed));
   auto again = call<bool>(server_side.sys, server, close_atom::value);
   BOOST_TEST(!again);
+}
+
+// Shutdown order: an actor system destroyed while its nodes are open, with
+// a connection handle that outlives it, neither hangs nor leaks: the
+// system's hook (loaded by rdmactor::config) closes the nodes first, and
+// the facades outlive the system (their calls fail with `closed`).
+BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
+  std::unique_ptr<node> server;
+  std::unique_ptr<node> client;
+  connection_actor conn; // outlives the system, as the nodes do
+  std::string failure;
+  std::promise<void> done;
+  auto finished = done.get_future();
+  // In a thread of its own so that a hang fails the case instead of the
+  // whole suite (Boost.Test assertions stay in this thread).
+  std::thread worker{[&] {
+    {
+      sized_system s{2};
+      auto o = test_options();
+      auto sv = node::open(s.sys, o);
+      auto cl = node::open(s.sys, o);
+      if (!sv || !cl) {
+        failure = "open: " + render(!sv ? sv.error() : cl.error());
+      } else {
+        server = std::move(*sv);
+        client = std::move(*cl);
+        caf::scoped_actor acceptor{s.sys};
+        auto port = server->listen(host() + ":0",
+                                   caf::actor_cast<acceptor_actor>(acceptor));
+        auto c = port ? client->connect(host() + ":" + std::to_string(*port))
+                      : caf::expected<connection_actor>{port.error()};
+        if (!c)
+          failure = "listen/connect: " + render(c.error());
+        else
+          conn = std::move(*c);
+        acceptor->receive([](accepted_atom, connection_actor&) {},
+                          caf::after(std::chrono::seconds(10)) >> [] {});
+        auto mr = call<local_mr>(s.sys, conn, alloc_local_mr_atom::value,
+                                 uint64_t{64}, uint64_t{8});
+        if (failure.empty() && !mr)
+          failure = "alloc: " + render(mr.error());
+      }
+    } // ~actor_system with both nodes open and `conn` held
+    done.set_value();
+  }};
+  if (finished.wait_for(std::chrono::seconds(60 * timeout_scale()))
+      != std::future_status::ready) {
+    BOOST_ERROR("~actor_system hung with open nodes");
+    std::_Exit(1); // the worker thread cannot be joined
+  }
+  worker.join();
+  BOOST_REQUIRE_MESSAGE(failure.empty(), failure);
+  BOOST_TEST(server->closed());
+  BOOST_TEST(client->closed());
+  auto late = client->connect(host() + ":1");
+  BOOST_REQUIRE(!late);
+  BOOST_TEST(code_of(late.error()) == errc::closed, render(late.error()));
+  // The allocation and the connections' memory returned with the close.
+  BOOST_TEST(client->memory_stats().bytes_in_use == 0u);
+  BOOST_TEST(server->memory_stats().bytes_in_use == 0u);
+  conn = nullptr;
+  client.reset();
+  server.reset();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
