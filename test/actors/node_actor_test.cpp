@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -303,5 +305,88 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
   client.reset();
   server.reset();
 }
+
+// send_data of bytes passed by value: one request each, for a string, a
+// vector of std::byte, CAF 0.17's vector<char> byte buffer, nothing, more
+// than one chunk, and with an immediate value; the copies return to the
+// pool once the peer acknowledged them.
+BOOST_FIXTURE_TEST_CASE(send_data_takes_bytes_in_one_request, node_actors) {
+  auto& cs = client_side.sys;
+  auto& ss = server_side.sys;
+  auto received = [&]() -> std::string {
+    auto got = call<local_mr>(ss, accepted, receive_data_atom_v);
+    BOOST_REQUIRE_MESSAGE(got, render(got));
+    return std::string(reinterpret_cast<const char*>(got->data()), got->size());
+  };
+  auto sent = call<uint64_t>(cs, conn, send_data_atom_v,
+                             std::string{"sixteen bytes!!!"});
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(*sent == 16u);
+  BOOST_TEST(received() == "sixteen bytes!!!");
+  std::vector<std::byte> bytes{std::byte{0}, std::byte{1}, std::byte{255}};
+  sent = call<uint64_t>(cs, conn, send_data_atom_v, bytes);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(*sent == 3u);
+  BOOST_TEST(received() == std::string("\x00\x01\xff", 3));
+  sent
+      = call<uint64_t>(cs, conn, send_data_atom_v, std::vector<char>{'o', 'k'});
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(received() == "ok");
+  sent = call<uint64_t>(cs, conn, send_data_atom_v, std::string{});
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(*sent == 0u);
+  BOOST_TEST(received().empty());
+  // Larger than one message (4 KiB in the tests): chunks, in order.
+  std::string big(10000, 'x');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>('a' + i % 26);
+  sent = call<uint64_t>(cs, conn, send_data_atom_v, big);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(*sent == big.size());
+  std::string joined;
+  while (joined.size() < big.size()) {
+    auto part = received();
+    BOOST_REQUIRE(!part.empty());
+    joined += part;
+  }
+  BOOST_TEST(joined == big);
+  // With an immediate value: the peer takes it with the chunk.
+  sent = call<uint64_t>(cs, conn, send_data_atom_v,
+                        std::vector<std::byte>{std::byte{7}}, uint32_t{42});
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  caf::scoped_actor self{ss};
+  uint32_t imm = 0;
+  std::string chunk;
+  self->request(accepted, std::chrono::seconds(10 * timeout_scale()),
+                receive_imm_atom_v)
+      .receive(
+          [&](uint32_t x, uint64_t, local_mr& mr) {
+            imm = x;
+            chunk.assign(reinterpret_cast<const char*>(mr.data()), mr.size());
+          },
+          [&](caf::error& err) { BOOST_ERROR(render(err)); });
+  BOOST_TEST(imm == 42u);
+  BOOST_TEST(chunk == std::string(1, '\x07'));
+  // Every copy went back to the client's pool once acknowledged.
+  BOOST_TEST(eventually([&] {
+    auto st = call<allocator_stats>(cs, client, stats_atom_v);
+    return st && st->bytes_in_use == 0;
+  }));
+}
+
+namespace {
+
+template <class T, class = void>
+struct has_public_state : std::false_type {};
+
+template <class T>
+struct has_public_state<T, std::void_t<decltype(std::declval<T>().state())>>
+    : std::true_type {};
+
+} // namespace
+
+// The shared state of a remote_mr is the agent's business.
+static_assert(!has_public_state<remote_mr>::value,
+              "remote_mr::state() must not be public");
 
 BOOST_AUTO_TEST_SUITE_END()
