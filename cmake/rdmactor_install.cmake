@@ -19,6 +19,7 @@ install(FILES "${CMAKE_CURRENT_BINARY_DIR}/rdmactorConfig.cmake"
               "${CMAKE_CURRENT_SOURCE_DIR}/cmake/FindRdmaCore.cmake"
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rdmactor)
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/rdmactor.hpp"
+              "${CMAKE_CURRENT_SOURCE_DIR}/include/rdmactor/testing.hpp"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rdmactor)
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/config/rdmactor.ini"
         DESTINATION ${CMAKE_INSTALL_DATADIR}/rdmactor)

@@ -25,6 +25,8 @@
 #include "actors/node_actor.hpp"
 #include "test/actors/fixture.hpp"
 
+#include <rdmactor/testing.hpp>
+
 using namespace rdmactor;
 using namespace rdmactor::test;
 
@@ -372,6 +374,39 @@ BOOST_FIXTURE_TEST_CASE(send_data_takes_bytes_in_one_request, node_actors) {
     auto st = call<allocator_stats>(cs, client, stats_atom_v);
     return st && st->bytes_in_use == 0;
   }));
+}
+
+// <rdmactor/testing.hpp> as users use it: the fixture connects two nodes
+// (soft, or verbs with RDMACTOR_TEST_FABRIC=verbs), its calls answer, and
+// every wait ends: a call nobody answers in time is an error value, a
+// receive without a message returns false.
+BOOST_FIXTURE_TEST_CASE(the_testing_fixture_connects_two_nodes,
+                        rdmactor::testing::two_nodes) {
+  BOOST_REQUIRE(client_conn);
+  BOOST_REQUIRE(server_conn);
+  BOOST_TEST(port != 0u);
+  auto sent
+      = call<uint64_t>(client_conn, send_data_atom_v, std::string{"fixture"});
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_TEST(*sent == 7u);
+  auto got = call<local_mr>(server_conn, receive_data_atom_v);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(
+      std::string(reinterpret_cast<const char*>(got->data()), got->size())
+      == "fixture");
+  auto nothing = rdmactor::testing::call_within<local_mr>(
+      sys, std::chrono::milliseconds{50}, server_conn, receive_data_atom_v);
+  BOOST_TEST(!nothing);
+  caf::scoped_actor self{sys};
+  BOOST_TEST(!rdmactor::testing::receive_within(
+      self, std::chrono::milliseconds{20}, [](int) {}));
+  self->send(self, 3);
+  int x = 0;
+  BOOST_TEST(rdmactor::testing::receive_within(
+      self, std::chrono::milliseconds{1000}, [&](int y) { x = y; }));
+  BOOST_TEST(x == 3);
+  BOOST_TEST(rdmactor::testing::eventually(
+      [&] { return client->memory_stats().bytes_in_use == 0; }));
 }
 
 namespace {
