@@ -1,4 +1,4 @@
-#include "actors/agent.hpp"
+#include "rdmactor/detail/agent.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -6,7 +6,6 @@
 #include "actors/remote_mr_access.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
-#include "common/system_hook.hpp"
 #include "common/tuning.hpp"
 
 namespace rdmactor {
@@ -440,10 +439,9 @@ agent_actor spawn_agent(caf::actor_system& sys,
                         transport::transport_actor transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts) {
-  // Hidden under rdmactor's system hook, which closes it with its node.
-  return spawn_internal(sys, agent_detail::agent_impl, std::move(transport),
-                        std::move(link), std::move(pool), std::move(allocator),
-                        opts);
+  return sys.spawn(agent_detail::agent_impl, std::move(transport),
+                   std::move(link), std::move(pool), std::move(allocator),
+                   opts);
 }
 
 } // namespace rdmactor

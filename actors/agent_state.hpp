@@ -18,9 +18,9 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/agent.hpp"
 #include "actors/agent_core.hpp"
-#include "common/error.hpp"
+#include "rdmactor/detail/agent.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::agent_detail {
 

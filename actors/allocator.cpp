@@ -1,9 +1,9 @@
-#include "actors/allocator.hpp"
+#include "rdmactor/allocator.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "common/system_hook.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 

@@ -1,4 +1,4 @@
-#include "actors/config.hpp"
+#include "rdmactor/config.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -7,8 +7,8 @@
 #include <caf/config_option.hpp>
 #include <caf/settings.hpp>
 
-#include "common/error.hpp"
-#include "common/system_hook.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 

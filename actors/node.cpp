@@ -1,4 +1,4 @@
-#include "actors/node.hpp"
+#include "rdmactor/node.hpp"
 
 #include <chrono>
 #include <utility>
@@ -9,7 +9,7 @@
 #include <caf/sec.hpp>
 
 #include "actors/node_core.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 

@@ -1,4 +1,4 @@
-#include "actors/node_actor.hpp"
+#include "rdmactor/node_actor.hpp"
 
 #include <memory>
 #include <utility>
@@ -10,8 +10,8 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/node_core.hpp"
-#include "common/error.hpp"
-#include "common/system_hook.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 

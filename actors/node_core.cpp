@@ -12,11 +12,11 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "common/error.hpp"
 #include "common/fd_limit.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
-#include "common/system_hook.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 

@@ -12,11 +12,11 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/allocator.hpp"
-#include "actors/connection.hpp"
-#include "actors/node_actor.hpp"
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/node_actor.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "actors/remote_mr.hpp"
+#include "rdmactor/remote_mr.hpp"
 
 namespace rdmactor::detail {
 

@@ -1,4 +1,4 @@
-#include "common/system_hook.hpp"
+#include "rdmactor/system_hook.hpp"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "transport/transport_actor.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -12,10 +12,9 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
-#include "common/system_hook.hpp"
 #include "common/tuning.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/link.hpp"
 #include "transport/poller.hpp"
 
@@ -458,8 +457,7 @@ transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
       = link::open(std::move(dev), std::shared_ptr<queue_pair>{std::move(qp)});
   auto opened = l ? opened_link{std::shared_ptr<link>{std::move(*l)}}
                   : opened_link{std::move(l.error())};
-  // Hidden under rdmactor's system hook (it ends with its agent).
-  return spawn_internal(sys, transport_impl, std::move(opened), how);
+  return sys.spawn(transport_impl, std::move(opened), how);
 }
 
 } // namespace rdmactor::transport

@@ -34,11 +34,11 @@
 #include <caf/after.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/config.hpp"
-#include "actors/connection.hpp"
-#include "actors/node.hpp"
-#include "common/error.hpp"
-#include "common/options.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor::testing {
 

@@ -21,8 +21,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 
-#include "actors/node.hpp"
-#include "actors/node_actor.hpp"
+#include "rdmactor/node.hpp"
+#include "rdmactor/node_actor.hpp"
 #include "test/actors/fixture.hpp"
 
 #include <rdmactor/testing.hpp>
@@ -245,14 +245,13 @@ BOOST_FIXTURE_TEST_CASE(closing_the_node_actor_ends_its_connections,
   BOOST_TEST(!again);
 }
 
-// Shutdown order: an actor system destroyed while its nodes are open, with
-// a connection handle that outlives it, neither hangs nor leaks: the
-// system's hook (loaded by rdmactor::config) closes the nodes first, and
-// the facades outlive the system (their calls fail with `closed`).
+// Shutdown order: an actor system destroyed while its nodes are open
+// (listening, with a connection) neither hangs nor leaks: the system's
+// hook (loaded by rdmactor::config) closes the nodes, and the facades
+// outlive the system (their calls fail with `closed`).
 BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
   std::unique_ptr<node> server;
   std::unique_ptr<node> client;
-  connection_actor conn; // outlives the system, as the nodes do
   std::string failure;
   std::promise<void> done;
   auto finished = done.get_future();
@@ -269,6 +268,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
       } else {
         server = std::move(*sv);
         client = std::move(*cl);
+        connection_actor conn; // goes before the system, as actor handles do
         caf::scoped_actor acceptor{s.sys};
         auto port = server->listen(host() + ":0",
                                    caf::actor_cast<acceptor_actor>(acceptor));
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
         if (failure.empty() && !mr)
           failure = "alloc: " + render(mr.error());
       }
-    } // ~actor_system with both nodes open and `conn` held
+    } // ~actor_system with both nodes open (the server listening)
     done.set_value();
   }};
   if (finished.wait_for(std::chrono::seconds(60 * timeout_scale()))
@@ -303,7 +303,6 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
   // The allocation and the connections' memory returned with the close.
   BOOST_TEST(client->memory_stats().bytes_in_use == 0u);
   BOOST_TEST(server->memory_stats().bytes_in_use == 0u);
-  conn = nullptr;
   client.reset();
   server.reset();
 }

@@ -14,14 +14,17 @@ namespace rdmactor {
 /// application did not close.
 ///
 /// `rdmactor::config` loads it (`load<system_hook>()`).  With it, the
-/// actors a node runs for itself (node actor, allocator, agents,
-/// transports) are spawned hidden, so `~actor_system` does not wait for
-/// them; after it awaited the application's own actors it stops its
-/// modules, and this one then closes every node still open in that system
-/// (each tells its connections to quit and waits for them, at most
-/// close-timeout-ms plus 2 s), before CAF's scheduler stops.  Without it
-/// (a plain `caf::actor_system_config`) close every node before the actor
-/// system ends, or `~actor_system` waits for the node's actors forever.
+/// actors a node runs for itself (its node actor and allocator) are
+/// spawned hidden, so `~actor_system` does not wait for them; after it
+/// awaited the application's actors (connections included: a connection
+/// ends when its last handle goes, so drop connection handles before the
+/// actor system, as any actor handle) it stops its modules, and this one
+/// then closes every node still open in that system (stops listening,
+/// tells its remaining connections to quit and waits for them and the
+/// node actor, at most close-timeout-ms plus 2 s), before CAF's scheduler
+/// stops.  Without it (a plain `caf::actor_system_config`) close every
+/// node before the actor system ends, or `~actor_system` waits for the
+/// node's allocator forever.
 ///
 /// Takes the slot of CAF's `network_manager` module (unused in CAF 0.17).
 class system_hook final : public caf::actor_system::module {
@@ -64,6 +67,7 @@ bool on_shutdown(caf::actor_system& sys, std::function<void()> fn);
 
 /// Spawns `fun(xs...)` hidden when `sys` has a system hook (then
 /// `~actor_system` does not wait for it: the hook ends it), else as usual.
+/// For a node's own actors (node actor, allocator).
 template <class F, class... Ts>
 auto spawn_internal(caf::actor_system& sys, F fun, Ts&&... xs) {
   if (has_system_hook(sys))

@@ -9,13 +9,13 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/agent_stats.hpp"
-#include "actors/allocator.hpp"
-#include "actors/atoms.hpp"
-#include "actors/memory_pool.hpp"
-#include "actors/remote_mr.hpp"
-#include "common/options.hpp"
-#include "transport/transport_actor.hpp"
+#include "rdmactor/agent_stats.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/memory_pool.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/remote_mr.hpp"
 
 namespace rdmactor {
 

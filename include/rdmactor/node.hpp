@@ -7,11 +7,11 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/allocator.hpp"
-#include "actors/connection.hpp"
-#include "actors/node_actor.hpp"
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/node_actor.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 
@@ -33,6 +33,7 @@ class node_core;
 /// loads `system_hook`) a node still open when its actor system shuts down
 /// is closed by the system, so `~actor_system` does not wait for it; the
 /// facade may then outlive the system (its calls fail with `closed`).
+/// Connection handles are actor handles: drop them before the system.
 /// With a plain `caf::actor_system_config`, close the node first.
 class node {
 public:

@@ -9,7 +9,7 @@
 #include <caf/expected.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 
-#include "transport/mr_token.hpp"
+#include "rdmactor/mr_token.hpp"
 
 namespace rdmactor {
 

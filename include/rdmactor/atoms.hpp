@@ -2,7 +2,7 @@
 
 #include <caf/atom.hpp>
 
-#include "transport/atoms.hpp"
+#include "rdmactor/transport/atoms.hpp"
 
 /// Message tags of the actor layer (users see these).
 namespace rdmactor {

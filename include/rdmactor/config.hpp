@@ -4,7 +4,7 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "common/options.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor {
 
