@@ -5,8 +5,8 @@
 # soft-only consumer and a Boost.Test consumer of <rdmactor/testing.hpp>,
 # and a Debug build of the tutorial.
 set -euo pipefail
-build=$1
-src=$2
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
 consumer=$src/test/install/consumer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -48,7 +48,10 @@ cmake -S "$consumer" -B "$tmp/release" -DCMAKE_BUILD_TYPE=Release \
   { cat "$tmp/log"; fail "configuring the Release consumers"; }
 cmake --build "$tmp/release" -j2 >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "building the Release consumers"; }
-# Soft-only: compiling it read no rdma-core header.
+# Soft-only: compiling it read no rdma-core header (the compiler's
+# dependency files list every header each consumer read).
+grep -rlq 'rdmactor/rdmactor.hpp' "$tmp/release/CMakeFiles" --include='*.d' ||
+  fail "no compiler dependency files to check"
 if grep -rlE '/(infiniband|rdma)/[a-z_]+\.h' "$tmp/release/CMakeFiles" \
   --include='*.d'; then
   fail "a consumer read rdma-core headers"
