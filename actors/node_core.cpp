@@ -49,6 +49,16 @@ node_core::open(caf::actor_system& sys, options opts) {
   if (auto problem = validate(opts); !problem.empty())
     return make_error(errc::invalid_argument, problem);
   set_log_level(opts.log_level);
+  if (!has_system_hook(sys)) {
+    // Said once per process: the hang it prevents cannot say it itself.
+    static std::once_flag once;
+    std::call_once(once, [] {
+      log().warn("this actor system has no rdmactor::system_hook (a plain "
+                 "caf::actor_system_config): close every node before its "
+                 "actor system, or ~actor_system waits for the node forever; "
+                 "use rdmactor::config or cfg.load<rdmactor::system_hook>()");
+    });
+  }
   if (opts.open_files_limit > 0) {
     auto lim = raise_open_files_limit(opts.open_files_limit);
     if (lim.after != lim.before)
