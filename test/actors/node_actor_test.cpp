@@ -268,7 +268,9 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
       } else {
         server = std::move(*sv);
         client = std::move(*cl);
-        connection_actor conn; // goes before the system, as actor handles do
+        // Both ends go before the system, as actor handles do.
+        connection_actor conn;
+        connection_actor accepted;
         caf::scoped_actor acceptor{s.sys};
         auto port = server->listen(host() + ":0",
                                    caf::actor_cast<acceptor_actor>(acceptor));
@@ -278,7 +280,10 @@ BOOST_AUTO_TEST_CASE(destroying_the_actor_system_closes_open_nodes) {
           failure = "listen/connect: " + render(c.error());
         else
           conn = std::move(*c);
-        acceptor->receive([](accepted_atom, connection_actor&) {},
+        // Keep the server's end too: dropping it would close the
+        // connection under the allocation below.
+        acceptor->receive([&](accepted_atom,
+                              connection_actor& x) { accepted = std::move(x); },
                           caf::after(std::chrono::seconds(10)) >> [] {});
         auto mr = call<local_mr>(s.sys, conn, alloc_local_mr_atom::value,
                                  uint64_t{64}, uint64_t{8});
