@@ -1,8 +1,9 @@
-#include "actors/agent.hpp"
+#include "rdmactor/detail/agent.hpp"
 
 #include <caf/actor_system.hpp>
 
 #include "actors/agent_state.hpp"
+#include "actors/remote_mr_access.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
@@ -200,7 +201,7 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   fail_all(st.imms, err);
   fail_all(st.local_mrs, err);
   for (auto& rmr : st.remote_mrs.items)
-    rmr.value.state()->take(); // the peer freed it already
+    detail::state_of(rmr.value)->take(); // the peer freed it already
   fail_all(st.remote_mrs, err);
   // Everything held for the peer returns to the pool once the transport
   // has terminated, i.e. after its queue pair is closed (CAF destroys an
@@ -400,6 +401,19 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
                                   });
       },
       [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
+      [self](send_data_atom, const std::vector<std::byte>& bytes) {
+        return send_bytes(self, bytes.data(), bytes.size(), std::nullopt);
+      },
+      [self](send_data_atom, const std::vector<char>& bytes) {
+        return send_bytes(self, bytes.data(), bytes.size(), std::nullopt);
+      },
+      [self](send_data_atom, const std::string& bytes) {
+        return send_bytes(self, bytes.data(), bytes.size(), std::nullopt);
+      },
+      [self](send_data_atom, const std::vector<std::byte>& bytes,
+             uint32_t imm) {
+        return send_bytes(self, bytes.data(), bytes.size(), imm);
+      },
       [self](receive_data_atom) -> caf::result<local_mr> {
         if (self->state.subscriber || self->state.chunk_sub)
           return make_error(errc::invalid_argument,
@@ -412,19 +426,20 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         return subscribe_data(self, std::move(sub));
       },
       [self](release_atom, remote_mr& mr) -> caf::result<uint64_t> {
-        if (!mr.valid() || mr.state()->agent() != self->address())
+        if (!mr.valid() || detail::state_of(mr)->agent() != self->address())
           return make_error(errc::invalid_argument,
                             "this remote_mr belongs to another connection");
-        if (lease_ended(self, *mr.state())) {
-          mr.state()->take(); // revoked by its owner: nothing to release
+        if (lease_ended(self, *detail::state_of(mr))) {
+          detail::state_of(mr)
+              ->take(); // revoked by its owner: nothing to release
           return make_error(errc::lease_expired,
                             "the lease of this remote_mr ended; its owner "
                             "revoked it");
         }
-        if (!mr.state()->take())
+        if (!detail::state_of(mr)->take())
           return make_error(errc::already_sent,
                             "this remote_mr was already released or sent");
-        return release(self, mr.state()->token(), true);
+        return release(self, detail::state_of(mr)->token(), true);
       },
       [self](stats_atom) {
         auto& st = self->state;

@@ -2,6 +2,7 @@
 // compare-and-swap), checked locally and handed to the transport.
 
 #include "actors/agent_state.hpp"
+#include "actors/remote_mr_access.hpp"
 
 #include "common/logging.hpp"
 
@@ -17,11 +18,11 @@ caf::expected<mr_token> atomic_word(self_ptr self, const char* what,
   };
   if (!word.valid())
     return fail(errc::invalid_argument, "needs a valid remote_mr");
-  if (word.state()->agent() != self->address())
+  if (detail::state_of(word)->agent() != self->address())
     return fail(errc::invalid_argument,
                 "the remote_mr belongs to another connection; use the "
                 "connection it came from");
-  if (word.state()->done())
+  if (detail::state_of(word)->done())
     return fail(errc::invalid_argument,
                 "the remote_mr was released or sent back");
   if (word.size() < transport::atomic_word_bytes)

@@ -18,17 +18,17 @@
 #include <unordered_set>
 #include <vector>
 
-#include "actors/agent_stats.hpp"
-#include "actors/memory_pool.hpp"
-#include "common/error.hpp"
 #include "common/logging.hpp"
-#include "common/options.hpp"
 #include "common/rate_limiter.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
-#include "transport/link_params.hpp"
-#include "transport/local_mr.hpp"
-#include "transport/mr_token.hpp"
+#include "rdmactor/agent_stats.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/local_mr.hpp"
+#include "rdmactor/memory_pool.hpp"
+#include "rdmactor/mr_token.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/link_params.hpp"
 
 namespace rdmactor {
 

@@ -18,9 +18,9 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/agent.hpp"
 #include "actors/agent_core.hpp"
-#include "common/error.hpp"
+#include "rdmactor/detail/agent.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::agent_detail {
 
@@ -269,6 +269,11 @@ caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
 
 /// Whether the lease of `st` ended by the agent's clock.
 bool lease_ended(self_ptr self, const remote_mr_state& st);
+
+/// SendData of `size` bytes at `data`, copied into pool memory first
+/// (actors/agent_send_bytes.cpp); with `imm`, every chunk carries it.
+caf::result<uint64_t> send_bytes(self_ptr self, const void* data, size_t size,
+                                 std::optional<uint32_t> imm);
 
 /// SendData whose chunks carry `imm`.
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,

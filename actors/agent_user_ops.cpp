@@ -2,6 +2,7 @@
 // promises over the protocol core (actors/agent_core.hpp).
 
 #include "actors/agent_state.hpp"
+#include "actors/remote_mr_access.hpp"
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
@@ -122,17 +123,17 @@ bool lease_ended(self_ptr self, const remote_mr_state& st) {
 
 caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
                                   uint32_t lease_ms) {
-  if (!mr.valid() || mr.state()->agent() != self->address())
+  if (!mr.valid() || detail::state_of(mr)->agent() != self->address())
     return make_error(errc::invalid_argument,
                       "renew_lease: the remote_mr belongs to another "
                       "connection");
-  if (mr.state()->lease_end_ns() == 0)
+  if (detail::state_of(mr)->lease_end_ns() == 0)
     return make_error(errc::invalid_argument,
                       "renew_lease: this remote_mr was lent without a lease");
-  if (mr.state()->done())
+  if (detail::state_of(mr)->done())
     return make_error(errc::invalid_argument,
                       "renew_lease: the remote_mr was released or sent back");
-  if (lease_ended(self, *mr.state()))
+  if (lease_ended(self, *detail::state_of(mr)))
     return make_error(errc::lease_expired,
                       "renew_lease: the lease already ended; ask the owner "
                       "for the region again");
@@ -140,7 +141,7 @@ caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
     return make_error(errc::invalid_argument, "renew_lease: a renewal of 0 ms");
   auto rp = self->make_response_promise<uint32_t>();
   auto sent = self->clock().now();
-  auto st = mr.state();
+  auto st = detail::state_of(mr);
   self->state.core->renew_lease(
       st->token(), lease_ms, sent,
       [rp, st, sent](caf::expected<uint32_t> granted) mutable {
@@ -169,7 +170,7 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
 caf::typed_response_promise<mr_token>
 send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
   auto rp = self->make_response_promise<mr_token>();
-  if (!mr.valid() || mr.state()->agent() != self->address()) {
+  if (!mr.valid() || detail::state_of(mr)->agent() != self->address()) {
     rp.deliver(make_error(errc::invalid_argument,
                           "this remote_mr belongs to another connection"));
     return rp;
@@ -179,7 +180,7 @@ send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
                           "send the whole remote_mr back, not a slice"));
     return rp;
   }
-  if (!mr.state()->take()) {
+  if (!detail::state_of(mr)->take()) {
     rp.deliver(make_error(errc::already_sent,
                           "this remote_mr was already released or sent"));
     return rp;
@@ -248,15 +249,15 @@ caf::error check_one_sided(self_ptr self, const char* what,
     return make_error(errc::invalid_argument,
                       std::string{what} + " needs a valid local_mr and "
                           + "remote_mr");
-  if (remote.state()->agent() != self->address())
+  if (detail::state_of(remote)->agent() != self->address())
     return make_error(errc::invalid_argument,
                       std::string{what}
                           + ": the remote_mr belongs to another connection");
-  if (remote.state()->done())
+  if (detail::state_of(remote)->done())
     return make_error(errc::invalid_argument,
                       std::string{what}
                           + ": the remote_mr was released or sent back");
-  if (lease_ended(self, *remote.state()))
+  if (lease_ended(self, *detail::state_of(remote)))
     return make_error(errc::lease_expired,
                       std::string{what}
                           + ": the lease of this remote_mr ended (its owner "

@@ -1,7 +1,9 @@
-#include "actors/allocator.hpp"
+#include "rdmactor/allocator.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 
@@ -24,7 +26,7 @@ allocator_actor::behavior_type allocator_impl(allocator_actor::pointer self,
 } // namespace
 
 allocator_actor spawn_allocator(caf::actor_system& sys, memory_pool_ptr pool) {
-  return sys.spawn(allocator_impl, std::move(pool));
+  return spawn_internal(sys, allocator_impl, std::move(pool));
 }
 
 } // namespace rdmactor

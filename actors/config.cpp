@@ -1,4 +1,4 @@
-#include "actors/config.hpp"
+#include "rdmactor/config.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -7,7 +7,8 @@
 #include <caf/config_option.hpp>
 #include <caf/settings.hpp>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 
@@ -34,6 +35,9 @@ config::config() {
   caf::put(content, "work-stealing.moderate-sleep-duration",
            caf::timespan{default_moderate_sleep_ns});
   register_error_category(*this);
+  // Closes nodes still open when the actor system shuts down (and spawns
+  // rdmactor's own actors hidden, so ~actor_system does not wait for them).
+  load<system_hook>();
 }
 
 std::string config::rdmactor_help() const {

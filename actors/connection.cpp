@@ -1,9 +1,9 @@
-#include "actors/connection.hpp"
+#include "rdmactor/connection.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 
-#include "transport/completion_mode.hpp"
+#include "rdmactor/detail/completion_mode.hpp"
 
 namespace rdmactor {
 

@@ -1,10 +1,10 @@
-#include "actors/memory_pool.hpp"
+#include "rdmactor/memory_pool.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 

@@ -1,189 +1,134 @@
-#include "actors/node.hpp"
+#include "rdmactor/node.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <mutex>
-
-#include <google/protobuf/stubs/logging.h>
+#include <chrono>
+#include <utility>
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
-#include <caf/send.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/sec.hpp>
 
-#include "common/error.hpp"
-#include "common/fd_limit.hpp"
-#include "common/logging.hpp"
-#include "common/rate_limiter.hpp"
+#include "actors/node_core.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 
 namespace {
 
-/// Routes protobuf's own log lines (e.g. a peer's string field with invalid
-/// UTF-8) to rdmactor's logger instead of stderr, at most 100 of them.
-void route_protobuf_log() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    google::protobuf::SetLogHandler([](google::protobuf::LogLevel level,
-                                       const char* file, int line,
-                                       const std::string& msg) {
-      static std::atomic<int> budget{100};
-      if (budget.fetch_sub(1) <= 0)
-        return;
-      if (level >= google::protobuf::LOGLEVEL_ERROR)
-        log().warn("protobuf {}:{}: {}", file, line, msg);
-      else
-        log().debug("protobuf {}:{}: {}", file, line, msg);
-    });
-  });
+/// Slack on top of the node's own timeouts for a blocking call: the node
+/// actor answers within its timeouts unless the scheduler is starved.
+constexpr auto call_slack = std::chrono::seconds{10};
+
+caf::error closed_error() {
+  return make_error(errc::closed, "the node was closed; open a new node");
+}
+
+/// Sends `xs...` to the node actor and waits for the answer, at most
+/// `timeout`.  Errors that are not rdmactor's (CAF's own request timeout,
+/// a dead actor) are translated into rdmactor errors.
+template <class T, class... Ts>
+caf::expected<T> ask(caf::actor_system& sys, const node_actor& hdl,
+                     std::chrono::milliseconds timeout, Ts&&... xs) {
+  if (!hdl)
+    return closed_error();
+  caf::scoped_actor self{sys, true};
+  caf::expected<T> result{closed_error()};
+  self->request(hdl, timeout, std::forward<Ts>(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](caf::error& err) { result = std::move(err); });
+  if (!result && result.error().category() != caf::atom("rdmactor")) {
+    if (result.error() == caf::sec::request_timeout)
+      return make_error(errc::request_timeout,
+                        "the node actor did not answer within "
+                            + std::to_string(timeout.count())
+                            + " ms; the CAF scheduler may be starved");
+    return closed_error();
+  }
+  return result;
 }
 
 } // namespace
 
 caf::expected<std::unique_ptr<node>> node::open(caf::actor_system& sys,
                                                 options opts) {
-  route_protobuf_log();
-  if (auto problem = validate(opts); !problem.empty())
-    return make_error(errc::invalid_argument, problem);
-  set_log_level(opts.log_level);
-  if (opts.open_files_limit > 0) {
-    auto lim = raise_open_files_limit(opts.open_files_limit);
-    if (lim.after != lim.before)
-      log().debug("raised the open-files limit from {} to {} (hard limit {})",
-                  lim.before, lim.after, lim.hard);
-  }
-  auto dev = transport::open_device(opts);
-  if (!dev)
-    return std::move(dev.error());
-  log().info("opened fabric {} ({})", (*dev)->kind(), (*dev)->name());
-  return std::unique_ptr<node>{new node(sys, std::move(opts), std::move(*dev))};
+  auto core = node_core::open(sys, std::move(opts));
+  if (!core)
+    return std::move(core.error());
+  auto hdl = spawn_node_actor(sys, *core);
+  return std::unique_ptr<node>{new node(sys, std::move(*core), std::move(hdl))};
 }
 
-node::node(caf::actor_system& sys, options opts, transport::device_ptr dev)
-    : sys_(sys), opts_(std::move(opts)), dev_(std::move(dev)) {
-  pool_ = std::make_shared<memory_pool>(dev_, opts_.arena_size_bytes,
-                                        opts_.max_alloc_bytes);
-  allocator_ = spawn_allocator(sys_, pool_);
+node::node(caf::actor_system& sys, std::shared_ptr<node_core> core,
+           node_actor hdl)
+    : sys_(sys), core_(std::move(core)), hdl_(std::move(hdl)) {
+  // nop
 }
 
 node::~node() {
   close();
 }
 
-caf::expected<connection_actor> node::adopt(transport::queue_pair_ptr qp) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  // close() sets closing_ before it takes the list under mtx_: a
-  // connection is either in the list it closes or refused here.
-  if (closing_)
-    return closed_error();
-  auto conn
-      = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_, opts_);
-  // Forget connections that are gone already.
-  connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
-                                    [](const caf::actor_addr& a) {
-                                      return !caf::actor_cast<caf::actor>(a);
-                                    }),
-                     connections_.end());
-  connections_.push_back(conn.address());
-  return conn;
-}
-
-caf::error node::closed_error() {
-  return make_error(errc::closed, "the node was closed; open a new node");
-}
-
-caf::expected<std::pair<std::string, uint16_t>>
-node::endpoint(const std::string& host_port) const {
-  if (closing_)
-    return closed_error();
-  return transport::parse_address(host_port);
-}
-
-transport::conn_params node::offer() const {
-  return {opts_.max_message_len_bytes, opts_.recv_depth};
-}
-
 caf::expected<connection_actor> node::connect(const std::string& host_port) {
-  auto addr = endpoint(host_port);
-  if (!addr)
-    return std::move(addr.error());
-  auto qp = dev_->connect(addr->first, addr->second, offer(),
-                          std::chrono::milliseconds{opts_.connect_timeout_ms});
-  if (!qp)
-    return std::move(qp.error());
-  return adopt(std::move(*qp));
+  if (core_->closing()) // the actor system may be gone: do not touch it
+    return closed_error();
+  auto timeout = std::chrono::milliseconds{core_->opts().connect_timeout_ms}
+                 + call_slack;
+  return ask<connection_actor>(sys_, hdl_, timeout, connect_atom::value,
+                               host_port);
+}
+
+caf::expected<uint16_t> node::listen(const std::string& host_port,
+                                     acceptor_actor acceptor) {
+  if (core_->closing())
+    return closed_error();
+  auto timeout = std::chrono::milliseconds{core_->opts().request_timeout_ms}
+                 + call_slack;
+  return ask<uint16_t>(sys_, hdl_, timeout, listen_atom::value, host_port,
+                       std::move(acceptor));
 }
 
 caf::expected<uint16_t> node::listen(const std::string& host_port,
                                      caf::actor handler) {
-  auto addr = endpoint(host_port);
-  if (!addr)
-    return std::move(addr.error());
-  auto lst = dev_->listen(addr->first, addr->second, offer());
-  if (!lst)
-    return std::move(lst.error());
-  auto acc = std::make_unique<acceptor>();
-  acc->listener = std::move(*lst);
-  auto port = acc->listener->port();
-  auto* l = acc->listener.get();
-  acc->thread = std::thread([this, l, handler] {
-    for (;;) {
-      auto qp = l->accept(std::chrono::milliseconds{500});
-      if (closing_)
-        return;
-      if (!qp) {
-        auto code = code_of(qp.error());
-        if (code == errc::closed)
-          return;
-        if (code != errc::connect_timeout)
-          warn_within("connections", "accept failed: " + render(qp.error()));
-        continue;
-      }
-      auto conn = adopt(std::move(*qp));
-      if (!conn)
-        return; // the node closes
-      caf::anon_send(handler, accepted_atom::value, *conn);
-    }
-  });
-  log().info("listening on {}:{}", addr->first, port);
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (!closing_) {
-      acceptors_.push_back(std::move(acc));
-      return port;
-    }
-  }
-  // close() took the acceptors already: this one is ours to stop (its
-  // thread may wait for mtx_ in adopt(), so not under it).
-  acc->listener->close();
-  acc->thread.join();
-  return closed_error();
+  return listen(host_port, caf::actor_cast<acceptor_actor>(std::move(handler)));
+}
+
+const allocator_actor& node::allocator() const noexcept {
+  return core_->allocator();
+}
+
+allocator_stats node::memory_stats() const {
+  return core_->memory_stats();
+}
+
+const memory_pool_ptr& node::pool() const noexcept {
+  return core_->pool();
+}
+
+const options& node::opts() const noexcept {
+  return core_->opts();
+}
+
+const transport::device_ptr& node::device() const noexcept {
+  return core_->device();
+}
+
+bool node::closed() const noexcept {
+  return core_->closing();
 }
 
 void node::close() {
-  {
-    // Under mtx_, so that adopt() and listen() see it before close()
-    // takes the lists.
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (closing_.exchange(true))
-      return;
-  }
-  std::vector<std::unique_ptr<acceptor>> accs;
-  std::vector<caf::actor_addr> conns;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    accs.swap(acceptors_);
-    conns.swap(connections_);
-  }
-  for (auto& a : accs)
-    a->listener->close();
-  for (auto& a : accs)
-    if (a->thread.joinable())
-      a->thread.join();
-  for (auto& c : conns)
-    if (auto hdl = caf::actor_cast<caf::actor>(c))
-      caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(allocator_, caf::exit_reason::user_shutdown);
+  if (!hdl_)
+    return;
+  auto hdl = std::move(hdl_);
+  hdl_ = nullptr;
+  // Closed by the system's shutdown (or through the actor): the actor is
+  // gone or going, and the actor system may be gone too; touch neither.
+  if (core_->closing())
+    return;
+  auto timeout
+      = std::chrono::milliseconds{core_->opts().close_timeout_ms} + call_slack;
+  if (!ask<bool>(sys_, hdl, timeout, close_atom::value))
+    core_->close(); // the actor did not answer: close here
 }
 
 } // namespace rdmactor

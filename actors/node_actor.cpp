@@ -1,4 +1,4 @@
-#include "actors/node_actor.hpp"
+#include "rdmactor/node_actor.hpp"
 
 #include <memory>
 #include <utility>
@@ -9,18 +9,19 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/node.hpp"
-#include "common/error.hpp"
+#include "actors/node_core.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/system_hook.hpp"
 
 namespace rdmactor {
 
 namespace {
 
-using node_ptr = std::shared_ptr<node>;
+using core_ptr = std::shared_ptr<node_core>;
 
 struct node_state {
   /// Null once `close_atom` handed the node to its closing helper.
-  node_ptr nd;
+  core_ptr nd;
 
   node_state() = default;
   node_state(const node_state&) = delete;
@@ -43,16 +44,16 @@ caf::error closed_error() {
                     "the node actor was closed; spawn a new node");
 }
 
-node_actor::behavior_type node_impl(node_self self, node_ptr nd) {
+node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
   self->state.nd = std::move(nd);
   return {
       [self](connect_atom,
              const std::string& host_port) -> caf::result<connection_actor> {
-        if (!self->state.nd)
+        if (!self->state.nd || self->state.nd->closing())
           return closed_error();
         auto rp = self->make_response_promise<connection_actor>();
-        // node::connect blocks for up to connect_timeout_ms: on a thread of
-        // its own, never on a CAF worker.
+        // node_core::connect blocks for up to connect_timeout_ms: on a
+        // thread of its own, never on a CAF worker.
         self->spawn(
             [nd = self->state.nd, host_port, rp](caf::blocking_actor*) mutable {
               auto conn = nd->connect(host_port);
@@ -87,11 +88,12 @@ node_actor::behavior_type node_impl(node_self self, node_ptr nd) {
         if (!self->state.nd)
           return false;
         auto rp = self->make_response_promise<bool>();
-        // node::close joins the acceptor threads: not on a worker.
+        // node_core::close joins the acceptor threads: not on a worker.
         self->spawn(
             [nd = std::move(self->state.nd), rp](caf::blocking_actor*) mutable {
+              auto was_open = !nd->closing();
               nd->close();
-              rp.deliver(true);
+              rp.deliver(was_open);
             });
         self->quit();
         return rp;
@@ -101,11 +103,19 @@ node_actor::behavior_type node_impl(node_self self, node_ptr nd) {
 
 } // namespace
 
+node_actor spawn_node_actor(caf::actor_system& sys,
+                            std::shared_ptr<node_core> core) {
+  auto* raw = core.get();
+  auto hdl = spawn_internal(sys, node_impl, std::move(core));
+  raw->set_actor(hdl.address());
+  return hdl;
+}
+
 caf::expected<node_actor> spawn_node(caf::actor_system& sys, options opts) {
-  auto nd = node::open(sys, std::move(opts));
+  auto nd = node_core::open(sys, std::move(opts));
   if (!nd)
     return std::move(nd.error());
-  return sys.spawn(node_impl, node_ptr{std::move(*nd)});
+  return spawn_node_actor(sys, std::move(*nd));
 }
 
 } // namespace rdmactor

@@ -1,4 +1,4 @@
-#include "actors/remote_mr.hpp"
+#include "rdmactor/remote_mr.hpp"
 
 #include <chrono>
 #include <string>
@@ -6,8 +6,8 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
-#include "actors/atoms.hpp"
-#include "common/error.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 

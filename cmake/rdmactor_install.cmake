@@ -16,9 +16,17 @@ write_basic_package_version_file(
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/rdmactorConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/rdmactorConfigVersion.cmake"
               "${CMAKE_CURRENT_SOURCE_DIR}/cmake/FindCAF.cmake"
-              "${CMAKE_CURRENT_SOURCE_DIR}/cmake/FindRdmaCore.cmake"
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rdmactor)
-install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/rdmactor.hpp"
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rdmactor)
+# The public headers, and nothing else: <prefix>/include holds rdmactor/.
+install(DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}/include/rdmactor"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# Installing a Debug build is allowed (the package serves Release and Debug
+# consumers alike) but rarely meant: say so.
+if(CMAKE_BUILD_TYPE STREQUAL "Debug")
+  install(CODE "message(WARNING \"rdmactor: installing a Debug build \
+(unoptimized). For a Release package: cmake -S . -B \
+build-release -DCMAKE_BUILD_TYPE=Release -DRDMACTOR_BUILD_TESTS=OFF && \
+cmake --build build-release && cmake --install build-release --prefix P\")")
+endif()
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/config/rdmactor.ini"
         DESTINATION ${CMAKE_INSTALL_DATADIR}/rdmactor)

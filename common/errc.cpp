@@ -1,4 +1,4 @@
-#include "common/errc.hpp"
+#include "rdmactor/errc.hpp"
 
 namespace rdmactor {
 

@@ -1,4 +1,4 @@
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 #include <caf/message.hpp>
 #include <caf/sec.hpp>

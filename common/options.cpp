@@ -1,4 +1,4 @@
-#include "common/options.hpp"
+#include "rdmactor/options.hpp"
 
 #include <caf/config_option_adder.hpp>
 #include <caf/config_option_set.hpp>

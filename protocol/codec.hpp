@@ -1,7 +1,7 @@
 #pragma once
 
-#include "common/errc.hpp"
 #include "protocol/agent.pb.h"
+#include "rdmactor/errc.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/soft_fabric.hpp"
 #ifdef RDMACTOR_HAVE_VERBS
 #  include "transport/verbs/verbs_fabric.hpp"

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <thread>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/recv_pool.hpp"
 
 namespace rdmactor::transport {

@@ -18,11 +18,11 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "rdmactor/local_mr.hpp"
+#include "rdmactor/mr_token.hpp"
+#include "rdmactor/transport/fabric.hpp"
+#include "rdmactor/transport/link_params.hpp"
 #include "transport/credit_ledger.hpp"
-#include "transport/fabric.hpp"
-#include "transport/link_params.hpp"
-#include "transport/local_mr.hpp"
-#include "transport/mr_token.hpp"
 
 namespace rdmactor::transport {
 

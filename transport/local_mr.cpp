@@ -1,8 +1,8 @@
-#include "transport/local_mr.hpp"
+#include "rdmactor/local_mr.hpp"
 
 #include <string>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <thread>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport {
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "common/tuning.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport::detail {
 

@@ -1,4 +1,4 @@
-#include "transport/transport_actor.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -12,9 +12,9 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/link.hpp"
 #include "transport/poller.hpp"
 

@@ -6,7 +6,7 @@
 #include <caf/config_option_adder.hpp>
 
 #include "apps/bench/caf_io_bench.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

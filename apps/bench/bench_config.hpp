@@ -7,9 +7,9 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config.hpp"
 #include "apps/bench/run_spec.hpp"
-#include "common/options.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor::bench {
 

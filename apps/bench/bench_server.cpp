@@ -8,8 +8,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/bench/run_spec.hpp"
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

@@ -3,7 +3,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/connection.hpp"
+#include "rdmactor/connection.hpp"
 
 namespace rdmactor::bench {
 

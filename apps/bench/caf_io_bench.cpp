@@ -21,7 +21,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/bench/run_progress.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench::caf_io {
 

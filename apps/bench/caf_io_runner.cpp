@@ -11,8 +11,8 @@
 #include "apps/bench/run_sizes.hpp"
 #include "apps/bench/runners.hpp"
 #include "apps/bench/signal_wait.hpp"
-#include "common/error.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::bench {
 

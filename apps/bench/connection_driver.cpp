@@ -9,8 +9,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/bench/run_progress.hpp"
-#include "common/error.hpp"
 #include "protocol/codec.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

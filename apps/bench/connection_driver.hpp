@@ -3,9 +3,9 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/connection.hpp"
 #include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
+#include "rdmactor/connection.hpp"
 
 namespace rdmactor::bench {
 

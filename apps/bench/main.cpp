@@ -6,7 +6,7 @@
 
 #include "apps/bench/bench_config.hpp"
 #include "apps/bench/runners.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace {
 

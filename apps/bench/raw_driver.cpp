@@ -9,7 +9,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/bench/run_progress.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

@@ -5,8 +5,8 @@
 
 #include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
-#include "transport/local_mr.hpp"
-#include "transport/transport_actor.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/local_mr.hpp"
 
 namespace rdmactor::bench {
 

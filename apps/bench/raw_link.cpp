@@ -5,8 +5,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

@@ -14,8 +14,8 @@
 #include <caf/fwd.hpp>
 
 #include "apps/bench/run_spec.hpp"
-#include "transport/fabric.hpp"
-#include "transport/transport_actor.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::bench {
 

@@ -8,7 +8,6 @@
 #include <caf/defaults.hpp>
 #include <caf/send.hpp>
 
-#include "actors/node.hpp"
 #include "apps/bench/actor_guard.hpp"
 #include "apps/bench/bench_server.hpp"
 #include "apps/bench/connection_driver.hpp"
@@ -20,7 +19,8 @@
 #include "apps/bench/runners.hpp"
 #include "apps/bench/scale_runner.hpp"
 #include "apps/bench/signal_wait.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
 
 namespace rdmactor::bench {
 

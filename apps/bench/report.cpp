@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

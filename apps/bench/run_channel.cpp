@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

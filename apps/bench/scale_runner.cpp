@@ -12,7 +12,7 @@
 
 #include "apps/bench/process_stats.hpp"
 #include "apps/bench/run_spec.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::bench {
 

@@ -7,9 +7,9 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/node.hpp"
 #include "apps/bench/bench_config.hpp"
 #include "apps/bench/report.hpp"
+#include "rdmactor/node.hpp"
 
 namespace rdmactor::bench {
 

@@ -7,8 +7,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include "apps/demo/digest.hpp"
-#include "common/error.hpp"
 #include "protocol/codec.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::demo {
 

@@ -7,8 +7,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/demo/digest.hpp"
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::demo {
 

@@ -12,11 +12,11 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/config.hpp"
-#include "actors/node.hpp"
 #include "apps/demo/demo_client.hpp"
 #include "apps/demo/demo_server.hpp"
-#include "common/error.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <caf/send.hpp>
 
 #include "apps/soak/payload.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/faults.hpp"
 
 namespace rdmactor::soak {

@@ -5,7 +5,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/node.hpp"
+#include "rdmactor/node.hpp"
 
 namespace rdmactor::soak {
 

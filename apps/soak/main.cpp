@@ -24,11 +24,11 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/send.hpp>
 
-#include "actors/config.hpp"
-#include "actors/node.hpp"
 #include "apps/soak/client.hpp"
 #include "apps/soak/server.hpp"
-#include "common/error.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
 
 namespace {
 

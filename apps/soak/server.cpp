@@ -8,7 +8,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/soak/payload.hpp"
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::soak {
 

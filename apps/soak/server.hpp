@@ -6,7 +6,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/connection.hpp"
+#include "rdmactor/connection.hpp"
 
 namespace rdmactor::soak {
 

@@ -3,6 +3,7 @@
 // --rdmactor.fabric="verbs".
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -30,7 +31,9 @@ int main(int argc, char** argv) {
     std::cerr << render(!server ? server.error() : client.error()) << "\n";
     return 1;
   }
-  auto port = (*server)->listen("127.0.0.1:0", caf::actor{self});
+  // Accepted peers arrive at a typed acceptor: here the scoped actor.
+  auto port
+      = (*server)->listen("127.0.0.1:0", caf::actor_cast<acceptor_actor>(self));
   auto conn = (*client)->connect("127.0.0.1:" + std::to_string(*port));
   if (!conn) {
     std::cerr << render(conn.error()) << "\n";
@@ -47,19 +50,18 @@ int main(int argc, char** argv) {
 
   // Allocate registered memory and fill it.
   local_mr buf;
-  self->request(*conn, 5s, alloc_local_mr_atom::value, uint64_t{4096},
-                uint64_t{64})
+  self->request(*conn, 5s, alloc_local_mr_atom_v, uint64_t{4096}, uint64_t{64})
       .receive([&](local_mr& mr) { buf = mr; }, on_error);
   if (!ok)
     return 1;
   std::strcpy(reinterpret_cast<char*>(buf.data()), "hello, rdmactor");
 
   // One-sided: the peer allocates memory for us and we write into it.
-  self->request(*conn, 5s, request_remote_mr_atom::value, uint64_t{4096},
+  self->request(*conn, 5s, request_remote_mr_atom_v, uint64_t{4096},
                 uint64_t{64})
       .receive(
           [&](remote_mr& rmr) {
-            self->request(*conn, 5s, write_atom::value, buf, rmr)
+            self->request(*conn, 5s, write_atom_v, buf, rmr)
                 .receive(
                     [](uint64_t n) { std::cout << "wrote " << n << " B\n"; },
                     on_error);
@@ -67,14 +69,29 @@ int main(int argc, char** argv) {
           on_error);
 
   // Two-sided: send the buffer; the peer receives it as a local_mr.
-  self->request(*conn, 5s, send_data_atom::value, buf)
+  self->request(*conn, 5s, send_data_atom_v, buf)
       .receive([](uint64_t n) { std::cout << "sent " << n << " B\n"; },
                on_error);
-  self->request(peer, 5s, receive_data_atom::value)
+  self->request(peer, 5s, receive_data_atom_v)
       .receive(
           [&](local_mr& got) {
             std::cout << "peer received: "
                       << reinterpret_cast<const char*>(got.data()) << "\n";
+          },
+          on_error);
+
+  // Bytes you hold: one request, the connection copies them into
+  // registered memory and sends them.
+  self->request(*conn, 5s, send_data_atom_v, std::string{"bytes, too"})
+      .receive([](uint64_t n) { std::cout << "sent " << n << " B\n"; },
+               on_error);
+  self->request(peer, 5s, receive_data_atom_v)
+      .receive(
+          [&](local_mr& got) {
+            std::cout << "peer received: "
+                      << std::string(reinterpret_cast<const char*>(got.data()),
+                                     got.size())
+                      << "\n";
           },
           on_error);
 

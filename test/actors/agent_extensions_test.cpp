@@ -10,8 +10,8 @@
 #include <caf/event_based_actor.hpp>
 
 #include "protocol/codec.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "test/actors/fixture.hpp"
-#include "transport/fabric.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;

@@ -14,9 +14,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/config.hpp"
-#include "actors/node.hpp"
-#include "common/error.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
 
 namespace rdmactor::test {
 

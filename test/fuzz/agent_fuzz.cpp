@@ -37,16 +37,16 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "actors/agent.hpp"
-#include "actors/config.hpp"
-#include "actors/memory_pool.hpp"
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/detail/agent.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/memory_pool.hpp"
 #include "test/fuzz/agent_program.hpp"
 #include "test/fuzz/fake_fabric.hpp"
-#include "transport/transport_actor.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::fuzz;

@@ -18,8 +18,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "common/error.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::fuzz {
 

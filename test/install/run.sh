@@ -1,13 +1,71 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR SOURCE_DIR: install, build a consumer, run it.
+# run.sh BUILD_DIR SOURCE_DIR: installs the build into a scratch prefix,
+# checks what was installed, then builds and runs outside consumers with
+# find_package(rdmactor): a Release build of the README tutorial, a
+# soft-only consumer and a Boost.Test consumer of <rdmactor/testing.hpp>,
+# and a Debug build of the tutorial.
 set -euo pipefail
-build=$1
-src=$2
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+consumer=$src/test/install/consumer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-cmake -S "$src/test/install/consumer" -B "$tmp/build" \
-  -DCMAKE_PREFIX_PATH="$tmp/prefix" \
-  -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" >/dev/null
-cmake --build "$tmp/build" -j2 >/dev/null
-"$tmp/build/consumer"
+prefix=$tmp/prefix
+fail() {
+  echo "install_consumer: FAIL: $*" >&2
+  exit 1
+}
+
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; fail "cmake --install"; }
+
+# The installed include/ holds rdmactor/ and nothing else.
+[[ "$(ls "$prefix/include")" == "rdmactor" ]] ||
+  fail "include/ holds: $(ls "$prefix/include" | tr '\n' ' ')"
+# Every installed header includes only installed headers, and none of
+# rdma-core's.
+while IFS= read -r h; do
+  while IFS= read -r inc; do
+    [[ -f "$prefix/include/$inc" ]] ||
+      fail "$h includes \"$inc\", which is not installed"
+  done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/p' "$h")
+done < <(find "$prefix/include" -type f)
+if grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(infiniband|rdma)/' \
+  "$prefix/include"; then
+  fail "installed headers include rdma-core headers"
+fi
+# The consumers include <rdmactor/...> and nothing of the source tree.
+for f in "$src/apps/tutorial/tutorial.cpp" "$consumer"/*.cpp; do
+  if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<(actors|common|transport|protocol)/)' "$f"; then
+    fail "$f includes something other than <rdmactor/...>, CAF, Boost or std"
+  fi
+done
+
+# Release consumers.
+cmake -S "$consumer" -B "$tmp/release" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" \
+  -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "configuring the Release consumers"; }
+cmake --build "$tmp/release" -j2 >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "building the Release consumers"; }
+# Soft-only: compiling it read no rdma-core header (the compiler's
+# dependency files list every header each consumer read).
+grep -rlq 'rdmactor/rdmactor.hpp' "$tmp/release/CMakeFiles" --include='*.d' ||
+  fail "no compiler dependency files to check"
+if grep -rlE '/(infiniband|rdma)/[a-z_]+\.h' "$tmp/release/CMakeFiles" \
+  --include='*.d'; then
+  fail "a consumer read rdma-core headers"
+fi
+"$tmp/release/consumer"
+"$tmp/release/soft_consumer"
+"$tmp/release/testing_consumer" --report_level=short
+
+# A Debug consumer of the same package.
+cmake -S "$consumer" -B "$tmp/debug" -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_PREFIX_PATH="$prefix" -DTUTORIAL_ONLY=ON \
+  -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "configuring the Debug consumer"; }
+cmake --build "$tmp/debug" -j2 >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "building the Debug consumer"; }
+"$tmp/debug/consumer"
+echo "install_consumer: all consumers built and ran"

@@ -14,11 +14,11 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/memory_pool.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/memory_pool.hpp"
 #include "test/actors/fixture.hpp"
-#include "transport/transport_actor.hpp"
 
 namespace rdmactor::test {
 

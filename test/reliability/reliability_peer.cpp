@@ -36,9 +36,9 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/config.hpp"
-#include "actors/node.hpp"
-#include "common/error.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/node.hpp"
 #include "test/reliability/reliability_options.hpp"
 
 using namespace rdmactor;

@@ -15,9 +15,9 @@
 
 #include <poll.h>
 
-#include "common/error.hpp"
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport {
 

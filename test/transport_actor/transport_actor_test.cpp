@@ -12,9 +12,9 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/memory_pool.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/memory_pool.hpp"
 #include "test/actors/fixture.hpp"
-#include "transport/transport_actor.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;

@@ -16,13 +16,13 @@
 #include <spdlog/sinks/base_sink.h>
 
 #include "actors/agent_core.hpp"
-#include "actors/memory_pool.hpp"
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/memory_pool.hpp"
 #include "test/fuzz/fake_fabric.hpp"
 
 using namespace rdmactor;

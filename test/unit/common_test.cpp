@@ -12,14 +12,14 @@
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <string>
 
-#include "actors/config.hpp"
-#include "actors/memory_pool.hpp"
-#include "common/error.hpp"
 #include "common/fd_limit.hpp"
-#include "common/options.hpp"
 #include "common/rate_limiter.hpp"
-#include "transport/completion_mode.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/detail/completion_mode.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/memory_pool.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 using namespace rdmactor;
 

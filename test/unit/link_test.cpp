@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "test/fuzz/fake_fabric.hpp"
 #include "transport/credit_ledger.hpp"
 #include "transport/link.hpp"

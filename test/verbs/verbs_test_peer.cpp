@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.hpp"
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 using namespace rdmactor;
 using namespace std::chrono_literals;

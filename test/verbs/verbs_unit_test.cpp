@@ -10,9 +10,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/verbs/handshake.hpp"
 #include "transport/verbs/verbs_fabric.hpp"
 

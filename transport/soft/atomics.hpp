@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport::soft {
 

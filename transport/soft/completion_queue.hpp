@@ -6,7 +6,7 @@
 #include <mutex>
 #include <optional>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/event_fd.hpp"
 
 namespace rdmactor::transport::soft {

@@ -7,7 +7,7 @@
 
 #include <sys/eventfd.h>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::transport::soft {
 

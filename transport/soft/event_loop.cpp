@@ -7,8 +7,8 @@
 
 #include <sys/epoll.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/soft_queue_pair.hpp"
 
 namespace rdmactor::transport::soft {

@@ -1,6 +1,6 @@
 #include "transport/soft/faults.hpp"
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/soft_device.hpp"
 #include "transport/soft/soft_queue_pair.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <caf/error.hpp>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 /// Fault injection of the soft fabric, for reliability tests.
 ///

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/socket_ops.hpp"
 

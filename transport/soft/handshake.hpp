@@ -6,7 +6,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/deadline.hpp"
 #include "transport/soft/wire.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::transport::soft {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <shared_mutex>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport::soft {
 

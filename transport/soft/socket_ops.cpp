@@ -12,8 +12,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "common/error.hpp"
 #include "common/fd_limit.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::transport::soft {
 

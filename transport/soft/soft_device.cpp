@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/handshake.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/socket_ops.hpp"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/atomics.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/protection_domain.hpp"

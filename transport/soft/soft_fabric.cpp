@@ -1,6 +1,6 @@
 #include "transport/soft/soft_fabric.hpp"
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/soft_device.hpp"
 
 namespace rdmactor::transport::soft {

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 /// The soft fabric: a faithful user-space model of RDMA reliable-connected
 /// queue pairs over TCP, so that every layer above the fabric interface

@@ -7,10 +7,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "common/error.hpp"
 #include "common/fd_limit.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/handshake.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/socket_ops.hpp"

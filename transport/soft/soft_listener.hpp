@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/deadline.hpp"
 #include "transport/soft/event_fd.hpp"
 #include "transport/soft/unique_fd.hpp"

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/registration.hpp"
 
 namespace rdmactor::transport::soft {

@@ -8,9 +8,9 @@
 
 #include <sys/socket.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/soft_device.hpp"
 

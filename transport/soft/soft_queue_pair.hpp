@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/completion_queue.hpp"
 #include "transport/soft/deadline.hpp"
 #include "transport/soft/event_loop.hpp"

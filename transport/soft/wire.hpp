@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 /// The soft fabric's wire format: the hello each side sends once after the
 /// TCP connection is up, then a stream of frames (a fixed header, then the

@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/registration.hpp"
 #include "transport/soft/wire.hpp"
 

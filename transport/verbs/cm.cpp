@@ -10,8 +10,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 
-#include "common/error.hpp"
 #include "common/fd_limit.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/verbs/raii.hpp"
 
 namespace rdmactor::transport::verbs {

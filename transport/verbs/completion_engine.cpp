@@ -6,8 +6,8 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 
 namespace rdmactor::transport::verbs {

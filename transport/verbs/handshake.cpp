@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/error.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor::transport::verbs {
 

@@ -6,8 +6,8 @@
 
 #include <caf/expected.hpp>
 
-#include "common/errc.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/errc.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 /// The connection handshake of the verbs fabric, carried in rdma_cm private
 /// data (internal; exposed for unit tests).

@@ -8,8 +8,8 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/handshake.hpp"
 #include "transport/verbs/verbs_listener.hpp"

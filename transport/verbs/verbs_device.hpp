@@ -10,8 +10,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/verbs/completion_engine.hpp"
 #include "transport/verbs/raii.hpp"
 

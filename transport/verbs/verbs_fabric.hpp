@@ -2,8 +2,8 @@
 
 #include <caf/expected.hpp>
 
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 /// The verbs fabric: the fabric interface on rdma-core (librdmacm for
 /// connection management, libibverbs for PD, MR, CQ and RC QP).

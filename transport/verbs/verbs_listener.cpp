@@ -7,9 +7,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/verbs/handshake.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_queue_pair.hpp"

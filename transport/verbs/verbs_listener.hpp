@@ -8,7 +8,7 @@
 
 #include <rdma/rdma_cma.h>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/raii.hpp"
 

@@ -9,8 +9,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "common/error.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/verbs_device.hpp"
 

@@ -9,7 +9,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 #include "transport/verbs/completion_engine.hpp"
 #include "transport/verbs/raii.hpp"
 

@@ -1,18 +1,21 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/agent_stats.hpp"
-#include "actors/allocator.hpp"
-#include "actors/atoms.hpp"
-#include "actors/memory_pool.hpp"
-#include "actors/remote_mr.hpp"
-#include "common/options.hpp"
-#include "transport/transport_actor.hpp"
+#include "rdmactor/agent_stats.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/memory_pool.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/remote_mr.hpp"
 
 namespace rdmactor {
 
@@ -206,6 +209,16 @@ using peer_operations = caf::typed_actor<
 ///   request (the device's max_wr_bytes: 8 MiB on rxe, 2 GiB on soft),
 ///   else `invalid_argument`; `not_negotiated` for a peer whose Hello did
 ///   not offer immediate data.
+/// - `(send_data_atom, std::vector<std::byte> | std::vector<char> |
+///   std::string) -> bytes`: send_data of bytes passed by value, in one
+///   request: the agent copies them into pool memory (local access only,
+///   never lent to a peer) and sends that memory as `(send_data_atom,
+///   local_mr)` does; the copy returns to the pool when the peer
+///   acknowledged it.  `std::vector<char>` is CAF 0.17's byte buffer
+///   (CAF 0.18 names it caf::byte_buffer).  Errors: those of send_data,
+///   and `size_limit`/`out_of_memory` when the pool cannot hold the copy
+///   (max-alloc-bytes).  `(send_data_atom, std::vector<std::byte>,
+///   uint32_t imm)`: the same with an immediate value.
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
@@ -250,6 +263,11 @@ using connection_actor = peer_operations::extend<
     caf::replies_to<alloc_local_mr_atom, uint64_t, uint64_t,
                     uint32_t>::with<local_mr>,
     caf::replies_to<write_with_imm_atom, local_mr, remote_mr,
+                    uint32_t>::with<uint64_t>,
+    caf::replies_to<send_data_atom, std::vector<std::byte>>::with<uint64_t>,
+    caf::replies_to<send_data_atom, std::vector<char>>::with<uint64_t>,
+    caf::replies_to<send_data_atom, std::string>::with<uint64_t>,
+    caf::replies_to<send_data_atom, std::vector<std::byte>,
                     uint32_t>::with<uint64_t>>;
 
 /// The agent's full interface: the connection's plus what the transport

@@ -8,8 +8,8 @@
 
 #include <caf/expected.hpp>
 
-#include "transport/fabric.hpp"
-#include "transport/local_mr.hpp"
+#include "rdmactor/local_mr.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 

@@ -9,9 +9,13 @@
 #include <caf/expected.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 
-#include "transport/mr_token.hpp"
+#include "rdmactor/mr_token.hpp"
 
 namespace rdmactor {
+
+namespace detail {
+struct remote_mr_access;
+} // namespace detail
 
 /// Shared state of a remote memory region: the peer's token and the agent
 /// that releases it.  When the last handle goes and the region was neither
@@ -97,11 +101,11 @@ public:
     return state_ && offset_ == 0 && length_ == state_->token().len;
   }
 
-  const std::shared_ptr<remote_mr_state>& state() const noexcept {
-    return state_;
-  }
-
 private:
+  /// The agent reaches the shared state through remote_mr_access
+  /// (actors/remote_mr_access.hpp, internal).
+  friend struct detail::remote_mr_access;
+
   std::shared_ptr<remote_mr_state> state_;
   uint64_t offset_ = 0;
   uint64_t length_ = 0;

@@ -8,12 +8,12 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "transport/atoms.hpp"
-#include "transport/completion_mode.hpp"
-#include "transport/fabric.hpp"
-#include "transport/link_params.hpp"
-#include "transport/local_mr.hpp"
-#include "transport/mr_token.hpp"
+#include "rdmactor/detail/completion_mode.hpp"
+#include "rdmactor/local_mr.hpp"
+#include "rdmactor/mr_token.hpp"
+#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/transport/fabric.hpp"
+#include "rdmactor/transport/link_params.hpp"
 
 namespace rdmactor::transport {
 

@@ -8,35 +8,40 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/allocator.hpp"
-#include "actors/connection.hpp"
-#include "common/options.hpp"
-#include "transport/fabric.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/node_actor.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 
-/// The facade a CAF application holds: one per process and fabric.
+/// The node's machinery, shared by the node actor (`node_actor.hpp`) and
+/// the blocking `node` facade over it (internal: users hold either of
+/// those).
 ///
 /// Opens the configured fabric, owns the node's memory pool and allocator
-/// actor, accepts and makes connections.  Not an actor: call it from
-/// `main` or a blocking context.  `close()` (also run by the destructor,
-/// which must run before the actor system's) stops listening and closes
-/// every connection, so that `~actor_system` does not wait forever.
-class node {
+/// actor, accepts and makes connections (blocking calls: the node actor
+/// runs them on helper threads).  `close()` (also run by the destructor)
+/// stops listening and closes every connection.  When the actor system
+/// runs rdmactor's `system_hook` (rdmactor::config loads it), the core
+/// registers itself there and closes when the system shuts down.
+class node_core {
 public:
   /// Opens the fabric named by `opts.fabric` and spawns the allocator.
   /// Errors: `fabric_unavailable`, `device_not_found`, `invalid_argument`
   /// (options out of range; the message names the option).
-  static caf::expected<std::unique_ptr<node>> open(caf::actor_system& sys,
-                                                   options opts);
+  static caf::expected<std::shared_ptr<node_core>> open(caf::actor_system& sys,
+                                                        options opts);
 
-  ~node();
+  ~node_core();
 
-  node(const node&) = delete;
-  node& operator=(const node&) = delete;
+  node_core(const node_core&) = delete;
+  node_core& operator=(const node_core&) = delete;
 
   /// Connects to `host_port` ("HOST:PORT"), blocking for at most
   /// connect_timeout_ms, and returns the connection actor.
@@ -80,8 +85,23 @@ public:
   /// is dropped.  Every connection actor this node made is told to quit.
   void close();
 
+  /// Returns true once close() began (also when the actor system's hook
+  /// closed the node).
+  bool closing() const noexcept {
+    return closing_.load();
+  }
+
+  /// Records the node actor that owns this core (the hook ends it).
+  void set_actor(caf::actor_addr addr);
+
+  /// Closes the node as the actor system shuts down (the system hook calls
+  /// it, in the thread that destroys the system): close(), an exit to the
+  /// node actor, then waits for the node actor and every connection to
+  /// end, at most close_timeout_ms + 2 s.
+  void shutdown_with_system();
+
 private:
-  node(caf::actor_system& sys, options opts, transport::device_ptr dev);
+  node_core(caf::actor_system& sys, options opts, transport::device_ptr dev);
 
   /// Parses HOST:PORT; fails with `closed` once the node is closing.
   caf::expected<std::pair<std::string, uint16_t>>
@@ -110,6 +130,16 @@ private:
   std::mutex mtx_;
   std::vector<std::unique_ptr<acceptor>> acceptors_;
   std::vector<caf::actor_addr> connections_;
+  caf::actor_addr actor_;
 };
+
+} // namespace rdmactor
+
+namespace rdmactor {
+
+/// Spawns the node actor that owns `core` (hidden under the system hook)
+/// and records it in the core.  Caller: spawn_node and node::open.
+node_actor spawn_node_actor(caf::actor_system& sys,
+                            std::shared_ptr<node_core> core);
 
 } // namespace rdmactor

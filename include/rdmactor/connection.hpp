@@ -6,7 +6,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/agent.hpp"
+#include "rdmactor/detail/agent.hpp"
 
 namespace rdmactor {
 

@@ -2,7 +2,7 @@
 
 #include <caf/atom.hpp>
 
-#include "transport/atoms.hpp"
+#include "rdmactor/transport/atoms.hpp"
 
 /// Message tags of the actor layer (users see these).
 namespace rdmactor {
@@ -41,5 +41,41 @@ using receive_tagged_local_mr_atom = caf::atom_constant<caf::atom("recv_tlmr")>;
 using receive_tagged_remote_mr_atom
     = caf::atom_constant<caf::atom("recv_trmr")>;
 using renew_lease_atom = caf::atom_constant<caf::atom("renew")>;
+
+/// Atom values under their full names, so that calls need no `::value`
+/// (as CAF 0.18's `caf::get_atom_v`):
+/// `self->request(conn, 5s, alloc_local_mr_atom_v, size, align)`.
+/// The C++ names are the readable ones: CAF 0.17 limits the text of an
+/// atom (what `to_string` of a message shows) to 10 characters, so some
+/// texts are abbreviated (`alloc_lmr` is `alloc_local_mr_atom`).
+constexpr auto alloc_local_mr_atom_v = alloc_local_mr_atom::value;
+constexpr auto alloc_for_peer_atom_v = alloc_for_peer_atom::value;
+constexpr auto request_remote_mr_atom_v = request_remote_mr_atom::value;
+constexpr auto send_mr_atom_v = send_mr_atom::value;
+constexpr auto receive_local_mr_atom_v = receive_local_mr_atom::value;
+constexpr auto receive_remote_mr_atom_v = receive_remote_mr_atom::value;
+constexpr auto send_data_atom_v = send_data_atom::value;
+constexpr auto receive_data_atom_v = receive_data_atom::value;
+constexpr auto subscribe_data_atom_v = subscribe_data_atom::value;
+constexpr auto data_atom_v = data_atom::value;
+constexpr auto release_atom_v = release_atom::value;
+constexpr auto stats_atom_v = stats_atom::value;
+constexpr auto peer_atom_v = peer_atom::value;
+constexpr auto accepted_atom_v = accepted_atom::value;
+constexpr auto connect_atom_v = connect_atom::value;
+constexpr auto listen_atom_v = listen_atom::value;
+constexpr auto close_atom_v = close_atom::value;
+constexpr auto write_atom_v = write_atom::value;
+constexpr auto read_atom_v = read_atom::value;
+constexpr auto fetch_add_atom_v = fetch_add_atom::value;
+constexpr auto compare_swap_atom_v = compare_swap_atom::value;
+constexpr auto write_with_imm_atom_v = write_with_imm_atom::value;
+constexpr auto imm_atom_v = imm_atom::value;
+constexpr auto receive_imm_atom_v = receive_imm_atom::value;
+constexpr auto receive_tagged_local_mr_atom_v
+    = receive_tagged_local_mr_atom::value;
+constexpr auto receive_tagged_remote_mr_atom_v
+    = receive_tagged_remote_mr_atom::value;
+constexpr auto renew_lease_atom_v = renew_lease_atom::value;
 
 } // namespace rdmactor

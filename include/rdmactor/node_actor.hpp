@@ -8,10 +8,10 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/allocator.hpp"
-#include "actors/atoms.hpp"
-#include "actors/connection.hpp"
-#include "common/options.hpp"
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor {
 

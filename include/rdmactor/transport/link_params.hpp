@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/fabric.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor::transport {
 

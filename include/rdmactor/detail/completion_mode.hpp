@@ -4,7 +4,7 @@
 #include <optional>
 #include <string_view>
 
-#include "common/options.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor::transport {
 

@@ -12,9 +12,9 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "common/errc.hpp"
-#include "common/error.hpp"
-#include "common/options.hpp"
+#include "rdmactor/errc.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/options.hpp"
 
 /// The fabric interface: a narrow, verbs-shaped view of an RDMA NIC.
 ///

@@ -6,8 +6,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/memory_pool.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/memory_pool.hpp"
 
 namespace rdmactor {
 

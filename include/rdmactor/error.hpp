@@ -7,7 +7,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "common/errc.hpp"
+#include "rdmactor/errc.hpp"
 
 namespace rdmactor {
 

@@ -4,15 +4,17 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "common/options.hpp"
+#include "rdmactor/options.hpp"
 
 namespace rdmactor {
 
 /// A CAF configuration that knows rdmactor: binds `options` to the section
 /// `[rdmactor]` of the ini file and to `--rdmactor.NAME=VALUE` on the
 /// command line, registers the `rdmactor` error category, bounds
-/// `scheduler.max-throughput` (see `default_max_throughput`) and keeps idle
-/// workers from napping (see `default_moderate_sleep_ns`).
+/// `scheduler.max-throughput` (see `default_max_throughput`), keeps idle
+/// workers from napping (see `default_moderate_sleep_ns`) and loads
+/// `system_hook`, which closes nodes still open when the actor system
+/// shuts down (so `~actor_system` never waits for a node).
 ///
 /// Derive from it to add options of your own, then
 /// `cfg.parse(argc, argv, "rdmactor.ini")` as with any CAF config.

@@ -8,8 +8,8 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/expected.hpp>
 
-#include "transport/fabric.hpp"
-#include "transport/mr_token.hpp"
+#include "rdmactor/mr_token.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 

@@ -1,0 +1,110 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "rdmactor/allocator.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/node_actor.hpp"
+#include "rdmactor/options.hpp"
+#include "rdmactor/transport/fabric.hpp"
+
+namespace rdmactor {
+
+class node_core;
+
+/// The blocking facade over a node actor, for `main`, tests and other
+/// blocking contexts (as CAF's `function_view` is a blocking facade over an
+/// actor).  One per process and fabric.
+///
+/// `open` spawns a node actor (`node_actor.hpp`); `connect`, `listen` and
+/// `close` send it the matching request and wait for the answer (bounded:
+/// connect_timeout_ms, request_timeout_ms, plus 10 s of slack for a busy
+/// scheduler).  The accessors (allocator, pool, device, memory_stats) read
+/// the node's machinery directly; they are thread-safe.  Code that runs
+/// inside actors uses `actor()` (or `spawn_node`) and never blocks.
+///
+/// Shutdown order: `close()` (also run by the destructor) stops
+/// listening and closes every connection.  With `rdmactor::config` (it
+/// loads `system_hook`) a node still open when its actor system shuts down
+/// is closed by the system, so `~actor_system` does not wait for it; the
+/// facade may then outlive the system (its calls fail with `closed`).
+/// Connection handles are actor handles: drop them before the system.
+/// With a plain `caf::actor_system_config`, close the node first.
+class node {
+public:
+  /// Opens the fabric named by `opts.fabric`, spawns the allocator and the
+  /// node actor.  Errors: `fabric_unavailable`, `device_not_found`,
+  /// `invalid_argument` (options out of range; the message names the
+  /// option).  Caller: any thread.
+  static caf::expected<std::unique_ptr<node>> open(caf::actor_system& sys,
+                                                   options opts);
+
+  ~node();
+
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Connects to `host_port` ("HOST:PORT") through the node actor, blocking
+  /// for at most connect_timeout_ms (+ slack), and returns the connection
+  /// actor.  Errors: `connect_failed`, `connect_timeout`,
+  /// `invalid_address`, `closed` once the node closes.  Caller: a blocking
+  /// context (not a CAF worker: use `actor()` there).
+  caf::expected<connection_actor> connect(const std::string& host_port);
+
+  /// Listens on `host_port` (port 0: any free port) and returns the bound
+  /// port.  Each accepted peer becomes a connection actor, delivered to
+  /// `acceptor` as `(accepted_atom, connection_actor)`.  A node may listen
+  /// on several addresses; closing the node stops them all.
+  caf::expected<uint16_t> listen(const std::string& host_port,
+                                 acceptor_actor acceptor);
+
+  /// The same for an untyped handler that takes `(accepted_atom,
+  /// connection_actor)` (e.g. a scoped_actor).
+  caf::expected<uint16_t> listen(const std::string& host_port,
+                                 caf::actor handler);
+
+  /// Returns the node actor behind this facade (null after close()).
+  const node_actor& actor() const noexcept {
+    return hdl_;
+  }
+
+  /// Returns the allocator actor.
+  const allocator_actor& allocator() const noexcept;
+
+  /// Returns the byte accounting of the node's memory (any thread).
+  allocator_stats memory_stats() const;
+
+  /// Returns the memory pool (registered memory, thread-safe).
+  const memory_pool_ptr& pool() const noexcept;
+
+  const options& opts() const noexcept;
+
+  /// Returns the opened device ("soft0", "rxe0", ...).
+  const transport::device_ptr& device() const noexcept;
+
+  /// Returns true once the node is closed or closing (by close(), through
+  /// its actor, or by the actor system's shutdown).
+  bool closed() const noexcept;
+
+  /// Stops listening, closes every connection and the allocator: sends the
+  /// node actor `close_atom` and waits for its answer.  Idempotent, and safe
+  /// while other threads connect or listen: a connect that finishes after
+  /// close() began closes its new queue pair and fails with `closed`, as do
+  /// later calls; a peer accepted meanwhile is dropped.  A no-op once the
+  /// actor system's shutdown closed the node.
+  void close();
+
+private:
+  node(caf::actor_system& sys, std::shared_ptr<node_core> core, node_actor hdl);
+
+  caf::actor_system& sys_;
+  std::shared_ptr<node_core> core_;
+  node_actor hdl_;
+};
+
+} // namespace rdmactor
