@@ -100,7 +100,11 @@ node::endpoint(const std::string& host_port) const {
 }
 
 transport::conn_params node::offer() const {
-  return {opts_.max_message_len_bytes, opts_.recv_depth};
+  // Receive buffers of the eager size: larger payloads go by rendezvous
+  // (agent_core_rendezvous.cpp), or in eager-sized chunks to a peer
+  // without it.
+  return {std::min(opts_.max_message_len_bytes, opts_.eager_message_len_bytes),
+          opts_.recv_depth};
 }
 
 caf::expected<connection_actor> node::connect(const std::string& host_port) {

@@ -34,6 +34,15 @@ struct options {
   uint32_t max_message_len_bytes = 64 * 1024;
   /// Receive buffers posted per connection (= credits of the peer).
   uint32_t recv_depth = 64;
+  /// Size of each receive buffer (the eager size): the largest frame a peer
+  /// may SEND us, offered to the transport instead of max_message_len_bytes
+  /// when smaller.  Payloads that do not fit go by rendezvous to peers whose
+  /// Hello offers it (the receiver reads them with RDMA READ, in pieces of
+  /// up to max_message_len_bytes) and in eager-sized chunks to peers that do
+  /// not.  Registered receive memory per connection = recv_depth x this.
+  /// >= max_message_len_bytes: no rendezvous, buffers of max_message_len_bytes
+  /// (the behaviour before it existed).
+  uint32_t eager_message_len_bytes = 4096;
 
   // -- timeouts -------------------------------------------------------------
   /// Upper bound for every request to the peer or the fabric.
