@@ -1214,9 +1214,11 @@ BOOST_AUTO_TEST_CASE(a_large_send_data_is_read_by_the_receiver_intact) {
   BOOST_TEST(s.rendezvous_read == 16u);
   BOOST_TEST(s.rendezvous_bytes == 0u);
   BOOST_TEST(s.queued_data_bytes == 0u);
-  // The chunks are gone (dropped by send_all_and_check): memory is back.
+  // The chunks are gone (dropped by send_all_and_check): their memory is
+  // back.  (At most back: an unsignaled send of the Hello exchange may
+  // have held its 8-byte payload at the start, until a later completion.)
   BOOST_TEST(eventually(
-      [&] { return t.server->memory_stats().bytes_in_use == server_start; }));
+      [&] { return t.server->memory_stats().bytes_in_use <= server_start; }));
   // The peer leaves; nothing stays allocated for it.
   caf::anon_send_exit(t.client_conn, caf::exit_reason::user_shutdown);
   BOOST_TEST(
