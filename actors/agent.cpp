@@ -31,6 +31,17 @@ void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
               std::move(header), std::move(payload));
 }
 
+void actor_sink::read(local_mr dst, const mr_token& src,
+                      std::function<void(const caf::error&)> done) {
+  // The transport answers every READ, or fails it when the link goes;
+  // when this actor goes first, the answer (and `done`) goes with it.
+  self_
+      ->request(self_->state.transport, caf::infinite,
+                transport::read_atom::value, std::move(dst), src)
+      .then([done](uint64_t) { done(caf::error{}); },
+            [done](caf::error& err) { done(err); });
+}
+
 void actor_sink::deliver_data(local_mr chunk) {
   auto& st = self_->state;
   if (st.chunk_sub)

@@ -28,21 +28,6 @@ mr_token to_token(const pb::MrToken& t) {
 
 } // namespace
 
-/// One SendData call split into chunks.
-struct agent_core::send_data_job {
-  std::function<void(caf::expected<uint64_t>)> done;
-  local_mr mr;          // what is being sent
-  size_t chunk_max = 0; // payload bytes per message
-  size_t window = 1;    // chunks in flight at most
-  size_t offset = 0;    // next byte to send
-  size_t chunks = 0;    // chunks issued so far
-  size_t outstanding = 0;
-  uint64_t bytes = 0;
-  bool failed = false;
-  /// The immediate value every chunk carries (SendData.imm), if any.
-  std::optional<uint32_t> imm;
-};
-
 agent_core::sink::~sink() = default;
 
 agent_core::agent_core(sink& out, options opts, transport::link_params link,
@@ -61,6 +46,7 @@ agent_stats agent_core::stats() const {
   s.owned_mrs = owned_.size();
   s.pending_requests = pending_.size();
   s.peer_alloc_bytes = peer_alloc_bytes_;
+  s.rendezvous_bytes = rendezvous_bytes_;
   return s;
 }
 
@@ -70,6 +56,9 @@ void agent_core::start() {
   auto hello = pb::make_hello(pb::protocol_version, link_.max_message_len_bytes,
                               link_.recv_depth, /*cumulative_acks=*/true,
                               our_extensions());
+  if (offers_rendezvous())
+    hello.mutable_hello()->set_max_rendezvous_bytes(
+        opts_.max_message_len_bytes);
   // We take Goodbye and answer Ping (whatever our own keepalive-ms).
   hello.mutable_hello()->set_goodbye(true);
   hello.mutable_hello()->set_keepalive(true);
@@ -88,6 +77,8 @@ void agent_core::close(const caf::error& err) {
   hello_waiters_.clear();
   for (auto& w : waiters)
     w.fn(err);
+  // Rendezvous chunks being read or waiting behind one: never delivered.
+  drop_inbound_chunks();
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
   if (auto n = log_budget_.take_denied(); n > 0) {
@@ -458,37 +449,49 @@ void agent_core::send_data(local_mr mr, time_point now,
 void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
   while (!job->failed && job->outstanding < job->window
          && (job->offset < job->mr.size() || job->chunks == 0)) {
+    // Over the eager size to a peer that reads: by rendezvous.
+    if (job->mr.size() - job->offset > job->chunk_max && rendezvous_to_peer()) {
+      if (!issue_rendezvous_chunk(job))
+        return;
+      continue;
+    }
     auto len = std::min(job->chunk_max, job->mr.size() - job->offset);
     auto chunk = job->mr.slice(job->offset, len);
     job->offset += len;
     ++job->chunks;
     ++job->outstanding;
     auto id = new_request_id();
-    send_request(
-        job->imm ? pb::make_send_data(id, len, *job->imm)
-                 : pb::make_send_data(id, len),
-        std::move(*chunk),
-        [this, job, len](const pb::Response* res, const caf::error& err) {
-          --job->outstanding;
-          if (job->failed)
-            return;
-          caf::error e = err;
-          if (!e)
-            e = check_response(*res, pb::Response::kSendData, "SendData");
-          if (e) {
-            job->failed = true;
-            job->done(e);
-            return;
-          }
-          job->bytes += len;
-          if (job->outstanding == 0 && job->offset >= job->mr.size()) {
-            job->done(job->bytes);
-            return;
-          }
-          pump(job);
-        },
-        now_);
+    send_request(job->imm ? pb::make_send_data(id, len, *job->imm)
+                          : pb::make_send_data(id, len),
+                 std::move(*chunk), chunk_answer(job, len), now_);
   }
+}
+
+/// The completion of one chunk of `job` (`len` bytes): counts it, ends the
+/// job with the first error or once every chunk was acknowledged, and
+/// issues more chunks otherwise.
+agent_core::completion_fn
+agent_core::chunk_answer(const std::shared_ptr<send_data_job>& job,
+                         size_t len) {
+  return [this, job, len](const pb::Response* res, const caf::error& err) {
+    --job->outstanding;
+    if (job->failed)
+      return;
+    caf::error e = err;
+    if (!e)
+      e = check_response(*res, pb::Response::kSendData, "SendData");
+    if (e) {
+      job->failed = true;
+      job->done(e);
+      return;
+    }
+    job->bytes += len;
+    if (job->outstanding == 0 && job->offset >= job->mr.size()) {
+      job->done(job->bytes);
+      return;
+    }
+    pump(job);
+  };
 }
 
 } // namespace rdmactor

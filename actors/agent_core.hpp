@@ -148,6 +148,16 @@ public:
     /// Tokens delivered by `deliver_remote_mr` not yet claimed by the user
     /// (for the peer-max-queued-mrs quota).
     virtual size_t queued_remote_mrs() const = 0;
+
+    /// Reads the peer's memory `src` into `dst` (same length) with RDMA
+    /// READ, for a rendezvous SendData, and calls `done` once with the
+    /// outcome (an empty error on success), on the owner's thread.  `dst`
+    /// stays alive until then.  When the connection goes, `done` gets the
+    /// failure or is never called (the owner and the core are gone).  The
+    /// default fails at once with `unsupported` (a sink without reads:
+    /// the core then never offers rendezvous, see `set_reads`).
+    virtual void read(local_mr dst, const mr_token& src,
+                      std::function<void(const caf::error&)> done);
   };
 
   /// Builds the core of the connection `link`; `out` must outlive it.
@@ -210,6 +220,15 @@ public:
 
   /// Returns the extensions our Hello offers (from the options).
   uint32_t our_extensions() const noexcept;
+
+  /// Whether our Hello offers rendezvous (EXT_RENDEZVOUS): the eager size
+  /// is below max-message-len-bytes, so payloads over it are read with
+  /// RDMA READ.
+  bool offers_rendezvous() const noexcept;
+
+  /// Whether send_data sends payloads over the eager size by rendezvous:
+  /// the peer's Hello offered it.
+  bool rendezvous_to_peer() const noexcept;
 
   /// Returns the request timeout from the options.
   std::chrono::milliseconds request_timeout() const noexcept {
@@ -395,7 +414,40 @@ private:
     time_point deadline;
   };
 
-  struct send_data_job;
+  /// One send_data call: its chunks go out while fewer than `window` are
+  /// in flight (agent_core.cpp `pump`).
+  struct send_data_job {
+    std::function<void(caf::expected<uint64_t>)> done;
+    local_mr mr;          // what is being sent
+    size_t chunk_max = 0; // payload bytes per eager message
+    size_t window = 1;    // chunks in flight at most
+    size_t offset = 0;    // next byte to send
+    size_t chunks = 0;    // chunks issued so far
+    size_t outstanding = 0;
+    uint64_t bytes = 0;
+    bool failed = false;
+    /// The immediate value every chunk carries (SendData.imm), if any.
+    std::optional<uint32_t> imm;
+    /// Rendezvous: `mr` registered for remote read (the peer reads the
+    /// chunks through it), made at the first rendezvous chunk; deregistered
+    /// when the job goes, i.e. once every chunk was answered or timed out.
+    std::unique_ptr<transport::memory_region> read_reg;
+  };
+
+  /// A SendData chunk from the peer, delivered in arrival order
+  /// (agent_core_rendezvous.cpp).
+  struct inbound_chunk {
+    uint64_t seq = 0;
+    uint64_t id = 0; // the peer's request id
+    local_mr chunk;
+    std::optional<uint32_t> imm;
+    /// Its data is in place (eager, or the READ finished).
+    bool ready = false;
+    /// The READ failed: answered with an error, delivered never.
+    bool failed = false;
+    /// Bytes counted in `rendezvous_bytes_` (0 for an eager chunk).
+    uint64_t counted = 0;
+  };
 
   /// An operation waiting for the peer's Hello (`when_offered`).
   struct hello_waiter {
@@ -411,6 +463,8 @@ private:
   void complete(uint64_t id, const protocol::Response* res,
                 const caf::error& err);
   void pump(const std::shared_ptr<send_data_job>& job);
+  completion_fn chunk_answer(const std::shared_ptr<send_data_job>& job,
+                             size_t len);
 
   void remember_late(uint64_t id);
   bool forget_late(uint64_t id);
@@ -430,6 +484,17 @@ private:
   void on_send_mr(uint64_t id, const protocol::SendMR& req);
   void on_send_data(uint64_t id, const protocol::SendData& req,
                     const local_mr& buf, const protocol::decode_result& frame);
+
+  // rendezvous (agent_core_rendezvous.cpp)
+  bool issue_rendezvous_chunk(const std::shared_ptr<send_data_job>& job);
+  void on_send_data_rendezvous(uint64_t id, const protocol::SendData& req);
+  caf::error check_rendezvous(const protocol::SendData& req,
+                              protocol::Status& status) const;
+  void deliver_in_order(uint64_t id, local_mr chunk,
+                        std::optional<uint32_t> imm);
+  void on_read_done(uint64_t seq, const caf::error& err);
+  void drain_in_order();
+  void drop_inbound_chunks();
   void run_hello_waiters();
   void on_renew_lease(uint64_t id, const protocol::RenewLease& req);
   time_point expire_leases(time_point now);
@@ -495,6 +560,18 @@ private:
   /// The peer sent Goodbye (and its reason, sanitized).
   bool peer_said_goodbye_ = false;
   std::string goodbye_reason_;
+  /// Rendezvous: the peer's Hello.max_rendezvous_bytes (0: it does not
+  /// take rendezvous).
+  uint64_t peer_max_rendezvous_bytes_ = 0;
+  /// SendData chunks from the peer in arrival order, held while a READ of
+  /// an earlier rendezvous chunk is in flight (data arrives in order).
+  std::deque<inbound_chunk> inbound_;
+  uint64_t next_inbound_seq_ = 0;
+  /// Bytes allocated for the peer's rendezvous chunks not yet delivered
+  /// (counted against peer-max-queued-bytes with the unclaimed chunks),
+  /// and READs of them in flight.
+  uint64_t rendezvous_bytes_ = 0;
+  uint32_t rendezvous_reads_ = 0;
   /// When the last frame from the peer arrived (any frame: liveness).
   time_point last_heard_{};
   /// Our last Ping: its id (0: none or answered by its Pong) and when it

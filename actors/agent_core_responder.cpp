@@ -261,6 +261,10 @@ void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
            "SendData over the immediate-value queue limit");
     return;
   }
+  if (req.has_source()) {
+    on_send_data_rendezvous(id, req);
+    return;
+  }
   auto offset = static_cast<size_t>(frame.payload - buf.data());
   auto view = buf.slice(offset, frame.payload_len);
   if (!view) {
@@ -269,8 +273,10 @@ void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
            "SendData");
     return;
   }
-  auto queued = out_.queued_data_bytes();
-  if (view->size() > opts_.peer_max_queued_bytes - queued) {
+  // Rendezvous chunks still being read count as well.
+  auto queued = out_.queued_data_bytes() + rendezvous_bytes_;
+  if (queued > opts_.peer_max_queued_bytes
+      || view->size() > opts_.peer_max_queued_bytes - queued) {
     reject(
         pb::make_send_data_response(
             id, pb::QUOTA_EXCEEDED,
@@ -307,12 +313,10 @@ void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
       std::memcpy(copy->data(), view->data(), view->size());
     chunk = std::move(*copy);
   }
-  if (req.has_imm())
-    out_.deliver_imm_data(std::move(chunk), req.imm());
-  else
-    out_.deliver_data(std::move(chunk));
   accepted();
-  ack_send_data(id);
+  deliver_in_order(id, std::move(chunk),
+                   req.has_imm() ? std::optional<uint32_t>{req.imm()}
+                                 : std::nullopt);
 }
 
 void agent_core::on_request(const pb::Request& req, const local_mr& buf,
@@ -463,6 +467,9 @@ void agent_core::on_hello(const pb::Hello& hello) {
   peer_offers_keepalive_ = hello.keepalive();
   hello_seen_ = true;
   peer_extensions_ = hello.extensions();
+  // A peer reads our rendezvous chunks only if it said how much at once.
+  if ((peer_extensions_ & pb::EXT_RENDEZVOUS) != 0)
+    peer_max_rendezvous_bytes_ = hello.max_rendezvous_bytes();
   if (hello.version() == pb::protocol_version)
     run_hello_waiters();
   else

@@ -117,6 +117,8 @@ public:
   void schedule_sweep() override;
   uint64_t queued_data_bytes() const override;
   size_t queued_remote_mrs() const override;
+  void read(local_mr dst, const mr_token& src,
+            std::function<void(const caf::error&)> done) override;
 
 private:
   self_ptr self_;

@@ -207,4 +207,13 @@ memory_pool::register_again(const local_mr& mr) {
   return dev_->register_memory(mr.data(), mr.size(), access);
 }
 
+caf::expected<std::unique_ptr<transport::memory_region>>
+memory_pool::register_for_peer_read(const local_mr& mr) {
+  if (!mr.valid() || mr.size() == 0)
+    return make_error(errc::invalid_argument,
+                      "a rendezvous needs a non-empty local_mr");
+  return dev_->register_memory(mr.data(), mr.size(),
+                               transport::access::remote_read);
+}
+
 } // namespace rdmactor

@@ -122,7 +122,11 @@ node_core::endpoint(const std::string& host_port) const {
 }
 
 transport::conn_params node_core::offer() const {
-  return {opts_.max_message_len_bytes, opts_.recv_depth};
+  // Receive buffers of the eager size: larger payloads go by rendezvous
+  // (agent_core_rendezvous.cpp), or in eager-sized chunks to a peer
+  // without it.
+  return {std::min(opts_.max_message_len_bytes, opts_.eager_message_len_bytes),
+          opts_.recv_depth};
 }
 
 caf::expected<connection_actor>

@@ -14,6 +14,9 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.max_message_len_bytes, "max-message-len-bytes",
            "largest message on the wire in bytes")
       .add(o.recv_depth, "recv-depth", "receive buffers per connection")
+      .add(o.eager_message_len_bytes, "eager-message-len-bytes",
+           "size of each receive buffer in bytes; larger payloads go by "
+           "rendezvous (RDMA READ)")
       .add(o.request_timeout_ms, "request-timeout-ms",
            "upper bound of every request in ms")
       .add(o.connect_timeout_ms, "connect-timeout-ms",
@@ -82,6 +85,8 @@ std::string validate(const options& o) {
   // transport/transport_actor.hpp; common/ does not depend on transport/).
   if (o.recv_depth < 4 || o.recv_depth > 16384)
     return "rdmactor.recv-depth must be in [4, 16384]";
+  if (o.eager_message_len_bytes < 256 || o.eager_message_len_bytes > (1u << 30))
+    return "rdmactor.eager-message-len-bytes must be in [256, 2^30]";
   if (o.request_timeout_ms == 0)
     return "rdmactor.request-timeout-ms must be > 0";
   if (o.connect_timeout_ms == 0)

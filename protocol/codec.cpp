@@ -127,8 +127,12 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   const size_t payload_len = len - frame_header_len - msg_len;
+  // A rendezvous SendData (source set) names its payload in the sender's
+  // memory: nothing follows it in the frame.
   const uint64_t announced
-      = is_send_data(out) ? out.request().send_data().len() : 0;
+      = is_send_data(out) && !out.request().send_data().has_source()
+            ? out.request().send_data().len()
+            : 0;
   if (announced != payload_len) {
     res.code = errc::payload_mismatch;
     return res;

@@ -99,6 +99,14 @@ Message make_send_data(uint64_t request_id, uint64_t len, uint32_t imm) {
   return result;
 }
 
+Message make_send_data_rendezvous(uint64_t request_id, const MrToken& source,
+                                  std::optional<uint32_t> imm) {
+  auto result = imm ? make_send_data(request_id, source.len(), *imm)
+                    : make_send_data(request_id, source.len());
+  *result.mutable_request()->mutable_send_data()->mutable_source() = source;
+  return result;
+}
+
 Message make_alloc_mr_response(uint64_t request_id, Status status,
                                std::string detail, const MrToken& token) {
   Message result;

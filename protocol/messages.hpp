@@ -4,6 +4,7 @@
 #include "rdmactor/errc.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ Message make_send_data(uint64_t request_id, uint64_t len);
 
 /// Builds a SendData that carries the immediate value `imm`.
 Message make_send_data(uint64_t request_id, uint64_t len, uint32_t imm);
+
+/// Builds a rendezvous SendData: the `source.len` bytes stay in the
+/// sender's memory `source` (registered for remote read) for the receiver
+/// to read; with `imm` it carries that immediate value as well.
+Message make_send_data_rendezvous(uint64_t request_id, const MrToken& source,
+                                  std::optional<uint32_t> imm = std::nullopt);
 
 // -- responses --------------------------------------------------------------
 

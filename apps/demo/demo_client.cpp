@@ -75,6 +75,32 @@ caf::error expect_digest(caf::scoped_actor& self, const connection_actor& conn,
   return {};
 }
 
+/// Takes the peer's digest of the next chunk of a send_data whose
+/// unverified bytes start at `data` (`remaining` of them) and checks it;
+/// `len` gets the chunk's length.  The agent chooses the chunks (frames of
+/// the negotiated size, or pieces a rendezvous peer reads), so the peer's
+/// digest names the length.
+caf::error expect_chunk_digest(caf::scoped_actor& self,
+                               const connection_actor& conn,
+                               const uint8_t* data, size_t remaining,
+                               size_t& len) {
+  auto reply = call<local_mr>(self, conn, receive_data_atom::value);
+  if (!reply)
+    return reply.error();
+  if (reply->size() != digest::wire_size)
+    return mismatch("digest of " + std::to_string(reply->size()) + " bytes");
+  auto got = digest::read_from(reply->data());
+  if (got.len > remaining || (got.len == 0 && remaining > 0))
+    return mismatch("the peer saw a chunk of " + std::to_string(got.len)
+                    + " bytes where " + std::to_string(remaining)
+                    + " were left");
+  if (got.sum != fnv1a(data, got.len))
+    return mismatch("the peer saw " + std::to_string(got.len)
+                    + " bytes with another checksum");
+  len = got.len;
+  return {};
+}
+
 } // namespace
 
 bool run_client(caf::actor_system& sys, const connection_actor& conn) {
@@ -149,9 +175,8 @@ bool run_client(caf::actor_system& sys, const connection_actor& conn) {
     do {
       if (err)
         break;
-      auto len = std::min(chunk_max, size - off);
-      err = expect_digest(self, conn,
-                          digest{len, fnv1a(buf->data() + off, len)});
+      size_t len = 0;
+      err = expect_chunk_digest(self, conn, buf->data() + off, size - off, len);
       off += len;
     } while (off < size);
     out.line("send_data + peer verifies", size, err, t0);

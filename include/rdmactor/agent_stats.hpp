@@ -40,6 +40,12 @@ struct agent_stats {
   uint64_t imms_dropped = 0;
   /// Leases of regions we lent that ended without a release (revoked).
   uint64_t leases_expired = 0;
+  /// Rendezvous: SendData chunks we sent by reference to our memory (the
+  /// peer read them), chunks of the peer's we read with RDMA READ, and the
+  /// bytes allocated for the peer's chunks not yet delivered.
+  uint64_t rendezvous_sent = 0;
+  uint64_t rendezvous_read = 0;
+  uint64_t rendezvous_bytes = 0;
 };
 
 template <class Inspector>
@@ -48,7 +54,8 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.queued_remote_mrs, x.protocol_errors, x.rejected_requests,
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
            x.merged_acks_sent, x.merged_acks_received, x.keepalive_pings,
-           x.queued_imms, x.imms_dropped, x.leases_expired);
+           x.queued_imms, x.imms_dropped, x.leases_expired, x.rendezvous_sent,
+           x.rendezvous_read, x.rendezvous_bytes);
 }
 
 } // namespace rdmactor

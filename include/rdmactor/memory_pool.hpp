@@ -83,6 +83,15 @@ public:
   caf::expected<std::unique_ptr<transport::memory_region>>
   register_again(const local_mr& mr);
 
+  /// Registers the range of `mr` (any memory, e.g. a user's buffer or a
+  /// received chunk) once more, for remote read only: a registration of its
+  /// own whose rkey opens exactly that range, so that a peer reading a
+  /// rendezvous payload reaches nothing else.  The caller keeps `mr` alive
+  /// at least as long as the registration.  Called by the agent core for
+  /// send_data over the eager size (agent_core_rendezvous.cpp).
+  caf::expected<std::unique_ptr<transport::memory_region>>
+  register_for_peer_read(const local_mr& mr);
+
   /// Checks a layout without allocating: `invalid_layout` or `size_limit`.
   caf::error check_layout(uint64_t size, uint64_t align) const;
 

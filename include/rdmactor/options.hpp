@@ -32,8 +32,22 @@ struct options {
   // -- connection parameters (negotiated: each side takes the minimum) ------
   /// Largest message (frame header + Message + payload) on the wire.
   uint32_t max_message_len_bytes = 64 * 1024;
-  /// Receive buffers posted per connection (= credits of the peer).
-  uint32_t recv_depth = 64;
+  /// Receive buffers posted per connection (= credits of the peer).  63:
+  /// with the default eager size, 63 x 4160 B = 255.9 KiB of registered
+  /// receive memory per connection (issue 13: at most 256 KiB).
+  uint32_t recv_depth = 63;
+  /// Size of each receive buffer (the eager size): the largest frame a peer
+  /// may SEND us, offered to the transport instead of max_message_len_bytes
+  /// when smaller.  Payloads that do not fit go by rendezvous to peers whose
+  /// Hello offers it (the receiver reads them with RDMA READ, in pieces of
+  /// up to max_message_len_bytes) and in eager-sized chunks to peers that do
+  /// not.  Registered receive memory per connection = recv_depth x this.
+  /// >= max_message_len_bytes: no rendezvous, buffers of max_message_len_bytes
+  /// (the behaviour before it existed).  4160 = a 4 KiB payload plus room
+  /// for its frame header: a rendezvous costs a READ round trip and a
+  /// registration, which at 4 KiB halved the throughput (docs/benchmarks.md,
+  /// "Eager buffers and rendezvous").
+  uint32_t eager_message_len_bytes = 4160;
 
   // -- timeouts -------------------------------------------------------------
   /// Upper bound for every request to the peer or the fabric.

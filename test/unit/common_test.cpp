@@ -77,6 +77,9 @@ BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
   o.recv_depth = 1;
   BOOST_TEST(validate(o).find("recv-depth") != std::string::npos);
   o = options{};
+  o.eager_message_len_bytes = 100;
+  BOOST_TEST(validate(o).find("eager-message-len-bytes") != std::string::npos);
+  o = options{};
   o.verbs_mtu_bytes = 1500;
   BOOST_TEST(validate(o).find("verbs-mtu-bytes") != std::string::npos);
   o = options{};

@@ -1,0 +1,231 @@
+// The agent protocol's rendezvous (EXT_RENDEZVOUS): a send_data payload
+// over the eager size stays in the sender's memory, registered for remote
+// read; a small SendData names it (SendData.source) and the receiver reads
+// it with RDMA READ into memory of its own, then answers the SendData.  So
+// the receive buffers of a connection stay eager-sized whatever the
+// message sizes (docs/architecture.md, "Receive memory").
+
+#include "actors/agent_core.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/tuning.hpp"
+
+namespace rdmactor {
+
+namespace pb = protocol;
+
+namespace {
+
+pb::MrToken to_pb(const mr_token& t) {
+  return pb::make_token(t.addr, t.len, t.rkey);
+}
+
+mr_token to_token(const pb::MrToken& t) {
+  return mr_token{t.addr(), t.len(), t.rkey()};
+}
+
+/// Largest chunk one RDMA operation of the link moves (link::refusal).
+constexpr uint64_t max_read_bytes = uint64_t{1} << 31;
+
+} // namespace
+
+void agent_core::sink::read(local_mr dst, const mr_token& src,
+                            std::function<void(const caf::error&)> done) {
+  static_cast<void>(dst);
+  static_cast<void>(src);
+  done(make_error(errc::unsupported,
+                  "this agent cannot read the peer's memory (a sink without "
+                  "RDMA READ)"));
+}
+
+bool agent_core::offers_rendezvous() const noexcept {
+  return opts_.eager_message_len_bytes < opts_.max_message_len_bytes;
+}
+
+bool agent_core::rendezvous_to_peer() const noexcept {
+  return peer_offers(pb::EXT_RENDEZVOUS) && peer_max_rendezvous_bytes_ > 0;
+}
+
+// -- sender -------------------------------------------------------------------
+
+bool agent_core::issue_rendezvous_chunk(
+    const std::shared_ptr<send_data_job>& job) {
+  if (!job->read_reg) {
+    // One registration per send_data call, for remote read only: its rkey
+    // opens exactly this payload, and it goes with the job.
+    auto reg = pool_->register_for_peer_read(job->mr);
+    if (!reg) {
+      job->failed = true;
+      job->done(std::move(reg.error()));
+      return false;
+    }
+    job->read_reg = std::move(*reg);
+  }
+  auto len = std::min<uint64_t>({job->mr.size() - job->offset,
+                                 peer_max_rendezvous_bytes_, max_read_bytes});
+  mr_token source{job->mr.addr() + job->offset, len, job->read_reg->rkey()};
+  job->offset += len;
+  ++job->chunks;
+  ++job->outstanding;
+  ++counters_.rendezvous_sent;
+  auto id = new_request_id();
+  send_request(pb::make_send_data_rendezvous(id, to_pb(source), job->imm),
+               local_mr{}, chunk_answer(job, len), now_);
+  return true;
+}
+
+// -- receiver -----------------------------------------------------------------
+
+caf::error agent_core::check_rendezvous(const pb::SendData& req,
+                                        pb::Status& status) const {
+  auto fail = [&status](pb::Status st, errc code, std::string what) {
+    status = st;
+    return make_error(code, std::move(what));
+  };
+  if (!offers_rendezvous())
+    return fail(pb::MALFORMED, errc::malformed_message,
+                "a rendezvous SendData (source set), which this node did not "
+                "offer in its Hello");
+  const auto& src = req.source();
+  auto len = req.len();
+  if (src.len() != len)
+    return fail(pb::LENGTH_MISMATCH, errc::length_mismatch,
+                "SendData.len is " + std::to_string(len)
+                    + " but its source token names " + std::to_string(src.len())
+                    + " bytes");
+  if (src.addr() > std::numeric_limits<uint64_t>::max() - len)
+    return fail(pb::MALFORMED, errc::malformed_message,
+                "the source token's range wraps around the address space");
+  // An honest sender uses a rendezvous only for what an eager SendData
+  // cannot carry; smaller ones would let a peer keep many tiny READs in
+  // flight.
+  constexpr size_t overhead = pb::max_frame_overhead + pb::imm_frame_overhead;
+  auto eager = link_.max_message_len_bytes > overhead
+                   ? size_t{link_.max_message_len_bytes} - overhead
+                   : size_t{0};
+  if (len < eager)
+    return fail(pb::MALFORMED, errc::malformed_message,
+                "a rendezvous SendData of " + std::to_string(len)
+                    + " bytes, which fit an eager one (below "
+                    + std::to_string(eager) + ")");
+  if (len > opts_.max_message_len_bytes)
+    return fail(pb::SIZE_LIMIT, errc::size_limit,
+                "a rendezvous SendData of " + std::to_string(len)
+                    + " bytes exceeds the "
+                    + std::to_string(opts_.max_message_len_bytes)
+                    + " this node offered (Hello.max_rendezvous_bytes)");
+  auto queued = out_.queued_data_bytes() + rendezvous_bytes_;
+  if (queued > opts_.peer_max_queued_bytes
+      || len > opts_.peer_max_queued_bytes - queued)
+    return fail(pb::QUOTA_EXCEEDED, errc::quota_exceeded,
+                std::to_string(queued)
+                    + " bytes you sent are not claimed or still being read "
+                      "(peer-max-queued-bytes="
+                    + std::to_string(opts_.peer_max_queued_bytes) + ")");
+  return {};
+}
+
+void agent_core::on_send_data_rendezvous(uint64_t id, const pb::SendData& req) {
+  auto status = pb::OK;
+  if (auto err = check_rendezvous(req, status)) {
+    reject(pb::make_send_data_response(id, status, what_of(err)),
+           "a rendezvous SendData");
+    return;
+  }
+  auto len = req.len();
+  // Not zeroed: the READ overwrites every byte before anyone sees it.
+  auto dst = pool_->allocate(len, 64, transport::access::local_write, false);
+  if (!dst) {
+    reject(pb::make_send_data_response(id, pb::OUT_OF_MEMORY,
+                                       what_of(dst.error())),
+           "a rendezvous SendData (no memory to read it into)");
+    return;
+  }
+  accepted();
+  ++counters_.rendezvous_read;
+  ++rendezvous_reads_;
+  rendezvous_bytes_ += len;
+  inbound_chunk c;
+  c.seq = next_inbound_seq_++;
+  c.id = id;
+  c.chunk = *dst;
+  if (req.has_imm())
+    c.imm = req.imm();
+  c.counted = len;
+  auto seq = c.seq;
+  inbound_.push_back(std::move(c));
+  out_.read(std::move(*dst), to_token(req.source()),
+            [this, seq](const caf::error& err) { on_read_done(seq, err); });
+}
+
+void agent_core::deliver_in_order(uint64_t id, local_mr chunk,
+                                  std::optional<uint32_t> imm) {
+  if (inbound_.empty()) {
+    if (imm)
+      out_.deliver_imm_data(std::move(chunk), *imm);
+    else
+      out_.deliver_data(std::move(chunk));
+    ack_send_data(id);
+    return;
+  }
+  // Behind a chunk still being read: wait for it (counted like one).
+  inbound_chunk c;
+  c.seq = next_inbound_seq_++;
+  c.id = id;
+  c.counted = chunk.size();
+  c.chunk = std::move(chunk);
+  c.imm = imm;
+  c.ready = true;
+  rendezvous_bytes_ += c.counted;
+  inbound_.push_back(std::move(c));
+}
+
+void agent_core::on_read_done(uint64_t seq, const caf::error& err) {
+  if (closed_)
+    return;
+  auto i = std::find_if(inbound_.begin(), inbound_.end(),
+                        [seq](const inbound_chunk& c) { return c.seq == seq; });
+  if (i == inbound_.end() || i->ready || i->failed)
+    return;
+  --rendezvous_reads_;
+  if (err) {
+    i->failed = true;
+    auto id = i->id;
+    drain_in_order();
+    reject(pb::make_send_data_response(id, pb::UNKNOWN_TOKEN,
+                                       "reading the rendezvous source failed: "
+                                           + what_of(err)),
+           "a rendezvous SendData whose source could not be read");
+    return;
+  }
+  i->ready = true;
+  drain_in_order();
+}
+
+void agent_core::drain_in_order() {
+  while (!inbound_.empty()
+         && (inbound_.front().ready || inbound_.front().failed)) {
+    auto c = std::move(inbound_.front());
+    inbound_.pop_front();
+    rendezvous_bytes_ -= c.counted;
+    if (c.failed)
+      continue;
+    if (c.imm)
+      out_.deliver_imm_data(std::move(c.chunk), *c.imm);
+    else
+      out_.deliver_data(std::move(c.chunk));
+    ack_send_data(c.id);
+  }
+}
+
+void agent_core::drop_inbound_chunks() {
+  // A READ still in flight keeps its memory alive in the transport until
+  // it completes or the queue pair is gone.
+  inbound_.clear();
+  rendezvous_bytes_ = 0;
+  rendezvous_reads_ = 0;
+}
+
+} // namespace rdmactor
