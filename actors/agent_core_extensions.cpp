@@ -16,6 +16,8 @@ uint32_t agent_core::our_extensions() const noexcept {
   uint32_t result = pb::EXT_MR_TAGS | pb::EXT_LEASES;
   if (opts_.immediate_data)
     result |= pb::EXT_IMMEDIATE_DATA;
+  if (opts_.remote_actors)
+    result |= pb::EXT_REMOTE_ACTORS;
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/actor_directory.hpp"
 #include "actors/allocator.hpp"
 #include "actors/connection.hpp"
 #include "common/options.hpp"
@@ -48,6 +49,20 @@ public:
   /// on several addresses.
   caf::expected<uint16_t> listen(const std::string& host_port,
                                  caf::actor handler);
+
+  /// Publishes `actor` under `name` for every connection of this node,
+  /// present and future: a peer gets a proxy of it with `(lookup_atom,
+  /// name)` on its connection (see `connection_actor`).  A name published
+  /// on a connection itself takes precedence there.  Returns whether
+  /// another actor was published under the name; `invalid_argument` for
+  /// an empty name, one over 256 bytes, or an invalid actor.  The node
+  /// holds the actor until unpublished or closed.  Any thread.
+  caf::expected<bool> publish(const std::string& name, caf::actor actor);
+
+  /// Unpublishes `name` (new lookups fail with `unknown_actor`; proxies
+  /// peers hold keep working while the actor lives); returns whether
+  /// something was published under it.  Any thread.
+  bool unpublish(const std::string& name);
 
   /// Returns the allocator actor.
   const allocator_actor& allocator() const noexcept {
@@ -110,6 +125,8 @@ private:
   std::mutex mtx_;
   std::vector<std::unique_ptr<acceptor>> acceptors_;
   std::vector<caf::actor_addr> connections_;
+  /// Actors published for every connection (publish).
+  actor_directory_ptr published_ = std::make_shared<actor_directory>();
 };
 
 } // namespace rdmactor

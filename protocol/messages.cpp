@@ -152,6 +152,8 @@ Status status_of(const Response& res) noexcept {
       return res.pong().status();
     case Response::kRenewLease:
       return res.renew_lease().status();
+    case Response::kActorLookup:
+      return res.actor_lookup().status();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -172,6 +174,8 @@ const std::string& detail_of(const Response& res) noexcept {
       return res.pong().detail();
     case Response::kRenewLease:
       return res.renew_lease().detail();
+    case Response::kActorLookup:
+      return res.actor_lookup().detail();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -240,6 +244,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.ping";
         case Request::kRenewLease:
           return "request.renew_lease";
+        case Request::kActorLookup:
+          return "request.actor_lookup";
         case Request::BODY_NOT_SET:
           break;
       }
@@ -258,6 +264,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "response.pong";
         case Response::kRenewLease:
           return "response.renew_lease";
+        case Response::kActorLookup:
+          return "response.actor_lookup";
         case Response::BODY_NOT_SET:
           break;
       }
@@ -266,6 +274,8 @@ const char* kind_name(const Message& msg) noexcept {
       return "hello";
     case Message::kGoodbye:
       return "goodbye";
+    case Message::kActorMessage:
+      return "actor_message";
     case Message::BODY_NOT_SET:
       break;
   }
