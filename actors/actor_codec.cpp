@@ -1,5 +1,6 @@
 #include "actors/actor_codec.hpp"
 
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -196,6 +197,17 @@ deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len) {
                         std::to_string(source.remaining())
                             + " bytes left over after the peer's message: "
                               "its types differ from ours");
+    // CAF's message loading can end with an empty message and no error on
+    // some malformed inputs: an empty message is taken only in its one
+    // exact encoding.
+    if (msg.empty()) {
+      static const auto empty = serialize_message(sys, caf::message{});
+      if (!empty || empty->size() != len
+          || std::memcmp(empty->data(), data, len) != 0)
+        return make_error(errc::serialization_failed,
+                          "the peer's message does not deserialize here "
+                          "(malformed bytes)");
+    }
   } catch (const std::exception& e) {
     return make_error(errc::serialization_failed,
                       std::string{"deserializing the peer's message threw: "}

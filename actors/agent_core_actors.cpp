@@ -8,6 +8,8 @@
 #include "actors/agent_core.hpp"
 #include "common/logging.hpp"
 #include "protocol/messages.hpp"
+#include "transport/fabric.hpp"
+#include "transport/link_params.hpp"
 
 namespace rdmactor {
 
@@ -107,6 +109,17 @@ caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
                       "the max message length leaves no room for actor "
                       "messages");
   const size_t chunk_max = max_len - pb::actor_frame_overhead;
+  // Small messages ride in the header (no registered memory); larger ones
+  // are copied once into registered memory that the frames' payload slices
+  // name (it returns to the pool when the sends completed).
+  local_mr region;
+  if (len + pb::actor_frame_overhead > transport::max_send_header_bytes) {
+    auto mr = pool_->allocate(len, 64, transport::access::local_write, false);
+    if (!mr)
+      return mr.error();
+    std::memcpy(mr->data(), data, len);
+    region = std::move(*mr);
+  }
   size_t offset = 0;
   bool first = true;
   do {
@@ -120,16 +133,23 @@ caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
     if (first && n < len)
       m->set_total_len(len);
     m->set_down(down);
-    std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong() + n);
+    auto inline_bytes = region.valid() ? size_t{0} : n;
+    std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong()
+                             + inline_bytes);
     auto res = pb::encode(msg, buf.data(), buf.size(), max_len);
-    if (res.code != errc::none || res.payload_capacity < n)
-      return make_error(res.code != errc::none ? res.code
-                                               : errc::internal_error,
-                        "cannot encode an actor message");
-    if (n > 0)
+    if (res.code != errc::none)
+      return make_error(res.code, "cannot encode an actor message");
+    local_mr payload;
+    if (region.valid()) {
+      auto slice = region.slice(offset, n);
+      if (!slice)
+        return slice.error();
+      payload = std::move(*slice);
+    } else if (n > 0) {
       std::memcpy(buf.data() + res.header_len, data + offset, n);
-    buf.resize(res.header_len + n);
-    out_.post(std::move(buf), local_mr{});
+    }
+    buf.resize(res.header_len + inline_bytes);
+    out_.post(std::move(buf), std::move(payload));
     offset += n;
     first = false;
   } while (offset < len);

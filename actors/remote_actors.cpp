@@ -1,6 +1,7 @@
 #include "actors/remote_actors.hpp"
 
 #include <caf/actor_cast.hpp>
+#include <caf/attachable.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/make_actor.hpp>
 #include <caf/sec.hpp>
@@ -21,6 +22,29 @@ rate_limiter::verdict proxy_log_budget() {
   return shared_log_budget("remote_actors")
       .take(rate_limiter::clock_type::now());
 }
+
+/// Tells a connection's remote actors that a published actor ended.
+class down_watch final : public caf::attachable {
+public:
+  down_watch(std::weak_ptr<remote_actors> router, const void* key, uint64_t id)
+      : router_(std::move(router)), key_(key), id_(id) {}
+
+  void actor_exited(const caf::error& reason, caf::execution_unit*) override {
+    if (auto r = router_.lock())
+      r->exported_down(id_, reason);
+  }
+
+  bool matches(const token& what) override {
+    return what.subtype == subtype && what.ptr == key_;
+  }
+
+  static constexpr size_t subtype = 0x7d;
+
+private:
+  std::weak_ptr<remote_actors> router_;
+  const void* key_;
+  uint64_t id_;
+};
 
 } // namespace
 
@@ -89,12 +113,42 @@ remote_actors::found remote_actors::find(const std::string& name) {
     return result;
   for (auto& sig : actor->get()->message_types())
     result.interface.push_back(sig);
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (closed_)
-    return result;
-  result.id = actor->id();
-  exports_[result.id] = caf::actor_cast<caf::weak_actor_ptr>(actor);
+  bool watch = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return result;
+    result.id = actor->id();
+    exports_[result.id] = caf::actor_cast<caf::weak_actor_ptr>(actor);
+    watch = watched_
+                .emplace(result.id, caf::actor_cast<caf::weak_actor_ptr>(actor))
+                .second;
+  }
+  // Outside the lock: an actor that ended already runs it at once.
+  if (watch)
+    actor->get()->attach(
+        caf::attachable_ptr{new down_watch(weak_from_this(), this, result.id)});
   return result;
+}
+
+void remote_actors::exported_down(uint64_t id, const caf::error& reason) {
+  auto bytes = serialize_message(sys_, caf::make_message(reason));
+  if (!bytes) // a reason of a category that cannot travel
+    bytes = serialize_message(
+        sys_, caf::make_message(
+                  make_error(errc::peer_error, "the remote actor ended: "
+                                                   + sys_.render(reason))));
+  if (!bytes)
+    return;
+  std::lock_guard<std::mutex> guard{mtx_};
+  watched_.erase(id);
+  auto agent = agent_.lock();
+  if (closed_ || !agent)
+    return;
+  agent->enqueue(caf::make_mailbox_element(
+                     nullptr, caf::make_message_id(), {}, actor_out_atom::value,
+                     id, uint64_t{0}, uint64_t{0}, std::move(*bytes), true),
+                 nullptr);
 }
 
 /// Drops what no longer lives from the tables once they doubled.
@@ -235,28 +289,46 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
       return make_error(errc::malformed_message,
                         "an actor message announces fewer bytes than its "
                         "first chunk carries");
-    if (total > opts_.actor_max_message_bytes)
-      return make_error(errc::size_limit,
-                        "the peer announced an actor message of "
-                            + std::to_string(total)
-                            + " bytes, over actor-max-message-bytes="
-                            + std::to_string(opts_.actor_max_message_bytes));
+    if (total > opts_.actor_max_message_bytes) {
+      auto err = make_error(errc::size_limit,
+                            "the peer announced an actor message of "
+                                + std::to_string(total)
+                                + " bytes, over actor-max-message-bytes="
+                                + std::to_string(opts_.actor_max_message_bytes)
+                                + " of the receiver");
+      // Its chunks are dropped as they come; the requester learns why.
+      if (total > len) {
+        p.active = true;
+        p.discard = true;
+        p.head = m;
+        p.total = total;
+        p.received = len;
+      }
+      answer_peer(m.sender(), caf::message_id{m.message_id()}, err);
+      return err;
+    }
     if (total == len)
       return deliver(m, data, len);
     p.active = true;
     p.head = m;
     p.total = total;
+    p.received = len;
     p.bytes.assign(data, data + len);
     return caf::none;
   }
   if (m.total_len() != 0 || m.target() != p.head.target()
       || m.sender() != p.head.sender() || m.message_id() != p.head.message_id()
-      || m.down() != p.head.down() || len == 0
-      || len > p.total - p.bytes.size()) {
+      || m.down() != p.head.down() || len == 0 || len > p.total - p.received) {
     p = partial{};
     return make_error(errc::malformed_message,
                       "a chunk of an actor message does not continue the "
                       "message before it");
+  }
+  p.received += len;
+  if (p.discard) {
+    if (p.received == p.total)
+      p = partial{};
+    return caf::none;
   }
   p.bytes.insert(p.bytes.end(), data, data + len);
   if (p.bytes.size() < p.total)
@@ -355,6 +427,7 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
   std::unordered_map<pending_key, pending_request, pending_hash> pending;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports;
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> watched;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_)
@@ -364,8 +437,14 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
     pending.swap(pending_);
     proxies.swap(proxies_);
     exports.swap(exports_);
+    watched.swap(watched_);
     agent_.reset();
   }
+  // Long-lived published actors must not collect an attachable per
+  // connection they ever served.
+  for (auto& kv : watched)
+    if (auto actor = kv.second.lock())
+      actor->get()->detach(caf::attachable::token{down_watch::subtype, this});
   partial_ = partial{};
   for (auto& kv : pending)
     if (auto sender = kv.second.sender.lock())

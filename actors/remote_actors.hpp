@@ -135,6 +135,11 @@ public:
   /// Requests through our proxies waiting for an answer (tests, stats).
   size_t pending_requests() const;
 
+  /// A published actor the peer looked up ended with `reason`: tells the
+  /// peer (its proxies quit with the reason).  Called by the actor's
+  /// attachable, on the thread where it ended.
+  void exported_down(uint64_t id, const caf::error& reason);
+
 private:
   struct pending_request {
     caf::weak_actor_ptr sender;
@@ -158,6 +163,10 @@ private:
   /// One message whose chunks are arriving.
   struct partial {
     bool active = false;
+    /// Refused (over actor-max-message-bytes): its chunks are counted and
+    /// dropped.
+    bool discard = false;
+    uint64_t received = 0;
     protocol::ActorMessage head;
     uint64_t total = 0;
     std::vector<uint8_t> bytes;
@@ -184,6 +193,9 @@ private:
   std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies_;
   size_t proxies_prune_at_ = 1024;
   std::unordered_map<pending_key, pending_request, pending_hash> pending_;
+  /// Published actors whose end we tell the peer (an attachable each,
+  /// detached at close).
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> watched_;
   /// Touched by the agent's thread only.
   partial partial_;
 };

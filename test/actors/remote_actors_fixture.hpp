@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -81,6 +82,39 @@ struct remote_system {
       : cfg(client, mismatched), sys(cfg) {}
 };
 
+/// The server's service: values, an error, a message back to the sender.
+inline caf::behavior service(caf::event_based_actor* self) {
+  return {
+      [](point p) {
+        return point{p.x + 1, p.y + 1};
+      },
+      [](int32_t a, int32_t b) { return a + b; },
+      [](const std::string& s) -> caf::result<std::string> {
+        if (s == "fail")
+          return make_error(errc::invalid_argument,
+                            "the service refuses 'fail'");
+        return "echo:" + s;
+      },
+      [](const byte_vector& v) { return static_cast<uint64_t>(v.size()); },
+      [](int32_t, const byte_vector& v) { return v; },
+      [self](caf::atom_value a) {
+        // Not a response: a message of its own to the sender (its proxy).
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                   caf::atom("pong"), a);
+      },
+  };
+}
+
+/// Answers nothing (the request stays pending); tells `watcher` (if
+/// valid) that one came.
+inline caf::behavior silent(caf::event_based_actor* self, caf::actor watcher) {
+  return {[=](int32_t, int32_t) -> caf::result<int32_t> {
+    if (watcher)
+      self->send(watcher, caf::atom("got"));
+    return self->make_response_promise<int32_t>();
+  }};
+}
+
 /// Client and server node, one connection between them.
 struct remote_nodes {
   remote_system client_side{true};
@@ -95,8 +129,11 @@ struct remote_nodes {
 
   explicit remote_nodes(bool server_mismatched = false,
                         options o = test_options())
+      : remote_nodes(server_mismatched, o, o) {}
+
+  remote_nodes(bool server_mismatched, options o, options server_opts)
       : server_side(false, server_mismatched) {
-    auto s = node::open(server_sys, o);
+    auto s = node::open(server_sys, server_opts);
     auto c = node::open(sys, o);
     if (!s || !c)
       throw std::runtime_error("cannot open nodes: "
