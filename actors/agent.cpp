@@ -208,6 +208,9 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
                   && agent_state::close_gracefully(st.transport, core,
                                                    "closed by the application");
   core.close(err);
+  // Proxies quit with the connection's end reason; requests through them
+  // fail with what pending operations fail with.
+  st.actors->close(reason, err);
   fail_all(st.data, err);
   fail_all(st.imms, err);
   fail_all(st.local_mrs, err);
@@ -265,11 +268,13 @@ namespace {
 
 agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
                                       link_params link, memory_pool_ptr pool,
-                                      allocator_actor allocator, options opts) {
+                                      allocator_actor allocator, options opts,
+                                      actor_directory_ptr node_actors) {
   auto& st = self->state;
   st.transport = std::move(transport);
   st.allocator = std::move(allocator);
   st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
+  start_remote_actors(self, std::move(node_actors));
   self->link_to(st.transport);
   // An exit from anyone but our transport is a local close (the user's
   // send_exit); the transport's carries why the connection failed.
@@ -477,6 +482,22 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](transport::qp_down_atom, caf::error& err) {
         shut_down(self, err);
       },
+      [self](publish_atom, const std::string& name, const caf::actor& actor) {
+        return publish_actor(self, name, actor);
+      },
+      [self](unpublish_atom, const std::string& name) {
+        return self->state.actors->published().erase(name);
+      },
+      [self](lookup_atom, std::string& name) {
+        return lookup_actor(self, name, {});
+      },
+      [self](lookup_atom, std::string& name, std::vector<std::string>& ifs) {
+        return lookup_actor(self, name, std::move(ifs));
+      },
+      [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
+             const std::vector<char>& bytes, bool down) {
+        post_actor_message(self, target, sender, mid, bytes, down);
+      },
   };
 }
 
@@ -487,10 +508,11 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
 agent_actor spawn_agent(caf::actor_system& sys,
                         transport::transport_actor transport,
                         transport::link_params link, memory_pool_ptr pool,
-                        allocator_actor allocator, const options& opts) {
+                        allocator_actor allocator, const options& opts,
+                        actor_directory_ptr node_actors) {
   return sys.spawn(agent_detail::agent_impl, std::move(transport),
-                   std::move(link), std::move(pool), std::move(allocator),
-                   opts);
+                   std::move(link), std::move(pool), std::move(allocator), opts,
+                   std::move(node_actors));
 }
 
 } // namespace rdmactor

@@ -48,6 +48,14 @@ struct owned_mr {
 /// Regions kept alive for the peer, by the token it knows them by.
 using owned_regions = std::map<mr_token, owned_mr>;
 
+/// What the peer's ActorLookup finds (remote actors): the id it addresses
+/// the actor by (0: nothing published under the name) and the actor's
+/// interface (empty: dynamically typed).
+struct actor_lookup_result {
+  uint64_t id = 0;
+  std::vector<std::string> interface;
+};
+
 /// The agent protocol of one connection, free of actors: quotas and
 /// validation of the untrusted peer's frames, requests to the peer with
 /// their ids and deadlines, cumulative acknowledgements and the regions
@@ -158,6 +166,17 @@ public:
     /// the core then never offers rendezvous, see `set_reads`).
     virtual void read(local_mr dst, const mr_token& src,
                       std::function<void(const caf::error&)> done);
+
+    /// Takes one ActorMessage frame (remote actors) with its `len` payload
+    /// bytes at `data` (valid during the call only).  Returns an error when
+    /// the frame violates the protocol (the core counts a violation).  The
+    /// default refuses every frame.
+    virtual caf::error deliver_actor_message(const protocol::ActorMessage& m,
+                                             const uint8_t* data, size_t len);
+
+    /// Finds the actor published under `name` for the peer's ActorLookup
+    /// (id 0: none).  The default finds nothing.
+    virtual actor_lookup_result find_actor(const std::string& name);
   };
 
   /// Builds the core of the connection `link`; `out` must outlive it.
@@ -394,6 +413,28 @@ public:
                  std::function<void(caf::expected<uint64_t>)> done,
                  std::optional<uint32_t> imm = std::nullopt);
 
+  // -- remote actors (agent_core_actors.cpp) ----------------------------------
+
+  /// Asks the peer for the actor published under `name` (ActorLookup);
+  /// `done` gets its id (0: nothing published under the name) and
+  /// interface, or an error: `not_negotiated` for a peer whose Hello did
+  /// not offer remote actors, the usual request errors otherwise.  Called
+  /// by the owner's lookup; a request pending at close fails with the
+  /// close error.
+  void
+  lookup_actor(const std::string& name,
+               std::vector<std::string> expected_interface, time_point now,
+               std::function<void(caf::expected<actor_lookup_result>)> done);
+
+  /// Posts one serialized CAF message for the peer's actor `target`
+  /// (ActorMessage), in chunks of the max message length when it does not
+  /// fit one frame (back to back: nothing comes between them).  Called by
+  /// the owner for what a proxy forwarded; fails (nothing posted) after
+  /// close or when the peer did not offer remote actors.
+  caf::error post_actor_message(uint64_t target, uint64_t sender,
+                                uint64_t message_id, const char* data,
+                                size_t len, bool down);
+
   // -- helpers ----------------------------------------------------------------
 
   /// Turns a non-OK response status into an error (`what` names the
@@ -510,6 +551,9 @@ private:
   void on_hello(const protocol::Hello& hello);
   void on_goodbye(const protocol::Goodbye& bye);
   void on_pong(const protocol::Response& res);
+  void on_actor_lookup(uint64_t id, const protocol::ActorLookup& req);
+  void on_actor_message(const protocol::ActorMessage& m,
+                        const protocol::decode_result& frame);
 
   sink& out_;
   options opts_;

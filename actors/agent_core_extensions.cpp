@@ -18,6 +18,8 @@ uint32_t agent_core::our_extensions() const noexcept {
     result |= pb::EXT_IMMEDIATE_DATA;
   if (offers_rendezvous())
     result |= pb::EXT_RENDEZVOUS;
+  if (opts_.remote_actors)
+    result |= pb::EXT_REMOTE_ACTORS;
   return result;
 }
 

@@ -338,6 +338,9 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
     case pb::Request::kRenewLease:
       on_renew_lease(id, req.renew_lease());
       break;
+    case pb::Request::kActorLookup:
+      on_actor_lookup(id, req.actor_lookup());
+      break;
     case pb::Request::kPing:
       // Keepalive: cheap, and answered even when our own keepalive is off.
       accepted();
@@ -519,6 +522,9 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       break;
     case pb::Message::kGoodbye:
       on_goodbye(msg.goodbye());
+      break;
+    case pb::Message::kActorMessage:
+      on_actor_message(msg.actor_message(), frame);
       break;
     default:
       ++counters_.protocol_errors;

@@ -19,6 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/agent_core.hpp"
+#include "actors/remote_actors.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
 
@@ -119,6 +120,9 @@ public:
   size_t queued_remote_mrs() const override;
   void read(local_mr dst, const mr_token& src,
             std::function<void(const caf::error&)> done) override;
+  caf::error deliver_actor_message(const protocol::ActorMessage& m,
+                                   const uint8_t* data, size_t len) override;
+  actor_lookup_result find_actor(const std::string& name) override;
 
 private:
   self_ptr self_;
@@ -129,6 +133,8 @@ struct agent_state {
 
   transport_actor transport;
   actor_sink sink;
+  /// Remote actors of this connection (actors/agent_remote_actors.cpp).
+  remote_actors_ptr actors;
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
@@ -223,6 +229,25 @@ void after_frame(self_ptr self);
 
 /// The keepalive timer fired: pings, or ends a silent peer (`peer_gone`).
 void on_keepalive(self_ptr self);
+
+// -- remote actors (agent_remote_actors.cpp) ----------------------------------
+
+/// Creates the connection's remote actors (when the agent starts).
+void start_remote_actors(self_ptr self, actor_directory_ptr node_actors);
+
+/// `(publish_atom, name, actor) -> replaced`.
+caf::result<bool> publish_actor(self_ptr self, const std::string& name,
+                                const caf::actor& actor);
+
+/// `(lookup_atom, name[, interface]) -> caf::actor`.
+caf::typed_response_promise<caf::actor>
+lookup_actor(self_ptr self, const std::string& name,
+             std::vector<std::string> expected_interface);
+
+/// A proxy forwarded a serialized message: post it.
+void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
+                        uint64_t message_id, const std::vector<char>& bytes,
+                        bool down);
 
 // -- user operations (agent_user_ops.cpp) -------------------------------------
 

@@ -10,7 +10,8 @@ namespace rdmactor {
 connection_actor
 spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
                  transport::queue_pair_ptr qp, memory_pool_ptr pool,
-                 allocator_actor allocator, const options& opts) {
+                 allocator_actor allocator, const options& opts,
+                 actor_directory_ptr node_actors) {
   auto link = transport::link_params_of(*qp);
   auto how = transport::effective_polling(*dev, transport::polling_of(opts));
   // The transport posts its receives before this returns, so a peer may
@@ -21,7 +22,7 @@ spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
   // two hops (user -> agent -> transport), answers come back in two.
   return caf::actor_cast<connection_actor>(
       spawn_agent(sys, std::move(transport), std::move(link), std::move(pool),
-                  std::move(allocator), opts));
+                  std::move(allocator), opts, std::move(node_actors)));
 }
 
 } // namespace rdmactor

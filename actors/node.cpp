@@ -92,6 +92,14 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
   return listen(host_port, caf::actor_cast<acceptor_actor>(std::move(handler)));
 }
 
+caf::expected<bool> node::publish(const std::string& name, caf::actor actor) {
+  return core_->publish(name, std::move(actor));
+}
+
+bool node::unpublish(const std::string& name) {
+  return core_->unpublish(name);
+}
+
 const allocator_actor& node::allocator() const noexcept {
   return core_->allocator();
 }

@@ -98,8 +98,8 @@ caf::expected<connection_actor> node_core::adopt(transport::queue_pair_ptr qp) {
   // connection is either in the list it closes or refused here.
   if (closing_)
     return closed_error();
-  auto conn
-      = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_, opts_);
+  auto conn = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_,
+                               opts_, published_);
   // Forget connections that are gone already.
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
                                     [](const caf::actor_addr& a) {
@@ -108,6 +108,24 @@ caf::expected<connection_actor> node_core::adopt(transport::queue_pair_ptr qp) {
                      connections_.end());
   connections_.push_back(conn.address());
   return conn;
+}
+
+caf::expected<bool> node_core::publish(const std::string& name,
+                                       caf::actor actor) {
+  if (name.empty() || name.size() > 256)
+    return make_error(errc::invalid_argument,
+                      "actor names have 1 to 256 bytes; this one has "
+                          + std::to_string(name.size()));
+  if (!actor)
+    return make_error(errc::invalid_argument,
+                      "cannot publish an invalid actor");
+  if (closing_)
+    return closed_error();
+  return published_->put(name, caf::actor_cast<caf::strong_actor_ptr>(actor));
+}
+
+bool node_core::unpublish(const std::string& name) {
+  return published_->erase(name);
 }
 
 caf::error node_core::closed_error() {
@@ -210,6 +228,7 @@ void node_core::close() {
   for (auto& c : conns)
     if (auto hdl = caf::actor_cast<caf::actor>(c))
       caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  published_->clear();
   caf::anon_send_exit(allocator_, caf::exit_reason::user_shutdown);
 }
 

@@ -14,6 +14,7 @@
 
 #include "rdmactor/allocator.hpp"
 #include "rdmactor/connection.hpp"
+#include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/node_actor.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -53,6 +54,20 @@ public:
   /// on several addresses.
   caf::expected<uint16_t> listen(const std::string& host_port,
                                  caf::actor handler);
+
+  /// Publishes `actor` under `name` for every connection of this node,
+  /// present and future: a peer gets a proxy of it with `(lookup_atom,
+  /// name)` on its connection (see `connection_actor`).  A name published
+  /// on a connection itself takes precedence there.  Returns whether
+  /// another actor was published under the name; `invalid_argument` for
+  /// an empty name, one over 256 bytes, or an invalid actor.  The node
+  /// holds the actor until unpublished or closed.  Any thread.
+  caf::expected<bool> publish(const std::string& name, caf::actor actor);
+
+  /// Unpublishes `name` (new lookups fail with `unknown_actor`; proxies
+  /// peers hold keep working while the actor lives); returns whether
+  /// something was published under it.  Any thread.
+  bool unpublish(const std::string& name);
 
   /// Returns the allocator actor.
   const allocator_actor& allocator() const noexcept {
@@ -131,6 +146,8 @@ private:
   std::vector<std::unique_ptr<acceptor>> acceptors_;
   std::vector<caf::actor_addr> connections_;
   caf::actor_addr actor_;
+  /// Actors published for every connection (publish).
+  actor_directory_ptr published_ = std::make_shared<actor_directory>();
 };
 
 } // namespace rdmactor

@@ -50,6 +50,8 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(peer_closed)
     RDMACTOR_ERRC_CASE(not_negotiated)
     RDMACTOR_ERRC_CASE(lease_expired)
+    RDMACTOR_ERRC_CASE(unknown_actor)
+    RDMACTOR_ERRC_CASE(serialization_failed)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -161,6 +163,15 @@ const char* describe(errc x) noexcept {
       return "the lease of this memory region ended and its owner revoked "
              "it; renew leases before they end (renew_lease) or ask for the "
              "region again";
+    case errc::unknown_actor:
+      return "no actor is published under this name (or the actor is gone) "
+             "on the peer; publish it there first (publish_atom) and check "
+             "the name";
+    case errc::serialization_failed:
+      return "a message type could not be (de)serialized: register every "
+             "type of remote messages with add_message_type in the "
+             "actor_system_config of both sides, under the same name and "
+             "with the same layout; actor handles cannot travel";
   }
   return "unknown error code";
 }

@@ -59,10 +59,16 @@ void add_options(caf::config_option_set& set, options& o) {
            "protocol noise per window before a peer is disconnected")
       .add(o.peer_noise_window_ms, "peer-noise-window-ms",
            "window of peer-max-noise in ms")
+      .add(o.actor_max_message_bytes, "actor-max-message-bytes",
+           "largest remote-actor message in bytes (larger go in chunks)")
+      .add(o.peer_max_actor_requests, "peer-max-actor-requests",
+           "requests to remote actors of one peer waiting for an answer")
       .add(o.immediate_data, "immediate-data",
            "offer immediate data (write_with_imm) to peers")
       .add(o.peer_alloc_lease_ms, "peer-alloc-lease-ms",
            "lease on regions peers allocate here in ms (0: none)")
+      .add(o.remote_actors, "remote-actors",
+           "offer remote actors (lookup, actor messages) to peers")
       .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
       .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
       .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")
@@ -111,7 +117,8 @@ std::string validate(const options& o) {
     return "rdmactor.peer-max-claim-bytes must be > 0";
   if (o.peer_max_mrs == 0 || o.peer_max_queued_mrs == 0
       || o.peer_max_queued_imms == 0 || o.peer_max_pending_requests == 0
-      || o.peer_max_violations == 0 || o.peer_max_noise == 0)
+      || o.peer_max_violations == 0 || o.peer_max_noise == 0
+      || o.peer_max_actor_requests == 0 || o.actor_max_message_bytes == 0)
     return "rdmactor.peer-max-* limits must be > 0";
   if (o.peer_noise_window_ms == 0 || o.peer_log_window_ms == 0)
     return "rdmactor.peer-noise-window-ms and rdmactor.peer-log-window-ms "

@@ -33,6 +33,7 @@ bool known_kind(const Message& msg) noexcept {
         case Request::kSendData:
         case Request::kPing:
         case Request::kRenewLease:
+        case Request::kActorLookup:
           return true;
         case Request::kSendMr:
           return SendMR::Kind_IsValid(req.send_mr().kind());
@@ -49,6 +50,7 @@ bool known_kind(const Message& msg) noexcept {
         case Response::kSendData:
         case Response::kPong:
         case Response::kRenewLease:
+        case Response::kActorLookup:
           return true;
         case Response::BODY_NOT_SET:
           return false;
@@ -56,6 +58,7 @@ bool known_kind(const Message& msg) noexcept {
       return false;
     case Message::kHello:
     case Message::kGoodbye:
+    case Message::kActorMessage:
       return true;
     case Message::BODY_NOT_SET:
       return false;
@@ -129,10 +132,13 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
   const size_t payload_len = len - frame_header_len - msg_len;
   // A rendezvous SendData (source set) names its payload in the sender's
   // memory: nothing follows it in the frame.
-  const uint64_t announced
-      = is_send_data(out) && !out.request().send_data().has_source()
-            ? out.request().send_data().len()
-            : 0;
+  uint64_t announced = 0;
+  if (is_send_data(out)) {
+    if (!out.request().send_data().has_source())
+      announced = out.request().send_data().len();
+  } else if (out.body_case() == Message::kActorMessage) {
+    announced = out.actor_message().len();
+  }
   if (announced != payload_len) {
     res.code = errc::payload_mismatch;
     return res;

@@ -34,6 +34,12 @@ constexpr size_t max_frame_overhead
 /// `max_frame_overhead`: SendData.imm (tag + varint32) and has_imm.
 constexpr size_t imm_frame_overhead = 1 + 5 + 2;
 
+/// Upper bound of header + encoded Message for any ActorMessage frame:
+/// Message.actor_message (tag + length), five varint fields (tag + value)
+/// and `down` (tag + 1 byte).
+constexpr size_t actor_frame_overhead
+    = frame_header_len + 2 + 5 * (1 + max_varint64_len) + 2;
+
 /// Outcome of `encode`.
 struct encode_result {
   /// `errc::none` on success.
@@ -78,8 +84,9 @@ encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
 /// - `errc::unknown_message_kind`: the Message, Request or Response body is
 ///   unset (a case unknown to this version arrives as unset), or a SendMR
 ///   kind is unknown;
-/// - `errc::payload_mismatch`: a SendData whose `len` differs from the
-///   payload bytes that arrived, or payload behind any other message.
+/// - `errc::payload_mismatch`: a SendData or ActorMessage whose `len`
+///   differs from the payload bytes that arrived, or payload behind any
+///   other message.
 ///
 /// After `unknown_message_kind` and `payload_mismatch`, `out` holds the
 /// parsed Message (the caller may answer its request_id); after the other

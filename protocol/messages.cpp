@@ -160,6 +160,8 @@ Status status_of(const Response& res) noexcept {
       return res.pong().status();
     case Response::kRenewLease:
       return res.renew_lease().status();
+    case Response::kActorLookup:
+      return res.actor_lookup().status();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -180,6 +182,8 @@ const std::string& detail_of(const Response& res) noexcept {
       return res.pong().detail();
     case Response::kRenewLease:
       return res.renew_lease().detail();
+    case Response::kActorLookup:
+      return res.actor_lookup().detail();
     case Response::BODY_NOT_SET:
       break;
   }
@@ -248,6 +252,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.ping";
         case Request::kRenewLease:
           return "request.renew_lease";
+        case Request::kActorLookup:
+          return "request.actor_lookup";
         case Request::BODY_NOT_SET:
           break;
       }
@@ -266,6 +272,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "response.pong";
         case Response::kRenewLease:
           return "response.renew_lease";
+        case Response::kActorLookup:
+          return "response.actor_lookup";
         case Response::BODY_NOT_SET:
           break;
       }
@@ -274,6 +282,8 @@ const char* kind_name(const Message& msg) noexcept {
       return "hello";
     case Message::kGoodbye:
       return "goodbye";
+    case Message::kActorMessage:
+      return "actor_message";
     case Message::BODY_NOT_SET:
       break;
   }

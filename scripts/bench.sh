@@ -198,6 +198,8 @@ rows=(
   "write bw 1M|--op=write --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
   "read bw 64K|--op=read --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
   "read bw 1M|--op=read --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
+  "actor lat 8|--op=actor --mode=lat --size=8 --iters=$lat_iters"
+  "actor bw 64K|--op=actor --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
 )
 rounds=${BENCH_ROUNDS:-$((quick == 1 ? 1 : 3))}
 echo "== host: rdmactor (soft fabric, two nodes in one process) vs caf-io (two processes on loopback), $rounds round(s)"

@@ -23,6 +23,11 @@ times), held --hold-ms, 8 bytes echoed on each, then closed, with this
 process's threads, RSS, registered bytes and fds while holding (a --listen
 server prints its own whenever they change). --idle-peers=N opens N idle
 connections before a send, write or read run.
+actor = remote actors: the caf-io baseline's server actor (echo of a
+std::vector<uint8_t>, pushes answered with the byte count) published on
+the server node, driven through the proxy a lookup gives (lat: ping-pong;
+bw: --window pushes); --baseline=caf-io --op=actor runs the very same
+actors over caf::io.
 Modes (--mode): lat = one at a time (send and raw: ping-pong, half the
 round trip as perftest reports it; write, read, fetch_add and cas:
 completion time of one operation); bw = --window outstanding operations,
@@ -50,6 +55,8 @@ Examples:
   rdmactor-bench --op=send --mode=lat --sizes=8,4K
   rdmactor-bench --op=write --mode=bw --sizes=64K,1M --json
   rdmactor-bench --baseline=caf-io --op=send --mode=bw --size=64K
+  rdmactor-bench --op=actor --mode=lat --size=8
+  rdmactor-bench --baseline=caf-io --op=actor --mode=lat --size=8
 CAF's scheduler options apply, e.g.
   --work-stealing.aggressive-poll-attempts=1000000  (spins: lower latency,
   burns cores; do not spin in two processes on a 2-core machine)

@@ -6,10 +6,12 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/defaults.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "apps/bench/actor_guard.hpp"
 #include "apps/bench/bench_server.hpp"
+#include "apps/bench/caf_io_bench.hpp"
 #include "apps/bench/connection_driver.hpp"
 #include "apps/bench/process_stats.hpp"
 #include "apps/bench/raw_driver.hpp"
@@ -25,6 +27,10 @@
 namespace rdmactor::bench {
 
 namespace {
+
+/// The name the bench server publishes the caf-io baseline's server actor
+/// under (--op=actor).
+constexpr const char* bench_actor_name = "rdmactor-bench";
 
 int fail(const caf::error& err) {
   std::fprintf(stderr, "rdmactor-bench: %s\n", render(err).c_str());
@@ -63,6 +69,10 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   if (!nd)
     return fail(nd.error());
   actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  // --op=actor: the caf-io baseline's server, as a remote actor.
+  actor_guard<caf::actor> actor_server{
+      caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
+  (*nd)->publish(bench_actor_name, actor_server.get());
   auto port = (*nd)->listen(plan.listen, acceptor.get());
   if (!port)
     return fail(port.error());
@@ -174,6 +184,24 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
   auto conn = client.connect(addr);
   if (!conn)
     return fail(conn.error());
+  if (plan.op == bench_op::actor) {
+    // The caf-io baseline's server and driver, over an rdmactor proxy.
+    caf::scoped_actor self{sys};
+    caf::actor proxy;
+    caf::error err;
+    self->request(*conn, std::chrono::seconds(30), lookup_atom::value,
+                  std::string{bench_actor_name})
+        .receive([&](caf::actor& x) { proxy = std::move(x); },
+                 [&](caf::error& e) { err = std::move(e); });
+    if (!proxy)
+      return fail(err);
+    run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
+      auto s = spec;
+      s.op = bench_op::send;
+      return caf_io::spawn_driver(sys, proxy, s, std::move(chan));
+    });
+    return out.all_ok() ? 0 : 1;
+  }
   run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
     return spawn_connection_driver(sys, *conn, spec, std::move(chan));
   });
@@ -214,6 +242,9 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   if (!server)
     return fail(server.error());
   actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  actor_guard<caf::actor> actor_server{
+      caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
+  (*server)->publish(bench_actor_name, actor_server.get());
   auto host = plan.host.find(':') != std::string::npos ? "[" + plan.host + "]"
                                                        : plan.host;
   auto port = (*server)->listen(host + ":0", acceptor.get());

@@ -92,7 +92,9 @@ void report_printer::header(const run_spec& spec) {
   header_printed_ = true;
   const bool lat = spec.mode == bench_mode::lat;
   const char* what = "";
-  if (lat && (spec.op == bench_op::send || spec.op == bench_op::raw))
+  if (lat
+      && (spec.op == bench_op::send || spec.op == bench_op::raw
+          || spec.op == bench_op::actor))
     what = "ping-pong, half round trip";
   else if (lat)
     what = "one operation at a time, completion time";

@@ -18,6 +18,8 @@ const char* to_string(bench_op x) noexcept {
       return "cas";
     case bench_op::connect:
       return "connect";
+    case bench_op::actor:
+      return "actor";
   }
   return "unknown";
 }
@@ -27,9 +29,9 @@ const char* to_string(bench_mode x) noexcept {
 }
 
 bool parse_op(const std::string& str, bench_op& out) noexcept {
-  for (auto op :
-       {bench_op::send, bench_op::write, bench_op::read, bench_op::raw,
-        bench_op::fetch_add, bench_op::cas, bench_op::connect}) {
+  for (auto op : {bench_op::send, bench_op::write, bench_op::read,
+                  bench_op::raw, bench_op::fetch_add, bench_op::cas,
+                  bench_op::connect, bench_op::actor}) {
     if (str == to_string(op)) {
       out = op;
       return true;

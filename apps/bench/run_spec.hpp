@@ -15,6 +15,8 @@ enum class bench_op {
   fetch_add, ///< connection fetch_add on a word of a remote_mr (8 bytes)
   cas,       ///< connection compare_swap on a word of a remote_mr (8 bytes)
   connect,   ///< --peers connections opened, held, echoed once, closed
+  actor,     ///< remote actors: ping-pong / pushes of a std::vector<uint8_t>
+             ///< to a published actor through its proxy (caf-io: the same)
 };
 
 /// True for fetch_add and cas (one 8-byte word per operation).

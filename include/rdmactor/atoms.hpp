@@ -41,6 +41,14 @@ using receive_tagged_local_mr_atom = caf::atom_constant<caf::atom("recv_tlmr")>;
 using receive_tagged_remote_mr_atom
     = caf::atom_constant<caf::atom("recv_trmr")>;
 using renew_lease_atom = caf::atom_constant<caf::atom("renew")>;
+/// `(publish_atom, name, caf::actor) -> bool`: remote actors.
+using publish_atom = caf::atom_constant<caf::atom("publish")>;
+/// `(unpublish_atom, name) -> bool`.
+using unpublish_atom = caf::atom_constant<caf::atom("unpublish")>;
+/// `(lookup_atom, name) -> caf::actor` (a proxy of the peer's actor).
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
+/// Internal: a proxy hands a serialized message to its agent.
+using actor_out_atom = caf::atom_constant<caf::atom("actor_out")>;
 
 /// Atom values under their full names, so that calls need no `::value`
 /// (as CAF 0.18's `caf::get_atom_v`):

@@ -16,6 +16,7 @@ namespace rdmactor {
 connection_actor
 spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
                  transport::queue_pair_ptr qp, memory_pool_ptr pool,
-                 allocator_actor allocator, const options& opts);
+                 allocator_actor allocator, const options& opts,
+                 actor_directory_ptr node_actors = nullptr);
 
 } // namespace rdmactor

@@ -43,22 +43,24 @@ enum class errc : uint8_t {
   request_timeout, ///< no answer within request_timeout_ms
   closed,          ///< the local endpoint was closed
   // -- memory / agent protocol --------------------------------------------
-  invalid_layout = 80, ///< zero or non-power-of-two alignment, size 0
-  size_limit,          ///< size over max_alloc_bytes
-  out_of_memory,       ///< the allocator could not satisfy a request
-  quota_exceeded,      ///< a per-peer limit was hit
-  unknown_token,       ///< token not in the owned table
-  already_sent,        ///< the memory region was sent before
-  length_mismatch,     ///< local and remote lengths differ
-  out_of_bounds,       ///< slice or access outside a region
-  invalid_argument,    ///< an argument is outside its documented range
-  peer_error,          ///< the peer answered with an error status
-  internal_error,      ///< a bug in rdmactor: please report it
-  misaligned,          ///< an atomic's word is not 8-byte aligned
-  unsupported,         ///< the fabric or device lacks the feature
-  peer_closed,         ///< the peer closed the connection (graceful close)
-  not_negotiated,      ///< the peer's Hello did not offer the feature
-  lease_expired,       ///< the lease of a lent memory region ended
+  invalid_layout = 80,  ///< zero or non-power-of-two alignment, size 0
+  size_limit,           ///< size over max_alloc_bytes
+  out_of_memory,        ///< the allocator could not satisfy a request
+  quota_exceeded,       ///< a per-peer limit was hit
+  unknown_token,        ///< token not in the owned table
+  already_sent,         ///< the memory region was sent before
+  length_mismatch,      ///< local and remote lengths differ
+  out_of_bounds,        ///< slice or access outside a region
+  invalid_argument,     ///< an argument is outside its documented range
+  peer_error,           ///< the peer answered with an error status
+  internal_error,       ///< a bug in rdmactor: please report it
+  misaligned,           ///< an atomic's word is not 8-byte aligned
+  unsupported,          ///< the fabric or device lacks the feature
+  peer_closed,          ///< the peer closed the connection (graceful close)
+  not_negotiated,       ///< the peer's Hello did not offer the feature
+  lease_expired,        ///< the lease of a lent memory region ended
+  unknown_actor,        ///< no actor published under the name / id
+  serialization_failed, ///< a message type is unregistered or mismatched
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

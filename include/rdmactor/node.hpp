@@ -68,6 +68,21 @@ public:
   caf::expected<uint16_t> listen(const std::string& host_port,
                                  caf::actor handler);
 
+  /// Publishes `actor` under `name` for every connection of this node,
+  /// present and future: a peer gets a proxy of it with `(lookup_atom,
+  /// name)` on its connection (see `connection_actor`).  A name published
+  /// on a connection itself takes precedence there.  Returns whether
+  /// another actor was published under the name; `invalid_argument` for
+  /// an empty name, one over 256 bytes, or an invalid actor; `closed`
+  /// after close().  The node holds the actor until unpublished or closed.
+  /// Any thread.
+  caf::expected<bool> publish(const std::string& name, caf::actor actor);
+
+  /// Unpublishes `name` (new lookups fail with `unknown_actor`; proxies
+  /// peers hold keep working while the actor lives); returns whether
+  /// something was published under it.  Any thread.
+  bool unpublish(const std::string& name);
+
   /// Returns the node actor behind this facade (null after close()).
   const node_actor& actor() const noexcept {
     return hdl_;

@@ -125,6 +125,16 @@ struct options {
   /// noise.
   uint32_t peer_max_noise = 10000;
   uint32_t peer_noise_window_ms = 10000;
+  /// Largest remote-actor message (its CAF serialization) sent or taken,
+  /// in bytes: larger ones go in chunks of the max message length; over
+  /// this limit sending fails with `size_limit` and a peer that announces
+  /// more is refused (a violation).  The receiver buffers at most one such
+  /// message per connection while its chunks arrive.
+  uint64_t actor_max_message_bytes = 64ull * 1024 * 1024;
+  /// Requests through the proxies of one connection waiting for the remote
+  /// actor's response; over it a request fails at once with
+  /// `quota_exceeded`.
+  uint32_t peer_max_actor_requests = 4096;
 
   // -- extensions offered in Hello ------------------------------------------
   /// Offer immediate data to peers (write_with_imm, send_data with a
@@ -136,6 +146,10 @@ struct options {
   /// even if the peer never releases it.  0: no lease.  Only for peers
   /// whose Hello offers leases; others get regions without one.
   uint32_t peer_alloc_lease_ms = 0;
+  /// Offer remote actors to peers (lookup of published actors, actor
+  /// messages).  Off: peers' lookups fail on their side with
+  /// `not_negotiated`, and nothing published here is reachable.
+  bool remote_actors = true;
 
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.

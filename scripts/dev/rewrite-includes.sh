@@ -27,6 +27,7 @@ map=(
   "actors/remote_mr.hpp             rdmactor/remote_mr.hpp"
   "actors/agent_stats.hpp           rdmactor/agent_stats.hpp"
   "actors/agent.hpp                 rdmactor/detail/agent.hpp"
+  "actors/actor_directory.hpp       rdmactor/detail/actor_directory.hpp"
   "common/errc.hpp                  rdmactor/errc.hpp"
   "common/error.hpp                 rdmactor/error.hpp"
   "common/options.hpp               rdmactor/options.hpp"

@@ -226,6 +226,44 @@ BOOST_AUTO_TEST_CASE(garbage_frames_are_dropped_and_counted) {
   expect_still_serving();
 }
 
+// Remote actors (issue 14): a lookup of an unknown name is an answer, not
+// an error; actor messages to actors nobody published and chunks that do
+// not continue their message are counted violations; the agent serves on.
+BOOST_AUTO_TEST_CASE(hostile_actor_frames_are_refused_and_counted) {
+  pb::Message lookup;
+  auto* req = lookup.mutable_request();
+  req->set_request_id(next_id++);
+  req->mutable_actor_lookup()->set_name("nobody");
+  send(lookup);
+  auto res = next_response();
+  BOOST_TEST(res.request_id() == req->request_id());
+  BOOST_REQUIRE(res.has_actor_lookup());
+  BOOST_TEST(res.actor_lookup().status() == pb::OK);
+  BOOST_TEST(res.actor_lookup().actor_id() == 0u);
+  req->set_request_id(next_id++);
+  req->mutable_actor_lookup()->set_name(""); // invalid: refused
+  send(lookup);
+  res = next_response();
+  BOOST_TEST(res.actor_lookup().status() == pb::MALFORMED);
+  auto actor_message = [](uint64_t target, uint64_t len, uint64_t total) {
+    pb::Message m;
+    auto* a = m.mutable_actor_message();
+    a->set_target(target);
+    a->set_sender(7);
+    a->set_message_id(0x1000000000000001ull); // a request
+    a->set_len(len);
+    a->set_total_len(total);
+    return m;
+  };
+  auto before = server_stats().protocol_errors;
+  send(actor_message(12345, 16, 0), 16); // nobody published it
+  send(actor_message(1, 10, 100), 10);   // first chunk of 100 bytes
+  send(actor_message(2, 10, 0), 10);     // does not continue it
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  expect_still_serving();
+}
+
 // -- cumulative acknowledgements ----------------------------------------------
 
 // A peer whose Hello did not offer cumulative acknowledgements (this raw

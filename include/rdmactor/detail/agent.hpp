@@ -9,9 +9,16 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
 #include "rdmactor/agent_stats.hpp"
 #include "rdmactor/allocator.hpp"
 #include "rdmactor/atoms.hpp"
+#include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/detail/transport_actor.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "rdmactor/options.hpp"
@@ -222,6 +229,26 @@ using peer_operations = caf::typed_actor<
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
+/// - Remote actors (actors/remote_actors.hpp; README "Remote actors"):
+///   `(publish_atom, name, caf::actor) -> replaced`: makes a local actor
+///   reachable by the peer of this connection under `name` (names of 1 to
+///   256 bytes; the node's `publish` serves every connection); `replaced`
+///   says whether another was published under the name.  Held strongly
+///   until unpublished or the connection ends.
+///   `(unpublish_atom, name) -> bool`: whether something was published;
+///   proxies the peer already holds keep working while the actor lives.
+///   `(lookup_atom, name) -> caf::actor`: a local proxy of the actor the
+///   peer published under `name` (`unknown_actor` if none,
+///   `not_negotiated` for a peer that does not offer remote actors): send,
+///   request, delegate and monitor it as a local actor.  Message types
+///   must be registered in both actor systems' configs; an unregistered
+///   type fails the request with `serialization_failed`.
+///   `(lookup_atom, name, interface) -> caf::actor`: the same, checked
+///   against the published actor's interface (`interface` from
+///   `rdmactor::interface_of<Handle>(sys)`); a mismatch fails with
+///   `invalid_argument`; then `caf::actor_cast<Handle>` the answer.
+///   The proxies quit with the connection's end reason (`peer_gone` when
+///   the peer dies) and pending requests through them fail with it.
 ///
 /// One actor per peer plays this interface: the agent (actors/agent.hpp),
 /// so a user's call reaches the transport actor in two mailbox hops and its
@@ -268,7 +295,12 @@ using connection_actor = peer_operations::extend<
     caf::replies_to<send_data_atom, std::vector<char>>::with<uint64_t>,
     caf::replies_to<send_data_atom, std::string>::with<uint64_t>,
     caf::replies_to<send_data_atom, std::vector<std::byte>,
-                    uint32_t>::with<uint64_t>>;
+                    uint32_t>::with<uint64_t>,
+    caf::replies_to<publish_atom, std::string, caf::actor>::with<bool>,
+    caf::replies_to<unpublish_atom, std::string>::with<bool>,
+    caf::replies_to<lookup_atom, std::string>::with<caf::actor>,
+    caf::replies_to<lookup_atom, std::string,
+                    std::vector<std::string>>::with<caf::actor>>;
 
 /// The agent's full interface: the connection's plus what the transport
 /// and the agent itself send it.
@@ -277,16 +309,29 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
     caf::reacts_to<transport::recv_atom, local_mr>,
     caf::reacts_to<transport::imm_arrived_atom, uint32_t, uint32_t>,
-    caf::reacts_to<transport::qp_down_atom, caf::error>>;
+    caf::reacts_to<transport::qp_down_atom, caf::error>,
+    caf::reacts_to<actor_out_atom, uint64_t, uint64_t, uint64_t,
+                   std::vector<char>, bool>>;
 
 /// Spawns the agent of one peer on top of `transport` (which it subscribes
 /// to without keeping itself alive through it, and links to).  `link`
 /// holds the negotiated parameters of the connection; `allocator` serves
 /// `alloc_local_mr`.  The agent ends when the last handle to it goes, the
 /// transport fails, or it is sent an exit.
+/// `node_actors`: the actors the node published (every connection serves
+/// them; null: none).
 agent_actor spawn_agent(caf::actor_system& sys,
                         transport::transport_actor transport,
                         transport::link_params link, memory_pool_ptr pool,
-                        allocator_actor allocator, const options& opts);
+                        allocator_actor allocator, const options& opts,
+                        actor_directory_ptr node_actors = nullptr);
+
+/// Returns the interface of the typed actor handle `Handle` as the peer's
+/// lookup checks it: `(lookup_atom, name, interface_of<Handle>(sys))`.
+template <class Handle>
+std::vector<std::string> interface_of(caf::actor_system& sys) {
+  auto set = sys.message_types<Handle>();
+  return {set.begin(), set.end()};
+}
 
 } // namespace rdmactor

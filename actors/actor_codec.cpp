@@ -1,0 +1,219 @@
+#include "actors/actor_codec.hpp"
+
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/uniform_type_info_map.hpp>
+
+#include "rdmactor/error.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+/// A deserializer over caf::binary_deserializer (its format) that refuses
+/// sequences longer than the bytes left (CAF's own resizes a byte vector
+/// to whatever length the input claims before reading it) and message
+/// type lists that name banned types.
+class bounded_deserializer final : public caf::deserializer {
+public:
+  bounded_deserializer(caf::actor_system& sys, const uint8_t* data, size_t len)
+      : caf::deserializer(sys),
+        inner_(sys, reinterpret_cast<const char*>(data), len) {}
+
+  size_t remaining() const noexcept {
+    return inner_.remaining();
+  }
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    if (auto err = inner_.begin_object(nr, name))
+      return err;
+    // The type list of a message: "@<>+name+name...".
+    if (name.compare(0, 3, "@<>") == 0) {
+      size_t pos = 3;
+      while (pos < name.size()) {
+        auto next = name.find('+', pos + 1);
+        auto part
+            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
+                                                             : next - pos - 1);
+        if (banned_type_name(part))
+          return make_error(errc::serialization_failed,
+                            "the peer sent a message with a " + part
+                                + ", which cannot travel between nodes");
+        if (next == std::string::npos)
+          break;
+        pos = next;
+      }
+    }
+    return caf::none;
+  }
+
+  caf::error end_object() override {
+    return inner_.end_object();
+  }
+
+  caf::error begin_sequence(size_t& num) override {
+    if (auto err = inner_.begin_sequence(num))
+      return err;
+    // Every element takes a byte at least; an element of zero bytes would
+    // otherwise let a short message loop for 2^64 rounds.
+    if (num > inner_.remaining())
+      return make_error(
+          errc::serialization_failed,
+          "a sequence of " + std::to_string(num) + " elements in a message of "
+              + std::to_string(inner_.remaining()) + " bytes left");
+    return caf::none;
+  }
+
+  caf::error end_sequence() override {
+    return inner_.end_sequence();
+  }
+
+  caf::error apply_raw(size_t num_bytes, void* data) override {
+    return inner_.apply_raw(num_bytes, data);
+  }
+
+protected:
+  caf::error apply_impl(int8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(float& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(double& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(long double& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u16string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u32string& x) override {
+    return inner_.apply(x);
+  }
+
+private:
+  caf::binary_deserializer inner_;
+};
+
+} // namespace
+
+bool banned_type_name(const std::string& name) {
+  static const char* const banned[] = {"@actor",
+                                       "@actorvec",
+                                       "@addr",
+                                       "@addrvec",
+                                       "@down",
+                                       "@downstream_msg",
+                                       "@exit",
+                                       "@group",
+                                       "@group_down",
+                                       "@message",
+                                       "@open_stream_msg",
+                                       "@strong_actor_ptr",
+                                       "@timeout",
+                                       "@upstream_msg",
+                                       "@weak_actor_ptr"};
+  for (auto* b : banned)
+    if (name == b)
+      return true;
+  return false;
+}
+
+caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
+                                                   const caf::message& msg) {
+  auto& types = sys.types();
+  for (size_t i = 0; i < msg.size(); ++i) {
+    const auto& name = types.portable_name(msg.type(i));
+    if (name == types.default_type_name())
+      return make_error(errc::serialization_failed,
+                        "element " + std::to_string(i)
+                            + " of the message has a type not registered in "
+                              "the actor_system_config (add_message_type)");
+    if (banned_type_name(name))
+      return make_error(errc::serialization_failed,
+                        "element " + std::to_string(i) + " is a " + name
+                            + ", which cannot travel between nodes");
+  }
+  std::vector<char> buf;
+  try {
+    caf::binary_serializer sink{sys, buf};
+    if (auto err = sink(const_cast<caf::message&>(msg)))
+      return make_error(errc::serialization_failed,
+                        "serializing the message failed: " + sys.render(err));
+  } catch (const std::exception& e) {
+    return make_error(errc::serialization_failed,
+                      std::string{"serializing the message threw: "}
+                          + e.what());
+  }
+  return buf;
+}
+
+caf::expected<caf::message>
+deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len) {
+  caf::message msg;
+  try {
+    bounded_deserializer source{sys, data, len};
+    if (auto err = source(msg)) {
+      if (err.category() == error_category)
+        return err;
+      return make_error(errc::serialization_failed,
+                        "the peer's message does not deserialize here ("
+                            + sys.render(err)
+                            + "): are its types registered on both sides "
+                              "with the same names and layouts?");
+    }
+    if (source.remaining() != 0)
+      return make_error(errc::serialization_failed,
+                        std::to_string(source.remaining())
+                            + " bytes left over after the peer's message: "
+                              "its types differ from ours");
+    // CAF's message loading can end with an empty message and no error on
+    // some malformed inputs: an empty message is taken only in its one
+    // exact encoding.
+    if (msg.empty()) {
+      static const auto empty = serialize_message(sys, caf::message{});
+      if (!empty || empty->size() != len
+          || std::memcmp(empty->data(), data, len) != 0)
+        return make_error(errc::serialization_failed,
+                          "the peer's message does not deserialize here "
+                          "(malformed bytes)");
+    }
+  } catch (const std::exception& e) {
+    return make_error(errc::serialization_failed,
+                      std::string{"deserializing the peer's message threw: "}
+                          + e.what());
+  }
+  return msg;
+}
+
+} // namespace rdmactor

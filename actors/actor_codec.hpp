@@ -1,0 +1,39 @@
+#pragma once
+
+// Internal to remote actors: CAF messages to bytes and back with CAF's own
+// binary format, checked for what must not cross a connection.  Not
+// installed.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+#include <caf/message.hpp>
+
+namespace rdmactor {
+
+/// Serializes `msg` with caf::binary_serializer.  Fails with
+/// `serialization_failed` when an element's type is not registered in the
+/// actor system's config (`add_message_type`) or is one that cannot travel
+/// (actor handles, groups, down and exit messages, nested messages,
+/// streams).  Called by a remote-actor proxy on the sender's thread.
+caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
+                                                   const caf::message& msg);
+
+/// Deserializes what `serialize_message` wrote; never trusts the bytes:
+/// every sequence length is checked against the bytes left before anything
+/// is allocated for it, the types must be registered here and travel
+/// (see serialize_message), every byte must be consumed, and exceptions
+/// thrown by user inspect functions become errors.  Fails with
+/// `serialization_failed` naming the cause.  Called by the agent for each
+/// complete actor message from the peer.
+caf::expected<caf::message>
+deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len);
+
+/// Returns whether the type with CAF's portable name `name` must not cross
+/// a connection (it carries actor handles or runtime internals).
+bool banned_type_name(const std::string& name);
+
+} // namespace rdmactor

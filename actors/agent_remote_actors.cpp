@@ -1,0 +1,116 @@
+// The agent actor's part of remote actors: publish, lookup, and the frames
+// its proxies forward.  The protocol is in agent_core_actors.cpp, the CAF
+// side of proxies and delivery in remote_actors.cpp.
+
+#include <caf/actor_cast.hpp>
+
+#include "actors/agent_state.hpp"
+#include "common/logging.hpp"
+
+namespace rdmactor::agent_detail {
+
+namespace {
+
+/// Whether every signature the requester expects is in the published
+/// actor's interface (CAF io's rule: a typed handle needs a typed actor
+/// that handles at least what the handle names).
+bool assignable(const std::vector<std::string>& published,
+                const std::vector<std::string>& expected) {
+  if (expected.empty())
+    return true;
+  if (published.empty())
+    return false;
+  for (auto& sig : expected)
+    if (std::find(published.begin(), published.end(), sig) == published.end())
+      return false;
+  return true;
+}
+
+} // namespace
+
+caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
+                                             const uint8_t* data, size_t len) {
+  return self_->state.actors->on_frame(m, data, len);
+}
+
+actor_lookup_result actor_sink::find_actor(const std::string& name) {
+  auto found = self_->state.actors->find(name);
+  return actor_lookup_result{found.id, std::move(found.interface)};
+}
+
+void start_remote_actors(self_ptr self, actor_directory_ptr node_actors) {
+  auto& st = self->state;
+  st.actors = std::make_shared<remote_actors>(self->system(), st.core->opts(),
+                                              st.core->link().peer,
+                                              std::move(node_actors));
+  st.actors->set_agent(caf::actor_cast<caf::strong_actor_ptr>(self));
+}
+
+caf::result<bool> publish_actor(self_ptr self, const std::string& name,
+                                const caf::actor& actor) {
+  if (name.empty() || name.size() > 256)
+    return make_error(errc::invalid_argument,
+                      "actor names have 1 to 256 bytes; this one has "
+                          + std::to_string(name.size()));
+  if (!actor)
+    return make_error(errc::invalid_argument,
+                      "cannot publish an invalid actor");
+  return self->state.actors->published().put(
+      name, caf::actor_cast<caf::strong_actor_ptr>(actor));
+}
+
+caf::typed_response_promise<caf::actor>
+lookup_actor(self_ptr self, const std::string& name,
+             std::vector<std::string> expected_interface) {
+  auto rp = self->make_response_promise<caf::actor>();
+  auto expected = expected_interface;
+  self->state.core->lookup_actor(
+      name, std::move(expected_interface), self->clock().now(),
+      [self, rp, name,
+       expected](caf::expected<actor_lookup_result> res) mutable {
+        if (!res) {
+          rp.deliver(res.error());
+          return;
+        }
+        if (res->id == 0) {
+          rp.deliver(make_error(errc::unknown_actor,
+                                "the peer " + self->state.core->link().peer
+                                    + " has no actor published under '" + name
+                                    + "'; publish it there first"));
+          return;
+        }
+        if (!assignable(res->interface, expected)) {
+          rp.deliver(make_error(errc::invalid_argument,
+                                "the actor published under '" + name
+                                    + "' does not have the expected "
+                                      "interface (a typed handle needs a "
+                                      "typed actor handling all of it)"));
+          return;
+        }
+        auto proxy = self->state.actors->proxy_for(res->id);
+        if (!proxy) {
+          rp.deliver(
+              make_error(errc::peer_gone, "the connection to "
+                                              + self->state.core->link().peer
+                                              + " is gone"));
+          return;
+        }
+        rp.deliver(std::move(proxy));
+      });
+  return rp;
+}
+
+void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
+                        uint64_t message_id, const std::vector<char>& bytes,
+                        bool down) {
+  auto& core = *self->state.core;
+  // Fails only once the connection ended (the router then failed the
+  // pending requests) or for a peer without remote actors (no proxy of
+  // its actors exists then).
+  if (auto err = core.post_actor_message(target, sender, message_id,
+                                         bytes.data(), bytes.size(), down))
+    log().debug("agent {}: actor message not sent: {}", core.link().peer,
+                render(err));
+}
+
+} // namespace rdmactor::agent_detail

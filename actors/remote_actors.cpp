@@ -1,0 +1,461 @@
+#include "actors/remote_actors.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/attachable.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/make_actor.hpp>
+#include <caf/sec.hpp>
+
+#include "actors/actor_codec.hpp"
+#include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
+#include "rdmactor/atoms.hpp"
+#include "rdmactor/error.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+/// Lines about messages we cannot forward share one budget: an actor in a
+/// loop must not flood the log.
+rate_limiter::verdict proxy_log_budget() {
+  return shared_log_budget("remote_actors")
+      .take(rate_limiter::clock_type::now());
+}
+
+/// Tells a connection's remote actors that a published actor ended.
+class down_watch final : public caf::attachable {
+public:
+  down_watch(std::weak_ptr<remote_actors> router, const void* key, uint64_t id)
+      : router_(std::move(router)), key_(key), id_(id) {}
+
+  void actor_exited(const caf::error& reason, caf::execution_unit*) override {
+    if (auto r = router_.lock())
+      r->exported_down(id_, reason);
+  }
+
+  bool matches(const token& what) override {
+    return what.subtype == subtype && what.ptr == key_;
+  }
+
+  static constexpr size_t subtype = 0x7d;
+
+private:
+  std::weak_ptr<remote_actors> router_;
+  const void* key_;
+  uint64_t id_;
+};
+
+} // namespace
+
+// -- the proxy ----------------------------------------------------------------
+
+remote_actor_proxy::remote_actor_proxy(caf::actor_config& cfg,
+                                       std::shared_ptr<remote_actors> router,
+                                       uint64_t remote_id)
+    : caf::actor_proxy(cfg), router_(std::move(router)), remote_id_(remote_id) {
+}
+
+remote_actor_proxy::~remote_actor_proxy() = default;
+
+void remote_actor_proxy::enqueue(caf::mailbox_element_ptr what,
+                                 caf::execution_unit* ctx) {
+  if (!what)
+    return;
+  if (getf(is_cleaned_up_flag)) {
+    auto reason = fail_state();
+    router_->refuse(
+        *what,
+        reason ? reason
+               : make_error(errc::peer_gone, "the remote actor is gone"),
+        ctx);
+    return;
+  }
+  router_->forward(*this, std::move(what), ctx);
+}
+
+void remote_actor_proxy::kill_proxy(caf::execution_unit* ctx,
+                                    caf::error reason) {
+  cleanup(std::move(reason), ctx);
+}
+
+void remote_actor_proxy::on_destroy() {
+  // The last handle went: monitors of a proxy that never quit learn it.
+  if (!getf(is_cleaned_up_flag))
+    cleanup(caf::exit_reason::unreachable, nullptr);
+  caf::actor_proxy::on_destroy();
+}
+
+// -- the router ---------------------------------------------------------------
+
+remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
+                             std::string peer,
+                             actor_directory_ptr node_directory)
+    : sys_(sys), opts_(opts), peer_(std::move(peer)),
+      node_dir_(std::move(node_directory)) {}
+
+void remote_actors::set_agent(caf::strong_actor_ptr agent) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  agent_ = caf::actor_cast<caf::weak_actor_ptr>(agent);
+}
+
+size_t remote_actors::pending_requests() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return pending_.size();
+}
+
+remote_actors::found remote_actors::find(const std::string& name) {
+  found result;
+  auto actor = own_.get(name);
+  if (!actor && node_dir_)
+    actor = node_dir_->get(name);
+  if (!actor)
+    return result;
+  for (auto& sig : actor->get()->message_types())
+    result.interface.push_back(sig);
+  bool watch = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return result;
+    result.id = actor->id();
+    exports_[result.id] = caf::actor_cast<caf::weak_actor_ptr>(actor);
+    watch = watched_
+                .emplace(result.id, caf::actor_cast<caf::weak_actor_ptr>(actor))
+                .second;
+  }
+  // Outside the lock: an actor that ended already runs it at once.
+  if (watch)
+    actor->get()->attach(
+        caf::attachable_ptr{new down_watch(weak_from_this(), this, result.id)});
+  return result;
+}
+
+void remote_actors::exported_down(uint64_t id, const caf::error& reason) {
+  auto bytes = serialize_message(sys_, caf::make_message(reason));
+  if (!bytes) // a reason of a category that cannot travel
+    bytes = serialize_message(
+        sys_, caf::make_message(
+                  make_error(errc::peer_error, "the remote actor ended: "
+                                                   + sys_.render(reason))));
+  if (!bytes)
+    return;
+  std::lock_guard<std::mutex> guard{mtx_};
+  watched_.erase(id);
+  auto agent = agent_.lock();
+  if (closed_ || !agent)
+    return;
+  agent->enqueue(caf::make_mailbox_element(
+                     nullptr, caf::make_message_id(), {}, actor_out_atom::value,
+                     id, uint64_t{0}, uint64_t{0}, std::move(*bytes), true),
+                 nullptr);
+}
+
+/// Drops what no longer lives from the tables once they doubled.
+void remote_actors::prune_locked() {
+  if (exports_.size() >= exports_prune_at_) {
+    for (auto i = exports_.begin(); i != exports_.end();)
+      i = i->second.lock() ? std::next(i) : exports_.erase(i);
+    exports_prune_at_ = std::max<size_t>(1024, exports_.size() * 2);
+  }
+  if (proxies_.size() >= proxies_prune_at_) {
+    for (auto i = proxies_.begin(); i != proxies_.end();)
+      i = i->second.lock() ? std::next(i) : proxies_.erase(i);
+    proxies_prune_at_ = std::max<size_t>(1024, proxies_.size() * 2);
+  }
+}
+
+caf::actor remote_actors::proxy_for(uint64_t id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (closed_ || id == 0)
+    return caf::actor{};
+  auto& slot = proxies_[id];
+  if (auto existing = slot.lock())
+    return caf::actor_cast<caf::actor>(existing);
+  caf::actor_config cfg;
+  auto hdl = caf::make_actor<remote_actor_proxy, caf::strong_actor_ptr>(
+      sys_.next_actor_id(), sys_.node(), &sys_, cfg, shared_from_this(), id);
+  slot = caf::actor_cast<caf::weak_actor_ptr>(hdl);
+  prune_locked();
+  return caf::actor_cast<caf::actor>(hdl);
+}
+
+void remote_actors::refuse(const caf::mailbox_element& what,
+                           const caf::error& err, caf::execution_unit* ctx) {
+  if (what.mid.is_request() && what.sender) {
+    what.sender->enqueue(
+        caf::make_mailbox_element(nullptr, what.mid.response_id(), {}, err),
+        ctx);
+    return;
+  }
+  if (what.mid.is_response())
+    return; // an answer to a peer that is gone: nobody waits for it here
+  if (auto v = proxy_log_budget())
+    log().warn("remote actors of {}: dropped a message: {}{}", peer_,
+               render(err), suppressed_note(v.denied_before));
+}
+
+void remote_actors::forward(remote_actor_proxy& from,
+                            caf::mailbox_element_ptr what,
+                            caf::execution_unit* ctx) {
+  auto mid = what->mid;
+  if (mid.is_stream_message() || !what->stages.empty()) {
+    refuse(*what,
+           make_error(errc::unsupported,
+                      "streams and composed (staged) messages cannot go to "
+                      "a remote actor"),
+           ctx);
+    return;
+  }
+  auto bytes = serialize_message(sys_, what->move_content_to_message());
+  if (!bytes) {
+    refuse(*what, bytes.error(), ctx);
+    return;
+  }
+  if (bytes->size() > opts_.actor_max_message_bytes) {
+    refuse(*what,
+           make_error(errc::size_limit,
+                      "a remote-actor message of "
+                          + std::to_string(bytes->size())
+                          + " bytes exceeds actor-max-message-bytes="
+                          + std::to_string(opts_.actor_max_message_bytes)
+                          + "; send large data with send_data or a lent "
+                            "memory region instead"),
+           ctx);
+    return;
+  }
+  const auto& sender = what->sender;
+  uint64_t sender_id = sender ? sender->id() : 0;
+  caf::error failure;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto agent = agent_.lock();
+    if (closed_ || !agent) {
+      failure = closed_reason_
+                    ? closed_reason_
+                    : make_error(errc::peer_gone,
+                                 "the connection to " + peer_ + " is gone");
+    } else if (mid.is_request() && sender
+               && pending_.size() >= opts_.peer_max_actor_requests) {
+      failure = make_error(errc::quota_exceeded,
+                           std::to_string(pending_.size())
+                               + " requests to remote actors of " + peer_
+                               + " wait for an answer "
+                                 "(peer-max-actor-requests)");
+    } else {
+      if (sender) {
+        exports_.emplace(sender_id,
+                         caf::actor_cast<caf::weak_actor_ptr>(sender));
+        prune_locked();
+        if (mid.is_request())
+          pending_[pending_key{sender_id,
+                               mid.integer_value()
+                                   & caf::message_id::request_id_mask}]
+              = pending_request{caf::actor_cast<caf::weak_actor_ptr>(sender),
+                                mid};
+      }
+      ++sent;
+      // Under the lock: nothing is handed to the agent after close.
+      agent->enqueue(caf::make_mailbox_element(
+                         nullptr, caf::make_message_id(), {},
+                         actor_out_atom::value, uint64_t{from.remote_id()},
+                         sender_id, uint64_t{mid.integer_value()},
+                         std::move(*bytes), false),
+                     ctx);
+    }
+  }
+  if (failure)
+    refuse(*what, failure, ctx);
+}
+
+void remote_actors::answer_peer(uint64_t peer_sender, caf::message_id mid,
+                                caf::error err) {
+  if (!mid.is_request() || peer_sender == 0)
+    return;
+  auto proxy = proxy_for(peer_sender);
+  if (!proxy)
+    return;
+  caf::actor_cast<caf::abstract_actor*>(proxy)->enqueue(
+      caf::make_mailbox_element(nullptr, mid.response_id(), {}, std::move(err)),
+      nullptr);
+}
+
+caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
+                                   const uint8_t* data, size_t len) {
+  auto& p = partial_;
+  if (!p.active) {
+    uint64_t total = m.total_len() != 0 ? m.total_len() : m.len();
+    if (total < m.len())
+      return make_error(errc::malformed_message,
+                        "an actor message announces fewer bytes than its "
+                        "first chunk carries");
+    if (total > opts_.actor_max_message_bytes) {
+      auto err = make_error(errc::size_limit,
+                            "the peer announced an actor message of "
+                                + std::to_string(total)
+                                + " bytes, over actor-max-message-bytes="
+                                + std::to_string(opts_.actor_max_message_bytes)
+                                + " of the receiver");
+      // Its chunks are dropped as they come; the requester learns why.
+      if (total > len) {
+        p.active = true;
+        p.discard = true;
+        p.head = m;
+        p.total = total;
+        p.received = len;
+      }
+      answer_peer(m.sender(), caf::message_id{m.message_id()}, err);
+      return err;
+    }
+    if (total == len)
+      return deliver(m, data, len);
+    p.active = true;
+    p.head = m;
+    p.total = total;
+    p.received = len;
+    p.bytes.assign(data, data + len);
+    return caf::none;
+  }
+  if (m.total_len() != 0 || m.target() != p.head.target()
+      || m.sender() != p.head.sender() || m.message_id() != p.head.message_id()
+      || m.down() != p.head.down() || len == 0 || len > p.total - p.received) {
+    p = partial{};
+    return make_error(errc::malformed_message,
+                      "a chunk of an actor message does not continue the "
+                      "message before it");
+  }
+  p.received += len;
+  if (p.discard) {
+    if (p.received == p.total)
+      p = partial{};
+    return caf::none;
+  }
+  p.bytes.insert(p.bytes.end(), data, data + len);
+  if (p.bytes.size() < p.total)
+    return caf::none;
+  auto whole = std::move(p);
+  p = partial{};
+  return deliver(whole.head, whole.bytes.data(), whole.bytes.size());
+}
+
+caf::error remote_actors::deliver(const protocol::ActorMessage& m,
+                                  const uint8_t* data, size_t len) {
+  if (m.down()) {
+    // The peer's actor m.target() ended; its payload says why.
+    auto msg = deserialize_message(sys_, data, len);
+    if (!msg)
+      return msg.error();
+    if (!msg->match_elements<caf::error>())
+      return make_error(errc::malformed_message,
+                        "an actor's down notice without its reason");
+    caf::strong_actor_ptr proxy;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = proxies_.find(m.target());
+      if (i != proxies_.end()) {
+        proxy = i->second.lock();
+        proxies_.erase(i);
+      }
+    }
+    if (proxy)
+      static_cast<remote_actor_proxy*>(proxy->get())
+          ->kill_proxy(nullptr, msg->get_as<caf::error>(0));
+    return caf::none;
+  }
+  caf::message_id mid{m.message_id()};
+  if (mid.is_answered() || mid.is_stream_message())
+    return make_error(errc::malformed_message,
+                      "an actor message with an id CAF does not take from "
+                      "peers (answered or stream)");
+  caf::strong_actor_ptr target;
+  caf::error unknown;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return caf::none;
+    auto i = exports_.find(m.target());
+    if (mid.is_response()) {
+      auto key = pending_key{
+          m.target(), mid.integer_value() & caf::message_id::request_id_mask};
+      auto j = pending_.find(key);
+      if (j == pending_.end())
+        return make_error(errc::malformed_message,
+                          "a response to an actor request nobody waits for");
+      target = j->second.sender.lock();
+      pending_.erase(j);
+      if (!target)
+        return caf::none; // the requester ended meanwhile
+    } else if (i == exports_.end()) {
+      // Not published, never a sender: the peer cannot reach it.
+      unknown = make_error(errc::unknown_actor,
+                           "no actor with id " + std::to_string(m.target())
+                               + " is reachable on this node");
+    } else {
+      target = i->second.lock();
+    }
+  }
+  if (unknown) {
+    answer_peer(m.sender(), mid, unknown);
+    return unknown;
+  }
+  if (!target) {
+    answer_peer(m.sender(), mid,
+                caf::make_error(caf::sec::request_receiver_down));
+    return caf::none;
+  }
+  auto msg = deserialize_message(sys_, data, len);
+  if (!msg) {
+    if (mid.is_response()) // the requester gets the failure as its answer
+      target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, msg.error()),
+                      nullptr);
+    else
+      answer_peer(m.sender(), mid, msg.error());
+    return msg.error();
+  }
+  auto sender
+      = m.sender() != 0
+            ? caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()))
+            : nullptr;
+  ++delivered;
+  target->enqueue(
+      caf::make_mailbox_element(std::move(sender), mid, {}, std::move(*msg)),
+      nullptr);
+  return caf::none;
+}
+
+void remote_actors::close(const caf::error& reason, const caf::error& err) {
+  std::unordered_map<pending_key, pending_request, pending_hash> pending;
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies;
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> exports;
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> watched;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return;
+    closed_ = true;
+    closed_reason_ = err;
+    pending.swap(pending_);
+    proxies.swap(proxies_);
+    exports.swap(exports_);
+    watched.swap(watched_);
+    agent_.reset();
+  }
+  // Long-lived published actors must not collect an attachable per
+  // connection they ever served.
+  for (auto& kv : watched)
+    if (auto actor = kv.second.lock())
+      actor->get()->detach(caf::attachable::token{down_watch::subtype, this});
+  partial_ = partial{};
+  for (auto& kv : pending)
+    if (auto sender = kv.second.sender.lock())
+      sender->enqueue(caf::make_mailbox_element(
+                          nullptr, kv.second.mid.response_id(), {}, err),
+                      nullptr);
+  for (auto& kv : proxies)
+    if (auto proxy = kv.second.lock())
+      static_cast<remote_actor_proxy*>(proxy->get())
+          ->kill_proxy(nullptr, reason);
+  own_.clear();
+}
+
+} // namespace rdmactor

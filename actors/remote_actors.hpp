@@ -1,0 +1,205 @@
+#pragma once
+
+// Internal to the agent: the remote actors of one connection.  Not
+// installed; users see them through the connection's publish / lookup
+// (actors/agent.hpp) and the node's publish (actors/node.hpp).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_proxy.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/mailbox_element.hpp>
+
+#include "protocol/agent.pb.h"
+#include "rdmactor/detail/actor_directory.hpp"
+#include "rdmactor/options.hpp"
+
+namespace rdmactor {
+
+class remote_actors;
+
+/// The local stand-in of an actor on the peer: what `lookup` answers, and
+/// the sender of every message that actor sends us.  Each message it gets
+/// (with its sender and request id) is serialized on the sending thread
+/// and handed to the connection's agent, which posts it; responses come
+/// back to the requester directly.  It quits (monitors and links see it)
+/// with the connection's end reason (`peer_gone`, `peer_closed`, `closed`)
+/// or with the reason the remote actor ended with.  A request it cannot
+/// forward (closed connection, unregistered type, too large, too many
+/// pending) is answered with the error at once; an asynchronous message it
+/// cannot forward is dropped and logged.
+class remote_actor_proxy final : public caf::actor_proxy {
+public:
+  remote_actor_proxy(caf::actor_config& cfg,
+                     std::shared_ptr<remote_actors> router, uint64_t remote_id);
+
+  ~remote_actor_proxy() override;
+
+  /// Called by CAF for every message to this actor (any thread).
+  void enqueue(caf::mailbox_element_ptr what,
+               caf::execution_unit* ctx) override;
+
+  /// Ends the proxy with `reason` (the router, at the connection's end or
+  /// when the remote actor ended).
+  void kill_proxy(caf::execution_unit* ctx, caf::error reason) override;
+
+  void on_destroy() override;
+
+  const char* name() const override {
+    return "remote_actor_proxy";
+  }
+
+  /// The actor's id on the peer.
+  uint64_t remote_id() const noexcept {
+    return remote_id_;
+  }
+
+private:
+  std::shared_ptr<remote_actors> router_;
+  uint64_t remote_id_;
+};
+
+/// The remote actors of one connection (thread-safe): the actors the peer
+/// may reach (published ones it looked up, and actors that sent it
+/// messages, so that it can answer), our proxies of its actors, and the
+/// requests through those proxies that wait for an answer.  The agent
+/// owns it; proxies share it.
+class remote_actors : public std::enable_shared_from_this<remote_actors> {
+public:
+  remote_actors(caf::actor_system& sys, const options& opts, std::string peer,
+                actor_directory_ptr node_directory);
+
+  /// Sets the agent that posts our frames (held weakly).  Called once by
+  /// the agent when it starts.
+  void set_agent(caf::strong_actor_ptr agent);
+
+  /// The actors published on this connection only (the node's directory
+  /// serves every connection).
+  actor_directory& published() noexcept {
+    return own_;
+  }
+
+  caf::actor_system& system() noexcept {
+    return sys_;
+  }
+
+  /// What the peer's lookup finds.
+  struct found {
+    uint64_t id = 0; ///< 0: nothing published under the name
+    std::vector<std::string> interface;
+  };
+
+  /// The peer's lookup of `name` (the agent, for an ActorLookup): the
+  /// connection's directory first, then the node's.  The actor becomes
+  /// reachable by the peer under its id.
+  found find(const std::string& name);
+
+  /// Returns our proxy of the peer's actor `id` (one per id while it
+  /// lives); an invalid handle after `close`.  Called by the agent.
+  caf::actor proxy_for(uint64_t id);
+
+  /// Takes one ActorMessage frame from the peer (the agent's thread):
+  /// reassembles chunks, deserializes and delivers.  Returns an error when
+  /// the frame violates the protocol (unknown target, a response nobody
+  /// waits for, bad chunks, bytes that do not deserialize); the agent
+  /// counts it as a violation.  Requests that cannot be delivered are
+  /// answered with an error either way.
+  caf::error on_frame(const protocol::ActorMessage& m, const uint8_t* data,
+                      size_t len);
+
+  /// Ends everything (the agent's shutdown): pending requests through our
+  /// proxies fail with `err`, the proxies quit with `reason`, nothing is
+  /// reachable any more and the connection's directory is cleared.
+  /// Idempotent.
+  void close(const caf::error& reason, const caf::error& err);
+
+  /// Forwards what a proxy got (called by the proxy on the sender's thread).
+  void forward(remote_actor_proxy& from, caf::mailbox_element_ptr what,
+               caf::execution_unit* ctx);
+
+  /// Answers the request `what` (if it is one) with `err`; logs otherwise.
+  void refuse(const caf::mailbox_element& what, const caf::error& err,
+              caf::execution_unit* ctx);
+
+  /// Messages forwarded to the peer and delivered from it.
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> delivered{0};
+
+  /// Requests through our proxies waiting for an answer (tests, stats).
+  size_t pending_requests() const;
+
+  /// A published actor the peer looked up ended with `reason`: tells the
+  /// peer (its proxies quit with the reason).  Called by the actor's
+  /// attachable, on the thread where it ended.
+  void exported_down(uint64_t id, const caf::error& reason);
+
+private:
+  struct pending_request {
+    caf::weak_actor_ptr sender;
+    caf::message_id mid;
+  };
+
+  struct pending_key {
+    uint64_t sender;
+    uint64_t request;
+    bool operator==(const pending_key& other) const noexcept {
+      return sender == other.sender && request == other.request;
+    }
+  };
+
+  struct pending_hash {
+    size_t operator()(const pending_key& k) const noexcept {
+      return std::hash<uint64_t>{}(k.sender * 31 + k.request);
+    }
+  };
+
+  /// One message whose chunks are arriving.
+  struct partial {
+    bool active = false;
+    /// Refused (over actor-max-message-bytes): its chunks are counted and
+    /// dropped.
+    bool discard = false;
+    uint64_t received = 0;
+    protocol::ActorMessage head;
+    uint64_t total = 0;
+    std::vector<uint8_t> bytes;
+  };
+
+  caf::error deliver(const protocol::ActorMessage& m, const uint8_t* data,
+                     size_t len);
+  void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err);
+  void prune_locked();
+
+  caf::actor_system& sys_;
+  options opts_;
+  std::string peer_;
+  actor_directory own_;
+  actor_directory_ptr node_dir_;
+  mutable std::mutex mtx_;
+  bool closed_ = false;
+  caf::error closed_reason_;
+  caf::weak_actor_ptr agent_;
+  /// Local actors the peer may address, by their actor id.
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> exports_;
+  size_t exports_prune_at_ = 1024;
+  /// Our proxies, by the peer's actor id.
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies_;
+  size_t proxies_prune_at_ = 1024;
+  std::unordered_map<pending_key, pending_request, pending_hash> pending_;
+  /// Published actors whose end we tell the peer (an attachable each,
+  /// detached at close).
+  std::unordered_map<uint64_t, caf::weak_actor_ptr> watched_;
+  /// Touched by the agent's thread only.
+  partial partial_;
+};
+
+using remote_actors_ptr = std::shared_ptr<remote_actors>;
+
+} // namespace rdmactor

@@ -1,0 +1,493 @@
+#define BOOST_TEST_MODULE remote_actors
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/sec.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/actor_codec.hpp"
+#include "test/actors/remote_actors_fixture.hpp"
+#include "test/reliability/peer_process.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+namespace {
+
+using calc = caf::typed_actor<caf::replies_to<int32_t, int32_t>::with<int32_t>>;
+using other_calc
+    = caf::typed_actor<caf::replies_to<double, double>::with<double>>;
+
+std::chrono::seconds wait_time() {
+  return std::chrono::seconds(30 * timeout_scale());
+}
+
+calc::behavior_type typed_calc() {
+  return {[](int32_t a, int32_t b) { return a * b; }};
+}
+
+/// Checks the order of (sender index, seq) messages per sender; answers
+/// (atom, index) with the count seen from that sender, -1 if any message
+/// came out of order.
+caf::behavior order_checker(caf::event_based_actor* self) {
+  auto next = std::make_shared<std::map<int32_t, int32_t>>();
+  auto ok = std::make_shared<bool>(true);
+  return {
+      [=](int32_t idx, int32_t seq) {
+        auto& n = (*next)[idx];
+        if (seq != n)
+          *ok = false;
+        ++n;
+      },
+      [=](caf::atom_value, int32_t idx) { return *ok ? (*next)[idx] : -1; },
+  };
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(request_response_with_values_and_errors) {
+  remote_nodes t;
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  BOOST_REQUIRE(*proxy);
+  auto p = call<point>(t.sys, *proxy, point{1, 2});
+  BOOST_REQUIRE_MESSAGE(p, render(p));
+  BOOST_TEST(p->x == 2);
+  BOOST_TEST(p->y == 3);
+  auto sum = call<int32_t>(t.sys, *proxy, int32_t{40}, int32_t{2});
+  BOOST_REQUIRE_MESSAGE(sum, render(sum));
+  BOOST_TEST(*sum == 42);
+  auto echo = call<std::string>(t.sys, *proxy, std::string{"hi"});
+  BOOST_REQUIRE_MESSAGE(echo, render(echo));
+  BOOST_TEST(*echo == "echo:hi");
+  // The remote actor's own caf::error, with its code and text.
+  auto err = call<std::string>(t.sys, *proxy, std::string{"fail"});
+  BOOST_REQUIRE(!err);
+  BOOST_TEST(code_of(err.error()) == errc::invalid_argument,
+             render(err.error()));
+  BOOST_TEST(what_of(err.error()) == "the service refuses 'fail'");
+  // A second lookup gives the same proxy.
+  auto again = t.lookup("service");
+  BOOST_REQUIRE(again);
+  BOOST_TEST((*again == *proxy));
+}
+
+BOOST_AUTO_TEST_CASE(the_remote_actor_reaches_the_sender_through_its_proxy) {
+  remote_nodes t;
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  caf::scoped_actor self{t.sys};
+  self->send(*proxy, caf::atom("ping"));
+  bool got = false;
+  self->receive(
+      [&](caf::atom_value tag, caf::atom_value a) {
+        got = tag == caf::atom("pong") && a == caf::atom("ping");
+      },
+      caf::after(wait_time()) >> [] { BOOST_FAIL("no pong"); });
+  BOOST_TEST(got);
+}
+
+BOOST_AUTO_TEST_CASE(delegate_to_a_proxy_answers_the_original_requester) {
+  remote_nodes t;
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  auto target = *proxy;
+  auto middle = t.sys.spawn([target](
+                                caf::event_based_actor* self) -> caf::behavior {
+    return {[=](int32_t a, int32_t b) { return self->delegate(target, a, b); }};
+  });
+  auto sum = call<int32_t>(t.sys, middle, int32_t{5}, int32_t{6});
+  BOOST_REQUIRE_MESSAGE(sum, render(sum));
+  BOOST_TEST(*sum == 11);
+  caf::anon_send_exit(middle, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(typed_lookups_are_checked_against_the_interface) {
+  remote_nodes t;
+  t.publish("calc",
+            caf::actor_cast<caf::actor>(t.server_sys.spawn(typed_calc)));
+  auto ok = call<caf::actor>(t.sys, t.client_conn, lookup_atom::value,
+                             std::string{"calc"}, interface_of<calc>(t.sys));
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  auto typed = caf::actor_cast<calc>(*ok);
+  auto product = call<int32_t>(t.sys, typed, int32_t{6}, int32_t{7});
+  BOOST_REQUIRE_MESSAGE(product, render(product));
+  BOOST_TEST(*product == 42);
+  auto bad
+      = call<caf::actor>(t.sys, t.client_conn, lookup_atom::value,
+                         std::string{"calc"}, interface_of<other_calc>(t.sys));
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(code_of(bad.error()) == errc::invalid_argument,
+             render(bad.error()));
+  // A dynamically typed actor never passes a typed lookup.
+  t.publish("service", t.server_sys.spawn(service));
+  auto dyn
+      = call<caf::actor>(t.sys, t.client_conn, lookup_atom::value,
+                         std::string{"service"}, interface_of<calc>(t.sys));
+  BOOST_REQUIRE(!dyn);
+  BOOST_TEST(code_of(dyn.error()) == errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_names_and_unpublished_actors_are_not_found) {
+  remote_nodes t;
+  auto none = t.lookup("nobody");
+  BOOST_REQUIRE(!none);
+  BOOST_TEST(code_of(none.error()) == errc::unknown_actor,
+             render(none.error()));
+  t.publish("service", t.server_sys.spawn(service));
+  BOOST_REQUIRE(t.lookup("service"));
+  auto was = call<bool>(t.server_sys, t.server_conn, unpublish_atom::value,
+                        std::string{"service"});
+  BOOST_REQUIRE(was);
+  BOOST_TEST(*was);
+  auto gone = t.lookup("service");
+  BOOST_REQUIRE(!gone);
+  BOOST_TEST(code_of(gone.error()) == errc::unknown_actor);
+  // Published on the node: every connection serves it.
+  BOOST_REQUIRE(t.server->publish("node-wide", t.server_sys.spawn(service)));
+  auto nw = t.lookup("node-wide");
+  BOOST_REQUIRE_MESSAGE(nw, render(nw));
+  auto sum = call<int32_t>(t.sys, *nw, int32_t{1}, int32_t{1});
+  BOOST_REQUIRE(sum);
+  BOOST_TEST(*sum == 2);
+}
+
+BOOST_AUTO_TEST_CASE(unregistered_types_are_an_error_to_the_sender) {
+  remote_nodes t;
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  // Registered nowhere: refused before it leaves.
+  auto r = call<int32_t>(t.sys, *proxy, unregistered_thing{1});
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed,
+             render(r.error()));
+  // Registered here only: the server cannot read it and says so.
+  auto r2 = call<int32_t>(t.sys, *proxy, client_only{1});
+  BOOST_REQUIRE(!r2);
+  BOOST_TEST(code_of(r2.error()) == errc::serialization_failed,
+             render(r2.error()));
+  // Actor handles cannot travel.
+  auto r3 = call<int32_t>(t.sys, *proxy, caf::actor{*proxy});
+  BOOST_REQUIRE(!r3);
+  BOOST_TEST(code_of(r3.error()) == errc::serialization_failed);
+  // The connection still serves.
+  auto sum = call<int32_t>(t.sys, *proxy, int32_t{2}, int32_t{3});
+  BOOST_REQUIRE_MESSAGE(sum, render(sum));
+  BOOST_TEST(*sum == 5);
+}
+
+BOOST_AUTO_TEST_CASE(a_type_with_another_layout_on_the_peer_is_an_error) {
+  remote_nodes t{true}; // the server's "point" is a string
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  auto r = call<point>(t.sys, *proxy, point{1, 2});
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed,
+             render(r.error()));
+  auto sum = call<int32_t>(t.sys, *proxy, int32_t{2}, int32_t{3});
+  BOOST_REQUIRE_MESSAGE(sum, render(sum));
+}
+
+BOOST_AUTO_TEST_CASE(ten_thousand_messages_arrive_in_order_per_sender) {
+  // The receiver answers nothing while it works through the flood, and in
+  // the emulated Soft-RoCE VM that takes longer than the default
+  // keepalive: its Pong waits behind thousands of frames in its agent's
+  // mailbox.  Scale the keepalive as the other timeouts.
+  auto o = test_options();
+  o.keepalive_ms = 5000 * timeout_scale();
+  remote_nodes t{false, o};
+  t.publish("checker", t.server_sys.spawn(order_checker));
+  auto proxy = t.lookup("checker");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  constexpr int32_t senders = 4;
+  constexpr int32_t per_sender = 2500;
+  caf::scoped_actor self{t.sys};
+  auto target = *proxy;
+  auto me = caf::actor{self};
+  for (int32_t idx = 0; idx < senders; ++idx)
+    t.sys.spawn([=](caf::event_based_actor* s) {
+      for (int32_t seq = 0; seq < per_sender; ++seq)
+        s->send(target, idx, seq);
+      // Behind every message of this sender.
+      s->request(target, wait_time(), caf::atom("count"), idx)
+          .then([=](int32_t n) { s->send(me, idx, n); },
+                [=](caf::error&) { s->send(me, idx, int32_t{-2}); });
+    });
+  int32_t total = 0;
+  for (int32_t i = 0; i < senders; ++i)
+    self->receive(
+        [&](int32_t idx, int32_t n) {
+          BOOST_TEST(n == per_sender, "sender " << idx << " saw " << n);
+          if (n > 0)
+            total += n;
+        },
+        caf::after(wait_time()) >>
+            [] { BOOST_FAIL("a sender did not finish"); });
+  BOOST_TEST(total == senders * per_sender);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_to_a_dead_actor_fails_with_receiver_down) {
+  remote_nodes t;
+  auto svc = t.server_sys.spawn(service);
+  t.publish("service", svc);
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  {
+    caf::scoped_actor w{t.server_sys};
+    w->monitor(svc);
+    caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+    w->receive([](caf::down_msg&) {});
+  }
+  auto r = call<int32_t>(t.sys, *proxy, int32_t{1}, int32_t{2});
+  BOOST_REQUIRE(!r);
+  // As for a dead local actor in CAF 0.17: its exit reason (the proxy
+  // quit with it), or request_receiver_down.
+  BOOST_TEST((r.error() == caf::sec::request_receiver_down
+              || r.error() == caf::exit_reason::user_shutdown),
+             t.sys.render(r.error()));
+}
+
+BOOST_AUTO_TEST_CASE(proxies_quit_and_requests_fail_when_the_connection_goes) {
+  remote_nodes t;
+  // Answers nothing: the request stays pending; tells `watcher` it came.
+  caf::scoped_actor watcher{t.server_sys};
+  auto w = caf::actor{watcher};
+  auto silent
+      = t.server_sys.spawn([w](caf::event_based_actor* self) -> caf::behavior {
+          return {[=](int32_t, int32_t) -> caf::result<int32_t> {
+            self->send(w, caf::atom("got"));
+            return self->make_response_promise<int32_t>();
+          }};
+        });
+  t.publish("silent", silent);
+  auto proxy = t.lookup("silent");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  caf::scoped_actor self{t.sys};
+  self->monitor(*proxy);
+  caf::error failed;
+  auto requester = t.sys.spawn([&, target = *proxy](caf::event_based_actor* s) {
+    s->request(target, wait_time(), int32_t{1}, int32_t{2})
+        .then([](int32_t) {},
+              [&failed, s, self = caf::actor{self}](caf::error& e) {
+                failed = e;
+                s->send(self, caf::atom("failed"));
+              });
+  });
+  // The request is on its way (the server got it) before the end.
+  watcher->receive([](caf::atom_value) {},
+                   caf::after(wait_time()) >> [] { BOOST_FAIL("no request"); });
+  caf::anon_send_exit(t.client_conn, caf::exit_reason::user_shutdown);
+  bool down = false;
+  bool got_failed = false;
+  for (int i = 0; i < 2; ++i)
+    self->receive(
+        [&](caf::down_msg& m) {
+          down = true;
+          BOOST_TEST(code_of(m.reason) == errc::closed, t.sys.render(m.reason));
+        },
+        [&](caf::atom_value) { got_failed = true; },
+        caf::after(wait_time()) >> [] { BOOST_FAIL("nothing"); });
+  BOOST_TEST(down);
+  BOOST_TEST(got_failed);
+  BOOST_TEST(code_of(failed) == errc::closed, render(failed));
+  // A request to the dead proxy fails at once.
+  auto r = call<int32_t>(t.sys, *proxy, int32_t{1}, int32_t{2});
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::closed, render(r.error()));
+  caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(
+    a_proxy_quits_with_the_reason_its_remote_actor_ended_with) {
+  remote_nodes t;
+  auto svc = t.server_sys.spawn(service);
+  t.publish("service", svc);
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  caf::scoped_actor self{t.sys};
+  self->monitor(*proxy);
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+  caf::error why;
+  self->receive([&](caf::down_msg& m) { why = m.reason; },
+                caf::after(wait_time()) >> [] { BOOST_FAIL("no down"); });
+  BOOST_TEST((why == caf::exit_reason::user_shutdown), t.sys.render(why));
+  // The connection itself lives on.
+  t.publish("service2", t.server_sys.spawn(service));
+  auto p2 = t.lookup("service2");
+  BOOST_REQUIRE_MESSAGE(p2, render(p2));
+  auto sum = call<int32_t>(t.sys, *p2, int32_t{3}, int32_t{4});
+  BOOST_REQUIRE(sum);
+  BOOST_TEST(*sum == 7);
+}
+
+BOOST_AUTO_TEST_CASE(messages_over_the_max_message_length_go_in_chunks) {
+  remote_nodes t; // max message length 4096
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  for (size_t n : {size_t{1}, size_t{4000}, size_t{4096}, size_t{100000},
+                   size_t{1} << 20}) {
+    byte_vector v(n);
+    for (size_t i = 0; i < n; ++i)
+      v[i] = static_cast<uint8_t>(i * 7 + n);
+    auto size = call<uint64_t>(t.sys, *proxy, v);
+    BOOST_REQUIRE_MESSAGE(size, n << ": " << render(size));
+    BOOST_TEST(*size == n);
+    // Chunked both ways: the answer is the vector itself.
+    auto back = call<byte_vector>(t.sys, *proxy, int32_t{0}, v);
+    BOOST_REQUIRE_MESSAGE(back, n << ": " << render(back));
+    BOOST_TEST((*back == v), n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(messages_over_actor_max_message_bytes_are_refused) {
+  auto o = test_options();
+  o.actor_max_message_bytes = 1 << 20;
+  auto so = o;
+  so.actor_max_message_bytes = 64 * 1024; // the server takes less
+  remote_nodes t{false, o, so};
+  t.publish("service", t.server_sys.spawn(service));
+  auto proxy = t.lookup("service");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  // Over our own limit: refused before it leaves.
+  auto r = call<uint64_t>(t.sys, *proxy, byte_vector((1 << 20) + 1));
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::size_limit, render(r.error()));
+  // Over the receiver's: it refuses, says so, and drops the chunks.
+  auto r2 = call<uint64_t>(t.sys, *proxy, byte_vector(100000));
+  BOOST_REQUIRE(!r2);
+  BOOST_TEST(code_of(r2.error()) == errc::size_limit, render(r2.error()));
+  // Within both: served, and the connection is fine.
+  auto r3 = call<uint64_t>(t.sys, *proxy, byte_vector(60000));
+  BOOST_REQUIRE_MESSAGE(r3, render(r3));
+  BOOST_TEST(*r3 == 60000u);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_serialized_bytes_are_errors_never_crashes) {
+  remote_system s{false};
+  auto good = serialize_message(
+      s.sys, caf::make_message(byte_vector(64, 1), point{1, 2}));
+  BOOST_REQUIRE(good);
+  std::vector<uint8_t> bytes(good->begin(), good->end());
+  auto ok = deserialize_message(s.sys, bytes.data(), bytes.size());
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  bool shape = ok->match_elements<byte_vector, point>();
+  BOOST_TEST(shape);
+  // Every truncation and every single-byte change: a message or an error.
+  size_t errors = 0;
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto r = deserialize_message(s.sys, bytes.data(), n);
+    if (!r)
+      ++errors;
+    else
+      BOOST_TEST_MESSAGE("truncated at " << n << " of " << bytes.size() << ": "
+                                         << to_string(*r));
+  }
+  BOOST_TEST(errors == bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i)
+    for (uint8_t v : {uint8_t{0}, uint8_t{0x7f}, uint8_t{0xff}}) {
+      auto copy = bytes;
+      copy[i] = v;
+      auto r = deserialize_message(s.sys, copy.data(), copy.size());
+      static_cast<void>(r);
+    }
+  // A byte vector that claims 2^62 elements is refused before allocating.
+  auto header = serialize_message(s.sys, caf::make_message(byte_vector{}));
+  BOOST_REQUIRE(header);
+  std::vector<uint8_t> huge(header->begin(), header->end() - 1); // size 0
+  for (int i = 0; i < 8; ++i)
+    huge.push_back(0xff);
+  huge.push_back(0x3f);
+  std::string hex;
+  for (auto b : huge)
+    hex += std::to_string(b) + " ";
+  BOOST_TEST_MESSAGE("huge: " << hex);
+  auto r = deserialize_message(s.sys, huge.data(), huge.size());
+  if (r)
+    BOOST_TEST_MESSAGE("huge gave " << to_string(*r));
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+  // Types that carry actor handles are refused by name.
+  caf::scoped_actor self{s.sys};
+  auto with_actor
+      = serialize_message(s.sys, caf::make_message(caf::actor{self}));
+  BOOST_REQUIRE(!with_actor);
+  BOOST_TEST(code_of(with_actor.error()) == errc::serialization_failed);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_peer_process_ends_proxies_and_requests) {
+  auto o = test_options();
+  o.keepalive_ms = 1000 * timeout_scale();
+  remote_system me{true};
+  auto n = node::open(me.sys, o);
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  auto host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
+  caf::scoped_actor acc{me.sys};
+  auto port = (*n)->listen(host + ":0", caf::actor_cast<caf::actor>(acc));
+  BOOST_REQUIRE_MESSAGE(port, render(port));
+  peer_process peer{RDMACTOR_REMOTE_ACTOR_PEER,
+                    {host + ":" + std::to_string(*port)}};
+  BOOST_REQUIRE(peer.started());
+  connection_actor conn;
+  acc->receive([&](accepted_atom, connection_actor& c) { conn = c; },
+               caf::after(wait_time()) >> [] {});
+  BOOST_REQUIRE(conn);
+  BOOST_REQUIRE(peer.wait_for("ready", wait_time()) == "ready");
+  auto svc = call<caf::actor>(me.sys, conn, lookup_atom::value,
+                              std::string{"service"});
+  BOOST_REQUIRE_MESSAGE(svc, render(svc));
+  auto quiet = call<caf::actor>(me.sys, conn, lookup_atom::value,
+                                std::string{"silent"});
+  BOOST_REQUIRE_MESSAGE(quiet, render(quiet));
+  // Two processes: a value there and back.
+  auto p = call<point>(me.sys, *svc, point{10, 20});
+  BOOST_REQUIRE_MESSAGE(p, render(p));
+  BOOST_TEST(p->x == 11);
+  caf::scoped_actor self{me.sys};
+  self->monitor(*svc);
+  self->monitor(*quiet);
+  auto me_hdl = caf::actor{self};
+  auto requester = me.sys.spawn([=, q = *quiet,
+                                 s = *svc](caf::event_based_actor* r) {
+    r->request(q, wait_time(), int32_t{1}, int32_t{2})
+        .then([](int32_t) {},
+              [=](caf::error& e) { r->send(me_hdl, caf::atom("failed"), e); });
+    // Behind the first on the connection: once this is answered, the
+    // silent actor holds the first.
+    r->request(s, wait_time(), int32_t{1}, int32_t{2})
+        .then([=](int32_t) { r->send(me_hdl, caf::atom("sent")); },
+              [](caf::error&) {});
+  });
+  self->receive([](caf::atom_value) {},
+                caf::after(wait_time()) >> [] { BOOST_FAIL("not sent"); });
+  peer.kill();
+  int downs = 0;
+  bool failed = false;
+  for (int i = 0; i < 3; ++i)
+    self->receive(
+        [&](caf::down_msg& m) {
+          ++downs;
+          BOOST_TEST(code_of(m.reason) == errc::peer_gone,
+                     me.sys.render(m.reason));
+        },
+        [&](caf::atom_value, caf::error& e) {
+          failed = true;
+          BOOST_TEST(code_of(e) == errc::peer_gone, render(e));
+        },
+        caf::after(wait_time()) >> [] { BOOST_FAIL("nothing within bound"); });
+  BOOST_TEST(downs == 2);
+  BOOST_TEST(failed);
+  caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
+  BOOST_TEST(eventually([&] { return (*n)->memory_stats().bytes_in_use == 0; },
+                        wait_time()));
+  (*n)->close();
+}
