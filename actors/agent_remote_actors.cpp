@@ -48,15 +48,10 @@ void start_remote_actors(self_ptr self, actor_directory_ptr node_actors) {
 
 caf::result<bool> publish_actor(self_ptr self, const std::string& name,
                                 const caf::actor& actor) {
-  if (name.empty() || name.size() > 256)
-    return make_error(errc::invalid_argument,
-                      "actor names have 1 to 256 bytes; this one has "
-                          + std::to_string(name.size()));
-  if (!actor)
-    return make_error(errc::invalid_argument,
-                      "cannot publish an invalid actor");
-  return self->state.actors->published().put(
-      name, caf::actor_cast<caf::strong_actor_ptr>(actor));
+  auto res = self->state.actors->published().publish(name, actor);
+  if (!res)
+    return std::move(res.error());
+  return *res;
 }
 
 caf::typed_response_promise<caf::actor>

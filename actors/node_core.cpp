@@ -112,16 +112,9 @@ caf::expected<connection_actor> node_core::adopt(transport::queue_pair_ptr qp) {
 
 caf::expected<bool> node_core::publish(const std::string& name,
                                        caf::actor actor) {
-  if (name.empty() || name.size() > 256)
-    return make_error(errc::invalid_argument,
-                      "actor names have 1 to 256 bytes; this one has "
-                          + std::to_string(name.size()));
-  if (!actor)
-    return make_error(errc::invalid_argument,
-                      "cannot publish an invalid actor");
   if (closing_)
     return closed_error();
-  return published_->put(name, caf::actor_cast<caf::strong_actor_ptr>(actor));
+  return published_->publish(name, actor);
 }
 
 bool node_core::unpublish(const std::string& name) {

@@ -56,15 +56,24 @@ caf::error mismatch(const std::string& what) {
   return make_error(errc::internal_error, "verification failed: " + what);
 }
 
+/// Receives the peer's next digest.
+caf::expected<digest> receive_digest(caf::scoped_actor& self,
+                                     const connection_actor& conn) {
+  auto reply = call<local_mr>(self, conn, receive_data_atom::value);
+  if (!reply)
+    return std::move(reply.error());
+  if (reply->size() != digest::wire_size)
+    return mismatch("digest of " + std::to_string(reply->size()) + " bytes");
+  return digest::read_from(reply->data());
+}
+
 /// Receives one digest and compares it with `expected`.
 caf::error expect_digest(caf::scoped_actor& self, const connection_actor& conn,
                          const digest& expected) {
-  auto reply = call<local_mr>(self, conn, receive_data_atom::value);
-  if (!reply)
-    return reply.error();
-  if (reply->size() != digest::wire_size)
-    return mismatch("digest of " + std::to_string(reply->size()) + " bytes");
-  auto got = digest::read_from(reply->data());
+  auto received = receive_digest(self, conn);
+  if (!received)
+    return std::move(received.error());
+  auto& got = *received;
   if (got.is_refusal())
     return make_error(errc::quota_exceeded,
                       "the peer would not allocate memory to read it (over "
@@ -84,12 +93,10 @@ caf::error expect_chunk_digest(caf::scoped_actor& self,
                                const connection_actor& conn,
                                const uint8_t* data, size_t remaining,
                                size_t& len) {
-  auto reply = call<local_mr>(self, conn, receive_data_atom::value);
-  if (!reply)
-    return reply.error();
-  if (reply->size() != digest::wire_size)
-    return mismatch("digest of " + std::to_string(reply->size()) + " bytes");
-  auto got = digest::read_from(reply->data());
+  auto received = receive_digest(self, conn);
+  if (!received)
+    return std::move(received.error());
+  auto& got = *received;
   if (got.len > remaining || (got.len == 0 && remaining > 0))
     return mismatch("the peer saw a chunk of " + std::to_string(got.len)
                     + " bytes where " + std::to_string(remaining)

@@ -17,35 +17,21 @@
 #include "rdmactor/config.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/node.hpp"
+#include "rdmactor/testing.hpp"
 
 namespace rdmactor::test {
 
-inline std::string env_or(const char* name, const char* fallback) {
-  auto* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
+// The helpers users get from <rdmactor/testing.hpp>; the suites' own
+// fixtures below add what only they need.
+using rdmactor::testing::env_or;
+using rdmactor::testing::eventually;
+using rdmactor::testing::timeout_scale;
 
-/// Multiplies the suites' timeouts: RDMACTOR_TEST_TIMEOUT_SCALE (default 1).
-/// scripts/test.sh sets it for the verbs suite in the Soft-RoCE VM, whose
-/// emulated CPU runs 10-50x slower than the host (and slower still when the
-/// host is busy), so that a slow machine does not read as a failure.
-inline uint32_t timeout_scale() {
-  auto v = std::strtoul(env_or("RDMACTOR_TEST_TIMEOUT_SCALE", "1").c_str(),
-                        nullptr, 10);
-  return v >= 1 && v <= 100 ? static_cast<uint32_t>(v) : 1;
-}
-
+/// testing::test_options() plus a short RNR timeout (the suites provoke
+/// receiver-not-ready on purpose).
 inline options test_options() {
-  options o;
-  o.fabric = env_or("RDMACTOR_TEST_FABRIC", "soft");
-  o.max_message_len_bytes = 4096;
-  o.recv_depth = 16;
-  o.request_timeout_ms = 3000 * timeout_scale();
-  o.connect_timeout_ms = 3000 * timeout_scale();
+  auto o = testing::test_options();
   o.rnr_timeout_ms = 1000;
-  o.arena_size_bytes = 1 << 20;
-  o.max_alloc_bytes = 64 << 20;
-  o.log_level = env_or("RDMACTOR_TEST_LOG", "warn");
   return o;
 }
 
@@ -62,29 +48,13 @@ struct system_holder {
   }
 };
 
-/// Runs one blocking request with a timeout; returns the value or error.
+/// Runs one blocking request with a timeout of 30 s times the scale;
+/// returns the value or error.
 template <class T, class Handle, class... Ts>
 caf::expected<T> call(caf::actor_system& sys, const Handle& hdl, Ts&&... xs) {
-  caf::scoped_actor self{sys};
-  caf::expected<T> result{make_error(errc::internal_error, "no answer")};
-  self->request(hdl, std::chrono::seconds(30 * timeout_scale()),
-                std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-  return result;
-}
-
-/// Polls `pred` every 10 ms for up to `timeout`; returns its last value.
-inline bool eventually(const std::function<bool()>& pred,
-                       std::chrono::milliseconds timeout
-                       = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
+  return testing::call_within<T>(sys,
+                                 std::chrono::seconds(30 * timeout_scale()),
+                                 hdl, std::forward<Ts>(xs)...);
 }
 
 /// Two nodes, each in its own actor system, and one connection between

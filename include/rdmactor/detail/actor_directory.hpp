@@ -5,7 +5,12 @@
 #include <string>
 #include <unordered_map>
 
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
 #include <caf/actor_control_block.hpp>
+#include <caf/expected.hpp>
+
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 
@@ -21,6 +26,26 @@ public:
     bool replaced = slot != nullptr;
     slot = std::move(actor);
     return replaced;
+  }
+
+  /// Longest name `publish` takes, in bytes.
+  static constexpr size_t max_name_bytes = 256;
+
+  /// Checks and publishes `actor` under `name`; returns whether it replaced
+  /// another, or `invalid_argument` for an empty name, one over
+  /// `max_name_bytes`, or an invalid actor.  Used by the connection's and
+  /// the node's publish.
+  caf::expected<bool> publish(const std::string& name,
+                              const caf::actor& actor) {
+    if (name.empty() || name.size() > max_name_bytes)
+      return make_error(
+          errc::invalid_argument,
+          "actor names have 1 to " + std::to_string(max_name_bytes)
+              + " bytes; this one has " + std::to_string(name.size()));
+    if (!actor)
+      return make_error(errc::invalid_argument,
+                        "cannot publish an invalid actor");
+    return put(name, caf::actor_cast<caf::strong_actor_ptr>(actor));
   }
 
   /// Unpublishes `name`; returns whether something was published under it.
