@@ -64,7 +64,8 @@ inline std::chrono::milliseconds default_timeout() {
 /// Options for tests: the fabric of `fabric` (empty: RDMACTOR_TEST_FABRIC,
 /// default "soft"), small buffers (4 KiB messages, 16 receives, 1 MiB
 /// arenas) so that tests exercise chunking, and timeouts of 3 s times the
-/// scale, so that a lost answer fails a test quickly.
+/// scale, so that a lost answer fails a test quickly (the keepalive, 5 s,
+/// scales as well).
 inline options test_options(std::string fabric = {}) {
   options o;
   o.fabric = fabric.empty() ? env_or("RDMACTOR_TEST_FABRIC", "soft")
@@ -73,6 +74,9 @@ inline options test_options(std::string fabric = {}) {
   o.recv_depth = 16;
   o.request_timeout_ms = 3000 * timeout_scale();
   o.connect_timeout_ms = 3000 * timeout_scale();
+  // The keepalive scales too: in a slow VM, an idle connection whose Pong
+  // comes late would otherwise read as a frozen peer and be closed.
+  o.keepalive_ms = 5000 * timeout_scale();
   o.arena_size_bytes = 1 << 20;
   o.max_alloc_bytes = 64 << 20;
   o.log_level = env_or("RDMACTOR_TEST_LOG", "warn");
