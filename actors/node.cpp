@@ -73,7 +73,10 @@ caf::expected<connection_actor> node::connect(const std::string& host_port) {
     return closed_error();
   auto timeout = std::chrono::milliseconds{core_->opts().connect_timeout_ms}
                  + call_slack;
-  return ask<connection_actor>(sys_, hdl_, timeout, connect_atom::value,
+  auto hdl = actor();
+  if (!hdl)
+    return closed_error();
+  return ask<connection_actor>(sys_, hdl, timeout, connect_atom::value,
                                host_port);
 }
 
@@ -83,7 +86,10 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
     return closed_error();
   auto timeout = std::chrono::milliseconds{core_->opts().request_timeout_ms}
                  + call_slack;
-  return ask<uint16_t>(sys_, hdl_, timeout, listen_atom::value, host_port,
+  auto hdl = actor();
+  if (!hdl)
+    return closed_error();
+  return ask<uint16_t>(sys_, hdl, timeout, listen_atom::value, host_port,
                        std::move(acceptor));
 }
 
@@ -125,10 +131,14 @@ bool node::closed() const noexcept {
 }
 
 void node::close() {
-  if (!hdl_)
+  node_actor hdl;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    hdl = std::move(hdl_);
+    hdl_ = nullptr;
+  }
+  if (!hdl)
     return;
-  auto hdl = std::move(hdl_);
-  hdl_ = nullptr;
   // Closed by the system's shutdown (or through the actor): the actor is
   // gone or going, and the actor system may be gone too; touch neither.
   if (core_->closing())

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -84,7 +85,9 @@ public:
   bool unpublish(const std::string& name);
 
   /// Returns the node actor behind this facade (null after close()).
-  const node_actor& actor() const noexcept {
+  /// Any thread.
+  node_actor actor() const {
+    std::lock_guard<std::mutex> guard{mtx_};
     return hdl_;
   }
 
@@ -119,6 +122,8 @@ private:
 
   caf::actor_system& sys_;
   std::shared_ptr<node_core> core_;
+  /// Guards hdl_: close() may run while other threads connect or listen.
+  mutable std::mutex mtx_;
   node_actor hdl_;
 };
 
