@@ -6,7 +6,6 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/blocking_actor.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -54,30 +53,15 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
           return closed_error();
         auto rp = self->make_response_promise<connection_actor>();
         // node_core::connect blocks for up to connect_timeout_ms: on a
-        // thread of its own (a detached helper), never on a CAF worker.
-        // The helper answers a request and we deliver the promise here:
-        // a promise must be delivered by its own actor (delivering it from
-        // another thread races with this actor's scheduling; TSan).
-        auto helper = self->spawn<caf::detached>(
-            [nd = self->state.nd,
-             host_port](caf::event_based_actor* h) -> caf::behavior {
-              return {
-                  [h, nd,
-                   host_port](connect_atom) -> caf::result<connection_actor> {
-                    h->quit();
-                    auto conn = nd->connect(host_port);
-                    if (!conn)
-                      return std::move(conn.error());
-                    return std::move(*conn);
-                  },
-              };
+        // thread of its own, never on a CAF worker.
+        self->spawn(
+            [nd = self->state.nd, host_port, rp](caf::blocking_actor*) mutable {
+              auto conn = nd->connect(host_port);
+              if (conn)
+                rp.deliver(std::move(*conn));
+              else
+                rp.deliver(std::move(conn.error()));
             });
-        self->request(helper, caf::infinite, connect_atom::value)
-            .then(
-                [rp](connection_actor& conn) mutable {
-                  rp.deliver(std::move(conn));
-                },
-                [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
         return rp;
       },
       [self](listen_atom, const std::string& host_port,
