@@ -39,17 +39,17 @@ void system_hook::start() {
 }
 
 void system_hook::stop() {
-  std::vector<std::function<void()>> todo;
+  std::vector<std::function<void()>> closers;
   {
     auto& reg = hook_registry::instance();
     std::lock_guard<std::mutex> guard{reg.mtx};
     auto i = reg.fns.find(&sys_);
     if (i == reg.fns.end())
       return;
-    todo = std::move(i->second);
+    closers = std::move(i->second);
     reg.fns.erase(i); // stopped: later registrations are refused
   }
-  for (auto& fn : todo)
+  for (auto& fn : closers)
     fn();
 }
 
