@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/node_core.hpp"
@@ -39,6 +40,11 @@ struct node_state {
 
 using node_self = node_actor::stateful_pointer<node_state>;
 
+/// Runs one blocking node_core::connect on a thread of its own and
+/// answers the request that the node actor delegated to it.
+using connect_helper = caf::typed_actor<
+    caf::replies_to<connect_atom, std::string>::with<connection_actor>>;
+
 caf::error closed_error() {
   return make_error(errc::closed,
                     "the node actor was closed; spawn a new node");
@@ -51,18 +57,28 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
              const std::string& host_port) -> caf::result<connection_actor> {
         if (!self->state.nd || self->state.nd->closing())
           return closed_error();
-        auto rp = self->make_response_promise<connection_actor>();
         // node_core::connect blocks for up to connect_timeout_ms: on a
-        // thread of its own, never on a CAF worker.
-        self->spawn(
-            [nd = self->state.nd, host_port, rp](caf::blocking_actor*) mutable {
-              auto conn = nd->connect(host_port);
-              if (conn)
-                rp.deliver(std::move(*conn));
-              else
-                rp.deliver(std::move(conn.error()));
+        // thread of its own (a detached helper), never on a CAF worker.
+        // The request is delegated: the helper answers the caller itself,
+        // from its own thread, as any actor answers its requests (a
+        // promise of ours delivered from the helper's thread raced with
+        // this actor's scheduling: TSan), and a close of this actor does
+        // not drop the answer.
+        auto helper = self->spawn<caf::detached>(
+            [nd = self->state.nd](
+                connect_helper::pointer h) -> connect_helper::behavior_type {
+              return {
+                  [h, nd](connect_atom, const std::string& where)
+                      -> caf::result<connection_actor> {
+                    auto conn = nd->connect(where);
+                    h->quit();
+                    if (!conn)
+                      return std::move(conn.error());
+                    return std::move(*conn);
+                  },
+              };
             });
-        return rp;
+        return self->delegate(helper, connect_atom::value, host_port);
       },
       [self](listen_atom, const std::string& host_port,
              const acceptor_actor& acceptor) -> caf::result<uint16_t> {
