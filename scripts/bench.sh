@@ -316,9 +316,9 @@ table "$host_json" rdmactor-busy caf-io \
 # bytes on each and waits for every echo.  The client's JSON has its own
 # threads, RSS, registered bytes and fds while holding (and before it
 # connected); the server prints the same about itself whenever they change,
-# and the line for N connections is joined to the client's row.  Then send
-# lat 8 B and send bw 64 KiB of one connection, alone and among 1000 idle
-# ones (--idle-peers).  BENCH_SCALE=0 skips this part.
+# and its first line for N connections (idle, while held) is joined to the
+# client's row.  Then send lat 8 B and send bw 64 KiB of one connection,
+# alone and among 1000 idle ones (--idle-peers).  BENCH_SCALE=0 skips this part.
 scale_json="$out_dir/$stamp-scale.json"
 if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   echo "== scale: rdmactor soft fabric, client and server processes on loopback"
@@ -338,7 +338,10 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     line=$("$bench" --json --rdmactor.log-level=error "${extra[@]}" \
       --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=1500 \
       2>"$out_dir/.stderr" | grep '^{' || true)
-    srv=$(grep "serving $n connections:" "$out_dir/.server.log" | tail -1 |
+    # The server's first line with N connections was taken while the client
+    # held them idle; later ones include the echo (a receive slot and the
+    # socket buffer touched per connection, ~11 KiB more each).
+    srv=$(grep "serving $n connections:" "$out_dir/.server.log" | head -1 |
       sed -E 's/.*threads ([0-9]+), rss_kb ([0-9]+), registered_bytes ([0-9]+), fds ([0-9]+).*/"server_threads":\1,"server_rss_kb":\2,"server_registered_bytes":\3,"server_fds":\4/')
     [[ "$srv" == \"server_* ]] || srv='"server_threads":null'
     if [[ -n "$line" ]]; then

@@ -97,9 +97,10 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   l.pool_ = std::move(*pool);
   l.pool_->wake_at.store(tuning::credit_return_threshold(l.pool_->depth));
   // Header slots: one per send-queue entry.
-  l.header_mem_.resize(size_t{l.send_queue_depth_} * max_send_header_bytes);
-  auto hreg
-      = l.dev_->register_memory(l.header_mem_.data(), l.header_mem_.size(), 0);
+  l.header_mem_bytes_ = size_t{l.send_queue_depth_} * max_send_header_bytes;
+  l.header_mem_.reset(new uint8_t[l.header_mem_bytes_]);
+  auto hreg = l.dev_->register_memory(l.header_mem_.get(), l.header_mem_bytes_,
+                                      0);
   if (!hreg)
     return std::move(hreg.error());
   l.header_reg_ = std::move(*hreg);
@@ -323,7 +324,7 @@ void link::try_post() {
       if (!op.header.empty()) {
         slot = free_header_slots_.back();
         free_header_slots_.pop_back();
-        auto* dst = header_mem_.data() + size_t(slot) * max_send_header_bytes;
+        auto* dst = header_mem_.get() + size_t(slot) * max_send_header_bytes;
         std::memcpy(dst, op.header.data(), op.header.size());
         sg[n++]
             = sge{reinterpret_cast<uint64_t>(dst),
