@@ -99,8 +99,8 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   // Header slots: one per send-queue entry.
   l.header_mem_bytes_ = size_t{l.send_queue_depth_} * max_send_header_bytes;
   l.header_mem_.reset(new uint8_t[l.header_mem_bytes_]);
-  auto hreg = l.dev_->register_memory(l.header_mem_.get(), l.header_mem_bytes_,
-                                      0);
+  auto hreg
+      = l.dev_->register_memory(l.header_mem_.get(), l.header_mem_bytes_, 0);
   if (!hreg)
     return std::move(hreg.error());
   l.header_reg_ = std::move(*hreg);
