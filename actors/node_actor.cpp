@@ -5,7 +5,6 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
-#include <caf/blocking_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -44,6 +43,10 @@ using node_self = node_actor::stateful_pointer<node_state>;
 /// answers the request that the node actor delegated to it.
 using connect_helper = caf::typed_actor<
     caf::replies_to<connect_atom, std::string>::with<connection_actor>>;
+
+/// Runs node_core::close (it joins the acceptor threads) on a thread of
+/// its own and answers the close request delegated to it.
+using close_helper = caf::typed_actor<caf::replies_to<close_atom>::with<bool>>;
 
 caf::error closed_error() {
   return make_error(errc::closed,
@@ -103,16 +106,23 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
       [self](close_atom) -> caf::result<bool> {
         if (!self->state.nd)
           return false;
-        auto rp = self->make_response_promise<bool>();
         // node_core::close joins the acceptor threads: not on a worker.
-        self->spawn(
-            [nd = std::move(self->state.nd), rp](caf::blocking_actor*) mutable {
-              auto was_open = !nd->closing();
-              nd->close();
-              rp.deliver(was_open);
+        // Delegated like connect, so that the helper answers the caller
+        // from its own thread while this actor is already gone.
+        auto helper = self->spawn<caf::detached>(
+            [nd = std::move(self->state.nd)](
+                close_helper::pointer h) -> close_helper::behavior_type {
+              return {
+                  [h, nd](close_atom) -> bool {
+                    auto was_open = !nd->closing();
+                    nd->close();
+                    h->quit();
+                    return was_open;
+                  },
+              };
             });
         self->quit();
-        return rp;
+        return self->delegate(helper, close_atom::value);
       },
   };
 }
