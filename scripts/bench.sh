@@ -148,6 +148,30 @@ if [[ $vm_inner == 1 ]]; then
       done
     fi
   done
+  # Scale on rxe (issue 13: at least 200 connections): a --listen server
+  # process and a client opening the connections one after another, as on
+  # the host.  One RESULT line, impl "rdmactor-scale".
+  scale_peers=$((quick == 1 ? 20 : 200))
+  port=$((20000 + RANDOM % 20000))
+  "$bench" --fabric=verbs --device="$dev" --listen="$host:$port" \
+    --rdmactor.log-level=error "${extra[@]}" >/tmp/rb-server.log 2>&1 &
+  srv=$!
+  for _ in $(seq 300); do
+    grep -q 'serving on port' /tmp/rb-server.log && break
+    sleep 0.1
+  done
+  res=$(timeout 600 "$bench" --fabric=verbs --device="$dev" --json \
+    --rdmactor.log-level=error "${extra[@]}" --connect="$host:$port" \
+    --op=connect --peers="$scale_peers" --hold-ms=1500 2>/tmp/rb.err |
+    grep '^{' || true)
+  kill -INT "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  if [[ -n "$res" ]]; then
+    echo "RESULT ${res/\"impl\":\"rdmactor\"/\"impl\":\"rdmactor-scale\"}"
+  else
+    why=$(grep -v '^\s*$' /tmp/rb.err | tail -1 | sed 's/^rdmactor-bench: //; s/["\\]/ /g')
+    echo "RESULT {\"impl\":\"rdmactor-scale\",\"op\":\"connect\",\"fabric\":\"verbs\",\"peers\":$scale_peers,\"error\":\"${why:-no output}\"}"
+  fi
   exit 0
 fi
 
@@ -417,6 +441,22 @@ if [[ $want_vm == 1 ]]; then
     table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs (completion-mode=adaptive, the default) vs perftest"
     table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest" 1
     table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest" 1
+    # The scale row (rdmactor-scale): connections over rxe from one process
+    # to another in the VM.
+    grep '"impl":"rdmactor-scale"' "$vm_json" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if "error" in r:
+        print("VM scale: %s connections failed: %s" % (r.get("peers"), r["error"]))
+        continue
+    print("VM scale (rxe, two processes): %d of %d connected in %.3f s, "
+          "connect p50 %.1f ms, p99 %.1f ms; client threads %d, "
+          "RSS %d KiB (%d before), registered %d B, fds %d"
+          % (r["connected"], r["peers"], r["connect_s_total"],
+             r["connect_ms_p50"], r["connect_ms_p99"], r["threads"],
+             r["rss_kb"], r["rss_kb_before"], r["registered_bytes"], r["fds"]))
+' || true
   fi
 fi
 
