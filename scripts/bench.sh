@@ -20,7 +20,8 @@
 # and event and busy in the VM, each in a table of its own.  Scale (host):
 # 1, 100 and 1000 connections from one process to another (connect times,
 # both processes' threads, RSS, registered bytes and fds), and one active
-# connection alone and among 1000 idle ones.
+# connection alone and among 1000 idle ones; in the VM, 200 connections over
+# rxe from one process to another.
 #
 # Writes bench-results/<stamp>-host.json (and -scale.json, -vm.json): one JSON object
 # per line, as rdmactor-bench --json prints them, plus a plot
