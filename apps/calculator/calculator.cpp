@@ -102,8 +102,7 @@ calculator::behavior_type calculator_impl() {
   };
 }
 
-// -- expressions
-// ---------------------------------------------------------------
+// -- expressions --------------------------------------------------------------
 
 /// `LHS OP RHS`: two decimal integers and one of + - * /.
 struct expression {
@@ -150,8 +149,7 @@ std::optional<expression> parse(const std::string& s) {
   return e;
 }
 
-// -- configuration
-// -------------------------------------------------------------
+// -- configuration ------------------------------------------------------------
 
 class calculator_config : public rdmactor::config {
 public:
@@ -194,8 +192,7 @@ std::vector<std::string> take_exprs(int& argc, char** argv) {
   return out;
 }
 
-// -- server
-// ---------------------------------------------------------------------
+// -- server -------------------------------------------------------------------
 
 struct acceptor_state {
   /// rdmactor: a connection lives as long as a handle to it; keep each one
@@ -258,8 +255,7 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd,
   return 0;
 }
 
-// -- client
-// ---------------------------------------------------------------------
+// -- client -------------------------------------------------------------------
 
 /// Whether `err` means that the calculator (or the connection) is gone.
 bool is_gone(const caf::error& err) {
