@@ -45,7 +45,8 @@ start_server() {
   wait_for "$log" '^calculator published as "calculator", serving on port [0-9]+'
   port=$(sed -nE 's/.*serving on port ([0-9]+).*/\1/p' "$log")
 }
-# client NAME [ARGS...]: runs a client to its end; sets $rc.
+# client NAME [ARGS...]: runs a client to its end; sets $rc.  (Input comes
+# from files: the Soft-RoCE VM has no /dev/fd for process substitution.)
 client() {
   local name=$1
   shift
@@ -77,15 +78,16 @@ expect_out exprs "3 + 4 = 7
 expect_err exprs "7 / 0: rdmactor: invalid_argument: division by zero"
 
 # Expressions on stdin, all good: exit 0; "quit" ends the input.
-client stdin "$@" \
-  < <(printf '1 + 1\n\n100 / 7\n9223372036854775807 - 1\nquit\n5 * 5\n')
+printf '1 + 1\n\n100 / 7\n9223372036854775807 - 1\nquit\n5 * 5\n' >"$tmp/stdin.in"
+client stdin "$@" <"$tmp/stdin.in"
 [[ $rc == 0 ]] || fail "stdin: exit status $rc, expected 0"
 expect_out stdin "1 + 1 = 2
 100 / 7 = 14
 9223372036854775807 - 1 = 9223372036854775806"
 
 # Overflow (an error of the remote actor) and an unreadable line.
-client errors "$@" < <(printf '9223372036854775807 + 1\nthree + 4\n2 * 21\n')
+printf '9223372036854775807 + 1\nthree + 4\n2 * 21\n' >"$tmp/errors.in"
+client errors "$@" <"$tmp/errors.in"
 [[ $rc == 1 ]] || fail "errors: exit status $rc, expected 1"
 expect_out errors "2 * 21 = 42"
 expect_err errors "9223372036854775807 + 1: rdmactor: invalid_argument: overflow"
