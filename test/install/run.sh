@@ -2,8 +2,9 @@
 # run.sh BUILD_DIR SOURCE_DIR: installs the build into a scratch prefix,
 # checks what was installed, then builds and runs outside consumers with
 # find_package(rdmactor): a Release build of the README tutorial, a
-# soft-only consumer and a Boost.Test consumer of <rdmactor/testing.hpp>,
-# and a Debug build of the tutorial.
+# soft-only consumer, a Boost.Test consumer of <rdmactor/testing.hpp> and
+# the calculator sample (run as two processes), and a Debug build of the
+# tutorial.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -35,7 +36,8 @@ if grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(infiniband|rdma)/' 
   fail "installed headers include rdma-core headers"
 fi
 # The consumers include <rdmactor/...> and nothing of the source tree.
-for f in "$src/apps/tutorial/tutorial.cpp" "$consumer"/*.cpp; do
+for f in "$src/apps/tutorial/tutorial.cpp" "$src/apps/calculator/calculator.cpp" \
+  "$consumer"/*.cpp; do
   if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<(actors|common|transport|protocol)/)' "$f"; then
     fail "$f includes something other than <rdmactor/...>, CAF, Boost or std"
   fi
@@ -44,7 +46,8 @@ done
 # Release consumers.
 cmake -S "$consumer" -B "$tmp/release" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" \
-  -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" >"$tmp/log" 2>&1 ||
+  -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" \
+  -DCALCULATOR_SOURCE="$src/apps/calculator/calculator.cpp" >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "configuring the Release consumers"; }
 cmake --build "$tmp/release" -j2 >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "building the Release consumers"; }
@@ -59,6 +62,10 @@ fi
 "$tmp/release/consumer"
 "$tmp/release/soft_consumer"
 "$tmp/release/testing_consumer" --report_level=short
+# The calculator sample built outside the tree, as two processes.
+bash "$src/test/actors/calculator_two_process.sh" "$tmp/release/calculator" \
+  --fabric=soft >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "the calculator sample built against the package"; }
 
 # A Debug consumer of the same package.
 cmake -S "$consumer" -B "$tmp/debug" -DCMAKE_BUILD_TYPE=Debug \
