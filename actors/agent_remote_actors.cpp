@@ -33,6 +33,15 @@ caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
   return self_->state.actors->on_frame(m, data, len);
 }
 
+void actor_sink::actor_flow(bool flow, uint64_t window_messages,
+                            uint64_t window_bytes) {
+  self_->state.actors->start_flow(flow, window_messages, window_bytes);
+}
+
+caf::error actor_sink::take_actor_ack(uint64_t messages, uint64_t bytes) {
+  return self_->state.actors->take_ack(messages, bytes);
+}
+
 actor_lookup_result actor_sink::find_actor(const std::string& name) {
   auto found = self_->state.actors->find(name);
   return actor_lookup_result{found.id, std::move(found.interface)};

@@ -264,6 +264,32 @@ BOOST_AUTO_TEST_CASE(hostile_actor_frames_are_refused_and_counted) {
   expect_still_serving();
 }
 
+BOOST_AUTO_TEST_CASE(hostile_actor_acks_are_violations_never_crashes) {
+  // A peer that offers actor flow control, then acknowledges actor
+  // messages it was never sent.
+  auto hello = pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                              opts.recv_depth, true,
+                              pb::EXT_REMOTE_ACTORS | pb::EXT_ACTOR_FLOW);
+  hello.mutable_hello()->set_actor_window_messages(4);
+  hello.mutable_hello()->set_actor_window_bytes(1024);
+  send(hello);
+  auto ack = [](uint64_t messages, uint64_t bytes) {
+    pb::Message m;
+    m.mutable_actor_ack()->set_messages(messages);
+    m.mutable_actor_ack()->set_bytes(bytes);
+    return m;
+  };
+  auto before = server_stats().protocol_errors;
+  send(ack(5, 0));                       // more messages than were sent
+  send(ack(0, uint64_t{1} << 63));       // more bytes than were sent
+  send(ack(~uint64_t{0}, ~uint64_t{0})); // everything
+  send(ack(0, 0));                       // nothing: valid
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 3; }));
+  BOOST_TEST(server_stats().actor_acks_received == 1u);
+  expect_still_serving();
+}
+
 // -- cumulative acknowledgements ----------------------------------------------
 
 // A peer whose Hello did not offer cumulative acknowledgements (this raw
