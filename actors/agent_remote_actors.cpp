@@ -112,9 +112,13 @@ void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
   // pending requests) or for a peer without remote actors (no proxy of
   // its actors exists then).
   if (auto err = core.post_actor_message(target, sender, message_id,
-                                         bytes.data(), bytes.size(), down))
+                                         bytes.data(), bytes.size(), down)) {
     log().debug("agent {}: actor message not sent: {}", core.link().peer,
                 render(err));
+    // Its credit returns, and a request fails now rather than at its
+    // timeout.
+    self->state.actors->not_posted(sender, message_id, bytes.size(), down, err);
+  }
 }
 
 } // namespace rdmactor::agent_detail

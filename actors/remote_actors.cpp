@@ -201,9 +201,14 @@ caf::error remote_actors::take_ack(uint64_t messages, uint64_t bytes) {
   if (auto err = outflow_.ack(messages, bytes))
     return err;
   ++acks_received_;
+  drain_locked();
+  return caf::none;
+}
+
+void remote_actors::drain_locked() {
   auto agent = agent_.lock();
   if (closed_ || !agent)
-    return caf::none;
+    return;
   while (!queue_.empty()) {
     auto& f = queue_.front();
     if (f.counted && !outflow_.allows(f.bytes.size()))
@@ -212,7 +217,38 @@ caf::error remote_actors::take_ack(uint64_t messages, uint64_t bytes) {
     hand_to_agent_locked(agent, f, nullptr);
     queue_.pop_front();
   }
-  return caf::none;
+}
+
+void remote_actors::not_posted(uint64_t sender, uint64_t mid_value, size_t size,
+                               bool down, const caf::error& err) {
+  caf::message_id mid{mid_value};
+  caf::strong_actor_ptr requester;
+  caf::message_id request_mid;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return; // close failed the pending requests
+    if (!down && !mid.is_response() && outflow_.active
+        && outflow_.sent_messages > outflow_.acked_messages) {
+      --outflow_.sent_messages;
+      outflow_.sent_bytes -= std::min<uint64_t>(
+          size, outflow_.sent_bytes - outflow_.acked_bytes);
+    }
+    if (mid.is_request() && sender != 0) {
+      auto i = pending_.find(pending_key{
+          sender, mid.integer_value() & caf::message_id::request_id_mask});
+      if (i != pending_.end()) {
+        requester = i->second.sender.lock();
+        request_mid = i->second.mid;
+        pending_.erase(i);
+      }
+    }
+    drain_locked();
+  }
+  if (requester)
+    requester->enqueue(
+        caf::make_mailbox_element(nullptr, request_mid.response_id(), {}, err),
+        nullptr);
 }
 
 remote_actors::flow_counts remote_actors::flow_stats() const {

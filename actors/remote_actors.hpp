@@ -147,6 +147,12 @@ public:
   /// (a violation) when it acks more than was sent or less than before.
   caf::error take_ack(uint64_t messages, uint64_t bytes);
 
+  /// The agent could not post a message a proxy forwarded (`err`): its
+  /// credit returns (queued messages may go) and a request fails with
+  /// `err` at once.  The agent's thread.
+  void not_posted(uint64_t sender, uint64_t mid, size_t size, bool down,
+                  const caf::error& err);
+
   /// The receiving half: the agent asks it for the credit to return.
   actor_inflow& inflow() noexcept {
     return *inflow_;
@@ -228,6 +234,8 @@ private:
                          caf::execution_unit* ctx);
   void hand_to_agent_locked(const caf::strong_actor_ptr& agent, queued_frame& f,
                             caf::execution_unit* ctx);
+  /// Hands queued messages the window now allows to the agent.
+  void drain_locked();
   void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err);
   void prune_locked();
 
