@@ -182,9 +182,10 @@ caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
         errc::quota_exceeded,
         std::to_string(queued_bytes_)
             + " bytes of messages to remote actors of " + peer_
-            + " already wait for the peer's credit (its actors take "
-              "messages slower than they are sent): raise "
-              "actor-send-queue-bytes="
+            + " already wait for the peer's credit, and this one has "
+            + std::to_string(size)
+            + " (its actors take messages slower than they are sent): "
+              "raise actor-send-queue-bytes="
             + std::to_string(opts_.actor_send_queue_bytes)
             + " or wait for answers before sending more");
   }
