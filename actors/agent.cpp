@@ -466,6 +466,15 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
         s.queued_data_bytes = st.data.queued_bytes + st.imms.queued_bytes;
         s.peer_claim_bytes = st.claimed->load();
         s.queued_imms = st.imms.items.size();
+        auto f = st.actors->flow_stats();
+        s.actor_buffered = f.buffered;
+        s.actor_buffered_max = f.buffered_max;
+        s.actor_queued = f.queued;
+        s.actor_queued_bytes = f.queued_bytes;
+        s.actor_in_flight = f.in_flight;
+        s.actor_send_refused = f.send_refused;
+        s.actor_acks_sent = f.acks_sent;
+        s.actor_acks_received = f.acks_received;
         return s;
       },
       [self](release_atom, mr_token token) {
@@ -497,6 +506,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
              const std::vector<char>& bytes, bool down) {
         post_actor_message(self, target, sender, mid, bytes, down);
+      },
+      [self](actor_ack_atom) {
+        uint64_t messages = 0;
+        uint64_t bytes = 0;
+        if (self->state.actors->inflow().take_ack(messages, bytes))
+          self->state.core->post_actor_ack(messages, bytes);
       },
   };
 }

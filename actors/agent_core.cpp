@@ -62,6 +62,11 @@ void agent_core::start() {
   // We take Goodbye and answer Ping (whatever our own keepalive-ms).
   hello.mutable_hello()->set_goodbye(true);
   hello.mutable_hello()->set_keepalive(true);
+  if (opts_.remote_actors) {
+    hello.mutable_hello()->set_actor_window_messages(
+        opts_.actor_window_messages);
+    hello.mutable_hello()->set_actor_window_bytes(opts_.actor_window_bytes);
+  }
   send_unsolicited(hello);
 }
 

@@ -177,6 +177,23 @@ public:
     /// Finds the actor published under `name` for the peer's ActorLookup
     /// (id 0: none).  The default finds nothing.
     virtual actor_lookup_result find_actor(const std::string& name);
+
+    /// The peer's Hello arrived and offers remote actors: `flow` says
+    /// whether it also offers EXT_ACTOR_FLOW (then `window_messages` and
+    /// `window_bytes` are the window it announced, at least 1 each).
+    /// Called once, before any actor frame of the peer is delivered.  The
+    /// default ignores it.
+    virtual void actor_flow(bool flow, uint64_t window_messages,
+                            uint64_t window_bytes) {
+      static_cast<void>(flow);
+      static_cast<void>(window_messages);
+      static_cast<void>(window_bytes);
+    }
+
+    /// Takes the peer's ActorAck (cumulative counts).  Returns an error
+    /// when it acks more than was sent or less than before (the core
+    /// counts a violation).  The default refuses it.
+    virtual caf::error take_actor_ack(uint64_t messages, uint64_t bytes);
   };
 
   /// Builds the core of the connection `link`; `out` must outlive it.
@@ -435,6 +452,11 @@ public:
                                 uint64_t message_id, const char* data,
                                 size_t len, bool down);
 
+  /// Posts an ActorAck returning credit for the peer's actor messages
+  /// (cumulative counts).  Called by the owner when its targets took
+  /// enough of them; nothing after close.
+  void post_actor_ack(uint64_t messages, uint64_t bytes);
+
   // -- helpers ----------------------------------------------------------------
 
   /// Turns a non-OK response status into an error (`what` names the
@@ -552,6 +574,7 @@ private:
   void on_goodbye(const protocol::Goodbye& bye);
   void on_pong(const protocol::Response& res);
   void on_actor_lookup(uint64_t id, const protocol::ActorLookup& req);
+  void on_actor_ack(const protocol::ActorAck& m);
   void on_actor_message(const protocol::ActorMessage& m,
                         const protocol::decode_result& frame);
 

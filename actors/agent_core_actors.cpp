@@ -34,6 +34,38 @@ actor_lookup_result agent_core::sink::find_actor(const std::string&) {
   return {};
 }
 
+caf::error agent_core::sink::take_actor_ack(uint64_t, uint64_t) {
+  return make_error(errc::unsupported, "this node sends no actor messages");
+}
+
+void agent_core::post_actor_ack(uint64_t messages, uint64_t bytes) {
+  if (closed_)
+    return;
+  pb::Message msg;
+  auto* ack = msg.mutable_actor_ack();
+  ack->set_messages(messages);
+  ack->set_bytes(bytes);
+  send_unsolicited(msg);
+}
+
+void agent_core::on_actor_ack(const pb::ActorAck& m) {
+  caf::error err;
+  if (!opts_.remote_actors || !opts_.actor_flow
+      || !peer_offers(pb::EXT_ACTOR_FLOW))
+    err = make_error(errc::not_negotiated,
+                     "an ActorAck, but actor flow control was not offered "
+                     "both ways");
+  else
+    err = out_.take_actor_ack(m.messages(), m.bytes());
+  if (!err)
+    return;
+  ++counters_.protocol_errors;
+  if (auto v = may_log(spdlog::level::warn))
+    log().warn("agent {}: refused an ActorAck: {}{}", link_.peer, render(err),
+               suppressed_note(v.denied_before));
+  count_violation();
+}
+
 void agent_core::lookup_actor(
     const std::string& name, std::vector<std::string> expected_interface,
     time_point now,
@@ -198,6 +230,15 @@ void agent_core::on_actor_message(const pb::ActorMessage& m,
   if (auto v = may_log(spdlog::level::warn))
     log().warn("agent {}: refused an actor message: {}{}", link_.peer,
                render(err), suppressed_note(v.denied_before));
+  // A peer over our window of actor messages is disconnected at once: it
+  // ignores the credit we returned (or, without EXT_ACTOR_FLOW, floods a
+  // slow actor).
+  if (err.category() == error_category
+      && err.code() == static_cast<uint8_t>(errc::quota_exceeded)) {
+    end_connection(err, "the peer exceeded actor-window-messages or "
+                        "actor-window-bytes");
+    return;
+  }
   count_violation();
 }
 

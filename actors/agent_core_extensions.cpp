@@ -20,6 +20,8 @@ uint32_t agent_core::our_extensions() const noexcept {
     result |= pb::EXT_RENDEZVOUS;
   if (opts_.remote_actors)
     result |= pb::EXT_REMOTE_ACTORS;
+  if (opts_.remote_actors && opts_.actor_flow)
+    result |= pb::EXT_ACTOR_FLOW;
   return result;
 }
 

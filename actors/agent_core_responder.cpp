@@ -473,9 +473,15 @@ void agent_core::on_hello(const pb::Hello& hello) {
   // A peer reads our rendezvous chunks only if it said how much at once.
   if ((peer_extensions_ & pb::EXT_RENDEZVOUS) != 0)
     peer_max_rendezvous_bytes_ = hello.max_rendezvous_bytes();
-  if (hello.version() == pb::protocol_version)
+  if (hello.version() == pb::protocol_version) {
+    if (opts_.remote_actors && peer_offers(pb::EXT_REMOTE_ACTORS)) {
+      bool flow = opts_.actor_flow && peer_offers(pb::EXT_ACTOR_FLOW);
+      out_.actor_flow(flow,
+                      std::max<uint64_t>(1, hello.actor_window_messages()),
+                      std::max<uint64_t>(1, hello.actor_window_bytes()));
+    }
     run_hello_waiters();
-  else
+  } else
     end_connection(make_error(errc::version_mismatch,
                               "the peer speaks agent protocol version "
                                   + std::to_string(hello.version())),
@@ -525,6 +531,9 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       break;
     case pb::Message::kActorMessage:
       on_actor_message(msg.actor_message(), frame);
+      break;
+    case pb::Message::kActorAck:
+      on_actor_ack(msg.actor_ack());
       break;
     default:
       ++counters_.protocol_errors;

@@ -33,6 +33,15 @@ caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
   return self_->state.actors->on_frame(m, data, len);
 }
 
+void actor_sink::actor_flow(bool flow, uint64_t window_messages,
+                            uint64_t window_bytes) {
+  self_->state.actors->start_flow(flow, window_messages, window_bytes);
+}
+
+caf::error actor_sink::take_actor_ack(uint64_t messages, uint64_t bytes) {
+  return self_->state.actors->take_ack(messages, bytes);
+}
+
 actor_lookup_result actor_sink::find_actor(const std::string& name) {
   auto found = self_->state.actors->find(name);
   return actor_lookup_result{found.id, std::move(found.interface)};
@@ -103,9 +112,13 @@ void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
   // pending requests) or for a peer without remote actors (no proxy of
   // its actors exists then).
   if (auto err = core.post_actor_message(target, sender, message_id,
-                                         bytes.data(), bytes.size(), down))
+                                         bytes.data(), bytes.size(), down)) {
     log().debug("agent {}: actor message not sent: {}", core.link().peer,
                 render(err));
+    // Its credit returns, and a request fails now rather than at its
+    // timeout.
+    self->state.actors->not_posted(sender, message_id, bytes.size(), down, err);
+  }
 }
 
 } // namespace rdmactor::agent_detail

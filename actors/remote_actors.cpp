@@ -46,6 +46,40 @@ private:
   uint64_t id_;
 };
 
+/// The mailbox element that carries a peer's message to its target: the
+/// message's credit returns when the element goes (the target took it
+/// from its mailbox and handled it, skipped elements stay), whatever the
+/// thread.  CAF's own wrapper for a caf::message is not public.
+class credited_element final : public caf::mailbox_element {
+public:
+  credited_element(caf::strong_actor_ptr sender, caf::message_id mid,
+                   caf::message msg, actor_credit credit)
+      : caf::mailbox_element(std::move(sender), mid, {}), msg_(std::move(msg)),
+        credit_(std::move(credit)) {}
+
+  caf::type_erased_tuple& content() override {
+    return msg_;
+  }
+
+  const caf::type_erased_tuple& content() const override {
+    return msg_;
+  }
+
+  caf::message move_content_to_message() override {
+    caf::message result;
+    result.swap(msg_);
+    return result;
+  }
+
+  caf::message copy_content_to_message() const override {
+    return msg_;
+  }
+
+private:
+  caf::message msg_;
+  actor_credit credit_;
+};
+
 } // namespace
 
 // -- the proxy ----------------------------------------------------------------
@@ -92,11 +126,144 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
                              std::string peer,
                              actor_directory_ptr node_directory)
     : sys_(sys), opts_(opts), peer_(std::move(peer)),
-      node_dir_(std::move(node_directory)) {}
+      node_dir_(std::move(node_directory)),
+      inflow_(std::make_shared<actor_inflow>(opts.actor_window_messages,
+                                             opts.actor_window_bytes)) {}
 
 void remote_actors::set_agent(caf::strong_actor_ptr agent) {
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(agent);
+  inflow_->set_wakeup([weak] {
+    if (auto a = weak.lock())
+      a->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
+                                           actor_ack_atom::value),
+                 nullptr);
+  });
   std::lock_guard<std::mutex> guard{mtx_};
-  agent_ = caf::actor_cast<caf::weak_actor_ptr>(agent);
+  agent_ = std::move(weak);
+}
+
+void remote_actors::start_flow(bool flow, uint64_t window_messages,
+                               uint64_t window_bytes) {
+  inflow_->set_flow(flow);
+  std::lock_guard<std::mutex> guard{mtx_};
+  outflow_.active = flow;
+  outflow_.window_messages = window_messages;
+  outflow_.window_bytes = window_bytes;
+}
+
+void remote_actors::hand_to_agent_locked(const caf::strong_actor_ptr& agent,
+                                         queued_frame& f,
+                                         caf::execution_unit* ctx) {
+  if (f.counted && outflow_.active) {
+    ++outflow_.sent_messages;
+    outflow_.sent_bytes += f.bytes.size();
+  }
+  agent->enqueue(caf::make_mailbox_element(
+                     nullptr, caf::make_message_id(), {}, actor_out_atom::value,
+                     f.target, f.sender, f.mid, std::move(f.bytes), f.down),
+                 ctx);
+}
+
+caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
+                                      queued_frame f,
+                                      caf::execution_unit* ctx) {
+  // Without flow control (or while nothing waits and the window has room)
+  // the frame goes to the agent now; otherwise it waits behind the others,
+  // so the order per connection stays.
+  if (!outflow_.active
+      || (queue_.empty() && (!f.counted || outflow_.allows(f.bytes.size())))) {
+    hand_to_agent_locked(agent, f, ctx);
+    return caf::none;
+  }
+  auto size = f.bytes.size();
+  if (!f.down && queued_bytes_ + size > opts_.actor_send_queue_bytes) {
+    ++send_refused_;
+    return make_error(
+        errc::quota_exceeded,
+        std::to_string(queued_bytes_)
+            + " bytes of messages to remote actors of " + peer_
+            + " already wait for the peer's credit, and this one has "
+            + std::to_string(size)
+            + " (its actors take messages slower than they are sent): "
+              "raise actor-send-queue-bytes="
+            + std::to_string(opts_.actor_send_queue_bytes)
+            + " or wait for answers before sending more");
+  }
+  queued_bytes_ += size;
+  queue_.push_back(std::move(f));
+  return caf::none;
+}
+
+caf::error remote_actors::take_ack(uint64_t messages, uint64_t bytes) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!outflow_.active)
+    return make_error(errc::not_negotiated,
+                      "an ActorAck without actor flow control");
+  if (auto err = outflow_.ack(messages, bytes))
+    return err;
+  ++acks_received_;
+  drain_locked();
+  return caf::none;
+}
+
+void remote_actors::drain_locked() {
+  auto agent = agent_.lock();
+  if (closed_ || !agent)
+    return;
+  while (!queue_.empty()) {
+    auto& f = queue_.front();
+    if (f.counted && !outflow_.allows(f.bytes.size()))
+      break;
+    queued_bytes_ -= f.bytes.size();
+    hand_to_agent_locked(agent, f, nullptr);
+    queue_.pop_front();
+  }
+}
+
+void remote_actors::not_posted(uint64_t sender, uint64_t mid_value, size_t size,
+                               bool down, const caf::error& err) {
+  caf::message_id mid{mid_value};
+  caf::strong_actor_ptr requester;
+  caf::message_id request_mid;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return; // close failed the pending requests
+    if (!down && !mid.is_response() && outflow_.active
+        && outflow_.sent_messages > outflow_.acked_messages) {
+      --outflow_.sent_messages;
+      outflow_.sent_bytes -= std::min<uint64_t>(
+          size, outflow_.sent_bytes - outflow_.acked_bytes);
+    }
+    if (mid.is_request() && sender != 0) {
+      auto i = pending_.find(pending_key{
+          sender, mid.integer_value() & caf::message_id::request_id_mask});
+      if (i != pending_.end()) {
+        requester = i->second.sender.lock();
+        request_mid = i->second.mid;
+        pending_.erase(i);
+      }
+    }
+    drain_locked();
+  }
+  if (requester)
+    requester->enqueue(
+        caf::make_mailbox_element(nullptr, request_mid.response_id(), {}, err),
+        nullptr);
+}
+
+remote_actors::flow_counts remote_actors::flow_stats() const {
+  flow_counts out;
+  out.buffered = inflow_->buffered();
+  out.buffered_max = inflow_->buffered_max();
+  out.acks_sent = inflow_->acks();
+  std::lock_guard<std::mutex> guard{mtx_};
+  out.queued = queue_.size();
+  out.queued_bytes = queued_bytes_;
+  out.in_flight = outflow_.sent_messages - outflow_.acked_messages;
+  out.send_refused = send_refused_;
+  out.acks_received = acks_received_;
+  return out;
 }
 
 size_t remote_actors::pending_requests() const {
@@ -145,10 +312,9 @@ void remote_actors::exported_down(uint64_t id, const caf::error& reason) {
   auto agent = agent_.lock();
   if (closed_ || !agent)
     return;
-  agent->enqueue(caf::make_mailbox_element(
-                     nullptr, caf::make_message_id(), {}, actor_out_atom::value,
-                     id, uint64_t{0}, uint64_t{0}, std::move(*bytes), true),
-                 nullptr);
+  // Behind our queued messages (a down notice is never refused).
+  static_cast<void>(post_locked(
+      agent, queued_frame{id, 0, 0, std::move(*bytes), true, false}, nullptr));
 }
 
 /// Drops what no longer lives from the tables once they doubled.
@@ -242,7 +408,20 @@ void remote_actors::forward(remote_actor_proxy& from,
                                + " requests to remote actors of " + peer_
                                + " wait for an answer "
                                  "(peer-max-actor-requests)");
+    } else if (auto err = post_locked(
+                   agent,
+                   queued_frame{from.remote_id(), sender_id,
+                                uint64_t{mid.integer_value()},
+                                std::move(*bytes), false, !mid.is_response()},
+                   ctx)) {
+      failure = std::move(err);
+      if (mid.is_response())
+        if (auto v = proxy_log_budget())
+          log().warn("remote actors of {}: dropped a response: {}{}", peer_,
+                     render(failure), suppressed_note(v.denied_before));
     } else {
+      // Handed over or queued (under the lock: nothing reaches the agent
+      // after close, and the answer finds its pending entry).
       if (sender) {
         exports_.emplace(sender_id,
                          caf::actor_cast<caf::weak_actor_ptr>(sender));
@@ -255,13 +434,6 @@ void remote_actors::forward(remote_actor_proxy& from,
                                 mid};
       }
       ++sent;
-      // Under the lock: nothing is handed to the agent after close.
-      agent->enqueue(caf::make_mailbox_element(
-                         nullptr, caf::make_message_id(), {},
-                         actor_out_atom::value, uint64_t{from.remote_id()},
-                         sender_id, uint64_t{mid.integer_value()},
-                         std::move(*bytes), false),
-                     ctx);
     }
   }
   if (failure)
@@ -303,12 +475,20 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
         p.head = m;
         p.total = total;
         p.received = len;
+      } else {
+        actor_credit dropped; // counted, returned at once
+        if (auto q = admit(m, total, dropped))
+          return q;
       }
       answer_peer(m.sender(), caf::message_id{m.message_id()}, err);
       return err;
     }
-    if (total == len)
-      return deliver(m, data, len);
+    if (total == len) {
+      actor_credit credit;
+      if (auto q = admit(m, total, credit))
+        return q;
+      return deliver(m, data, len, std::move(credit));
+    }
     p.active = true;
     p.head = m;
     p.total = total;
@@ -326,8 +506,13 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
   }
   p.received += len;
   if (p.discard) {
-    if (p.received == p.total)
+    if (p.received == p.total) {
+      auto head = p.head;
+      auto total = p.total;
       p = partial{};
+      actor_credit dropped; // counted, returned at once
+      return admit(head, total, dropped);
+    }
     return caf::none;
   }
   p.bytes.insert(p.bytes.end(), data, data + len);
@@ -335,11 +520,27 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
     return caf::none;
   auto whole = std::move(p);
   p = partial{};
-  return deliver(whole.head, whole.bytes.data(), whole.bytes.size());
+  actor_credit credit;
+  if (auto q = admit(whole.head, whole.total, credit))
+    return q;
+  return deliver(whole.head, whole.bytes.data(), whole.bytes.size(),
+                 std::move(credit));
+}
+
+caf::error remote_actors::admit(const protocol::ActorMessage& m, uint64_t total,
+                                actor_credit& credit) {
+  // Responses are bounded by our requests, down notices by our proxies.
+  if (m.down() || caf::message_id{m.message_id()}.is_response())
+    return caf::none;
+  if (auto err = inflow_->admit(total))
+    return err;
+  credit = actor_credit{inflow_, total};
+  return caf::none;
 }
 
 caf::error remote_actors::deliver(const protocol::ActorMessage& m,
-                                  const uint8_t* data, size_t len) {
+                                  const uint8_t* data, size_t len,
+                                  actor_credit credit) {
   if (m.down()) {
     // The peer's actor m.target() ended; its payload says why.
     auto msg = deserialize_message(sys_, data, len);
@@ -417,8 +618,10 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
             ? caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()))
             : nullptr;
   ++delivered;
+  // The credit returns when the target took the message from its mailbox.
   target->enqueue(
-      caf::make_mailbox_element(std::move(sender), mid, {}, std::move(*msg)),
+      caf::mailbox_element_ptr{new credited_element(
+          std::move(sender), mid, std::move(*msg), std::move(credit))},
       nullptr);
   return caf::none;
 }
@@ -446,6 +649,11 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
     if (auto actor = kv.second.lock())
       actor->get()->detach(caf::attachable::token{down_watch::subtype, this});
   partial_ = partial{};
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
   for (auto& kv : pending)
     if (auto sender = kv.second.sender.lock())
       sender->enqueue(caf::make_mailbox_element(

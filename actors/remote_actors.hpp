@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/mailbox_element.hpp>
 
+#include "actors/actor_flow.hpp"
 #include "protocol/agent.pb.h"
 #include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/options.hpp"
@@ -132,6 +134,43 @@ public:
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> delivered{0};
 
+  // -- flow control (EXT_ACTOR_FLOW, actors/actor_flow.hpp) -----------------
+
+  /// The peer's Hello arrived (the agent, through its sink): with `flow`,
+  /// our messages keep to its window (`window_messages`, `window_bytes`)
+  /// and we return credit for its messages; without, its messages are
+  /// only limited by our window (a peer over it is disconnected).
+  void start_flow(bool flow, uint64_t window_messages, uint64_t window_bytes);
+
+  /// Takes the peer's ActorAck (the agent's thread) and hands queued
+  /// messages the credit now allows to the agent, in order.  An error
+  /// (a violation) when it acks more than was sent or less than before.
+  caf::error take_ack(uint64_t messages, uint64_t bytes);
+
+  /// The agent could not post a message a proxy forwarded (`err`): its
+  /// credit returns (queued messages may go) and a request fails with
+  /// `err` at once.  The agent's thread.
+  void not_posted(uint64_t sender, uint64_t mid, size_t size, bool down,
+                  const caf::error& err);
+
+  /// The receiving half: the agent asks it for the credit to return.
+  actor_inflow& inflow() noexcept {
+    return *inflow_;
+  }
+
+  /// Counts of the flow control, for agent_stats.
+  struct flow_counts {
+    uint64_t buffered = 0;
+    uint64_t buffered_max = 0;
+    uint64_t queued = 0;
+    uint64_t queued_bytes = 0;
+    uint64_t in_flight = 0;
+    uint64_t send_refused = 0;
+    uint64_t acks_sent = 0;
+    uint64_t acks_received = 0;
+  };
+  flow_counts flow_stats() const;
+
   /// Requests through our proxies waiting for an answer (tests, stats).
   size_t pending_requests() const;
 
@@ -172,8 +211,31 @@ private:
     std::vector<uint8_t> bytes;
   };
 
+  /// A message waiting for the peer's credit (or behind one that does).
+  struct queued_frame {
+    uint64_t target;
+    uint64_t sender;
+    uint64_t mid;
+    std::vector<char> bytes;
+    bool down;
+    /// Counts against the window (not a response, not a down notice).
+    bool counted;
+  };
+
   caf::error deliver(const protocol::ActorMessage& m, const uint8_t* data,
-                     size_t len);
+                     size_t len, actor_credit credit);
+  /// Counts a whole message from the peer against our window (`credit`
+  /// returns it when it goes); an error when the peer exceeds the window.
+  caf::error admit(const protocol::ActorMessage& m, uint64_t total,
+                   actor_credit& credit);
+  /// Hands one frame to the agent now or queues it behind others or for
+  /// credit; an error when the queue is full (nothing done then).
+  caf::error post_locked(const caf::strong_actor_ptr& agent, queued_frame f,
+                         caf::execution_unit* ctx);
+  void hand_to_agent_locked(const caf::strong_actor_ptr& agent, queued_frame& f,
+                            caf::execution_unit* ctx);
+  /// Hands queued messages the window now allows to the agent.
+  void drain_locked();
   void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err);
   void prune_locked();
 
@@ -198,6 +260,14 @@ private:
   std::unordered_map<uint64_t, caf::weak_actor_ptr> watched_;
   /// Touched by the agent's thread only.
   partial partial_;
+  /// Our messages to the peer's actors: the window and what waits for it.
+  actor_outflow outflow_;
+  std::deque<queued_frame> queue_;
+  uint64_t queued_bytes_ = 0;
+  uint64_t send_refused_ = 0;
+  uint64_t acks_received_ = 0;
+  /// The peer's messages to our actors.
+  actor_inflow_ptr inflow_;
 };
 
 using remote_actors_ptr = std::shared_ptr<remote_actors>;

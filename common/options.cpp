@@ -63,12 +63,20 @@ void add_options(caf::config_option_set& set, options& o) {
            "largest remote-actor message in bytes (larger go in chunks)")
       .add(o.peer_max_actor_requests, "peer-max-actor-requests",
            "requests to remote actors of one peer waiting for an answer")
+      .add(o.actor_window_messages, "actor-window-messages",
+           "actor messages a peer may have in flight to us (credit window)")
+      .add(o.actor_window_bytes, "actor-window-bytes",
+           "bytes of actor messages a peer may have in flight to us")
+      .add(o.actor_send_queue_bytes, "actor-send-queue-bytes",
+           "bytes of actor messages queued per peer while its window is full")
       .add(o.immediate_data, "immediate-data",
            "offer immediate data (write_with_imm) to peers")
       .add(o.peer_alloc_lease_ms, "peer-alloc-lease-ms",
            "lease on regions peers allocate here in ms (0: none)")
       .add(o.remote_actors, "remote-actors",
            "offer remote actors (lookup, actor messages) to peers")
+      .add(o.actor_flow, "actor-flow",
+           "offer credit flow control of actor messages to peers")
       .add(o.verbs_mtu_bytes, "verbs-mtu-bytes", "path MTU (0: port's active)")
       .add(o.verbs_timeout_exp, "verbs-timeout-exp", "ACK timeout exponent")
       .add(o.verbs_retry_count, "verbs-retry-count", "transport retries")
@@ -118,8 +126,10 @@ std::string validate(const options& o) {
   if (o.peer_max_mrs == 0 || o.peer_max_queued_mrs == 0
       || o.peer_max_queued_imms == 0 || o.peer_max_pending_requests == 0
       || o.peer_max_violations == 0 || o.peer_max_noise == 0
-      || o.peer_max_actor_requests == 0 || o.actor_max_message_bytes == 0)
-    return "rdmactor.peer-max-* limits must be > 0";
+      || o.peer_max_actor_requests == 0 || o.actor_max_message_bytes == 0
+      || o.actor_window_messages == 0 || o.actor_window_bytes == 0
+      || o.actor_send_queue_bytes == 0)
+    return "rdmactor.peer-max-* and actor-* limits must be > 0";
   if (o.peer_noise_window_ms == 0 || o.peer_log_window_ms == 0)
     return "rdmactor.peer-noise-window-ms and rdmactor.peer-log-window-ms "
            "must be > 0";

@@ -59,6 +59,7 @@ bool known_kind(const Message& msg) noexcept {
     case Message::kHello:
     case Message::kGoodbye:
     case Message::kActorMessage:
+    case Message::kActorAck:
       return true;
     case Message::BODY_NOT_SET:
       return false;

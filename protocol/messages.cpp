@@ -284,6 +284,8 @@ const char* kind_name(const Message& msg) noexcept {
       return "goodbye";
     case Message::kActorMessage:
       return "actor_message";
+    case Message::kActorAck:
+      return "actor_ack";
     case Message::BODY_NOT_SET:
       break;
   }

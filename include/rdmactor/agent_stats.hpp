@@ -46,6 +46,22 @@ struct agent_stats {
   uint64_t rendezvous_sent = 0;
   uint64_t rendezvous_read = 0;
   uint64_t rendezvous_bytes = 0;
+  /// Remote actors' flow control (EXT_ACTOR_FLOW): the peer's actor
+  /// messages delivered to our actors' mailboxes and not yet taken from
+  /// them, and the most there ever were (at most actor-window-messages).
+  uint64_t actor_buffered = 0;
+  uint64_t actor_buffered_max = 0;
+  /// Our actor messages waiting for the peer's credit, and their bytes
+  /// (at most actor-send-queue-bytes).
+  uint64_t actor_queued = 0;
+  uint64_t actor_queued_bytes = 0;
+  /// Our counted actor messages the peer has not acknowledged yet.
+  uint64_t actor_in_flight = 0;
+  /// Our actor messages refused because the queue was full.
+  uint64_t actor_send_refused = 0;
+  /// ActorAcks we sent and the peer's we took.
+  uint64_t actor_acks_sent = 0;
+  uint64_t actor_acks_received = 0;
 };
 
 template <class Inspector>
@@ -55,7 +71,10 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.peer_alloc_bytes, x.peer_claim_bytes, x.queued_data_bytes,
            x.merged_acks_sent, x.merged_acks_received, x.keepalive_pings,
            x.queued_imms, x.imms_dropped, x.leases_expired, x.rendezvous_sent,
-           x.rendezvous_read, x.rendezvous_bytes);
+           x.rendezvous_read, x.rendezvous_bytes, x.actor_buffered,
+           x.actor_buffered_max, x.actor_queued, x.actor_queued_bytes,
+           x.actor_in_flight, x.actor_send_refused, x.actor_acks_sent,
+           x.actor_acks_received);
 }
 
 } // namespace rdmactor

@@ -49,6 +49,8 @@ using unpublish_atom = caf::atom_constant<caf::atom("unpublish")>;
 using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
 /// Internal: a proxy hands a serialized message to its agent.
 using actor_out_atom = caf::atom_constant<caf::atom("actor_out")>;
+/// Internal: credit for the peer's actor messages is due (an ActorAck).
+using actor_ack_atom = caf::atom_constant<caf::atom("actor_ack")>;
 
 /// Atom values under their full names, so that calls need no `::value`
 /// (as CAF 0.18's `caf::get_atom_v`):

@@ -135,6 +135,22 @@ struct options {
   /// actor's response; over it a request fails at once with
   /// `quota_exceeded`.
   uint32_t peer_max_actor_requests = 4096;
+  /// Backpressure for remote-actor messages: the window of a peer's actor
+  /// messages (requests and plain sends; responses and down notices do
+  /// not count) that this node takes before it returns credit, in
+  /// messages and in bytes of their serialization.  Credit returns (an
+  /// ActorAck) once the target actor took the message from its mailbox, so
+  /// a slow actor slows its senders.  Announced in Hello (EXT_ACTOR_FLOW);
+  /// a peer without it that exceeds the window is disconnected.  A message
+  /// larger than the bytes window still goes while less than half of it is
+  /// in flight.
+  uint32_t actor_window_messages = 256;
+  uint64_t actor_window_bytes = 8ull * 1024 * 1024;
+  /// Bytes of actor messages one connection keeps queued on the sending
+  /// side while the peer's window is full; over it a request fails at
+  /// once with `quota_exceeded` and a plain send is dropped (logged,
+  /// rate-limited; counted in agent_stats::actor_send_refused).
+  uint64_t actor_send_queue_bytes = 64ull * 1024 * 1024;
 
   // -- extensions offered in Hello ------------------------------------------
   /// Offer immediate data to peers (write_with_imm, send_data with a
@@ -150,6 +166,12 @@ struct options {
   /// messages).  Off: peers' lookups fail on their side with
   /// `not_negotiated`, and nothing published here is reachable.
   bool remote_actors = true;
+  /// Offer credit-based flow control of actor messages (EXT_ACTOR_FLOW,
+  /// with actor-window-*).  Off (for tests and old peers' behaviour): the
+  /// peer sends actor messages without a window, and this node still
+  /// disconnects it when more than actor-window-* of them wait in its
+  /// actors' mailboxes.
+  bool actor_flow = true;
 
   // -- verbs QP attributes --------------------------------------------------
   /// Path MTU in bytes (256..4096); 0 = the port's active MTU.

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE hostile_peer
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <future>
 #include <set>
 
@@ -10,6 +11,10 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <caf/event_based_actor.hpp>
+#include <caf/skip.hpp>
+
+#include "actors/actor_codec.hpp"
 #include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
@@ -262,6 +267,93 @@ BOOST_AUTO_TEST_CASE(hostile_actor_frames_are_refused_and_counted) {
   BOOST_TEST(
       eventually([&] { return server_stats().protocol_errors == before + 2; }));
   expect_still_serving();
+}
+
+BOOST_AUTO_TEST_CASE(hostile_actor_acks_are_violations_never_crashes) {
+  // A peer that offers actor flow control, then acknowledges actor
+  // messages it was never sent.
+  auto hello = pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                              opts.recv_depth, true,
+                              pb::EXT_REMOTE_ACTORS | pb::EXT_ACTOR_FLOW);
+  hello.mutable_hello()->set_actor_window_messages(4);
+  hello.mutable_hello()->set_actor_window_bytes(1024);
+  send(hello);
+  auto ack = [](uint64_t messages, uint64_t bytes) {
+    pb::Message m;
+    m.mutable_actor_ack()->set_messages(messages);
+    m.mutable_actor_ack()->set_bytes(bytes);
+    return m;
+  };
+  auto before = server_stats().protocol_errors;
+  send(ack(5, 0));                       // more messages than were sent
+  send(ack(0, uint64_t{1} << 63));       // more bytes than were sent
+  send(ack(~uint64_t{0}, ~uint64_t{0})); // everything
+  send(ack(0, 0));                       // nothing: valid
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 3; }));
+  BOOST_TEST(server_stats().actor_acks_received == 1u);
+  expect_still_serving();
+}
+
+/// A server that takes at most 4 actor messages of a peer before credit.
+struct small_actor_window_fixture : raw_peer_fixture {
+  static options window_options() {
+    auto o = limited_options();
+    o.actor_window_messages = 4;
+    return o;
+  }
+  small_actor_window_fixture() : raw_peer_fixture(window_options()) {}
+};
+
+BOOST_FIXTURE_TEST_CASE(a_peer_over_the_actor_window_is_disconnected,
+                        small_actor_window_fixture) {
+  // An actor that leaves every message in its mailbox: no credit returns.
+  auto slow = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](int32_t) -> caf::result<void> { return caf::skip(); }};
+  });
+  auto published = call<bool>(sys, server_conn, publish_atom::value,
+                              std::string{"slow"}, slow);
+  BOOST_REQUIRE_MESSAGE(published, render(published));
+  auto hello = pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                              opts.recv_depth, true,
+                              pb::EXT_REMOTE_ACTORS | pb::EXT_ACTOR_FLOW);
+  send(hello);
+  pb::Message lookup;
+  lookup.mutable_request()->set_request_id(next_id++);
+  lookup.mutable_request()->mutable_actor_lookup()->set_name("slow");
+  send(lookup);
+  auto res = next_response();
+  BOOST_REQUIRE(res.has_actor_lookup());
+  auto target = res.actor_lookup().actor_id();
+  BOOST_REQUIRE(target != 0u);
+  auto bytes = serialize_message(sys, caf::make_message(int32_t{7}));
+  BOOST_REQUIRE(bytes);
+  // Five asynchronous messages, one over the window, without waiting for
+  // an ActorAck (none comes: the actor takes nothing).
+  for (int i = 0; i < 5; ++i) {
+    pb::Message m;
+    auto* a = m.mutable_actor_message();
+    a->set_target(target);
+    a->set_len(bytes->size());
+    std::vector<uint8_t> buf(pb::frame_header_len + m.ByteSizeLong()
+                             + bytes->size());
+    auto enc
+        = pb::encode(m, buf.data(), buf.size(), opts.max_message_len_bytes);
+    BOOST_REQUIRE(enc.code == errc::none);
+    std::memcpy(buf.data() + enc.header_len, bytes->data(), bytes->size());
+    buf.resize(enc.header_len + bytes->size());
+    auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
+                            std::move(buf), local_mr{});
+    BOOST_REQUIRE_MESSAGE(n, render(n));
+  }
+  bool down = false;
+  for (int i = 0; i < 64 && !down; ++i)
+    inbox->receive([&](transport::qp_down_atom, caf::error&) { down = true; },
+                   [&](transport::recv_atom, local_mr&) {},
+                   caf::after(std::chrono::seconds(10 * timeout_scale())) >>
+                       [&] { i = 64; });
+  BOOST_TEST(down, "the agent kept a peer over its actor window");
+  caf::anon_send_exit(slow, caf::exit_reason::user_shutdown);
 }
 
 // -- cumulative acknowledgements ----------------------------------------------

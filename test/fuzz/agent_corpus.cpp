@@ -183,6 +183,14 @@ std::vector<seed> seeds() {
     p.user(user_op::receive_data);
     add("credits_and_disconnect_mid_send", p);
   }
+  {
+    program p;
+    p.operation(op::actor_ack).u8(1).u8(4).u16(1024).u32(0).u32(0);
+    p.operation(op::actor_ack).u8(0).u32(5).u32(100);
+    p.operation(op::actor_ack).u8(0).u32(0xffffffffu).u32(0);
+    p.user(user_op::stats);
+    add("hostile_actor_acks", p);
+  }
   return out;
 }
 

@@ -616,6 +616,21 @@ private:
       case op::credits:
         link_->deliver(nullptr, 0, credit_only_bit | in.u8());
         break;
+      case op::actor_ack: {
+        if (in.u8() & 1) {
+          auto hello = pb::make_hello(
+              pb::protocol_version, max_message_len, recv_depth, true,
+              pb::EXT_REMOTE_ACTORS | pb::EXT_ACTOR_FLOW);
+          hello.mutable_hello()->set_actor_window_messages(in.u8());
+          hello.mutable_hello()->set_actor_window_bytes(in.u16());
+          send_frame(hello);
+        }
+        pb::Message ack;
+        ack.mutable_actor_ack()->set_messages(in.u32());
+        ack.mutable_actor_ack()->set_bytes(in.u32());
+        send_frame(ack);
+        break;
+      }
       default:
         link_->close();
     }

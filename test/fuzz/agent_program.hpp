@@ -40,6 +40,10 @@ enum class op : uint8_t {
   credits,
   /// The peer disconnects (the queue pair enters the error state).
   disconnect,
+  /// u8 flags (bit 0: first a Hello offering remote actors and actor flow
+  /// control, window u8 messages u16 bytes), u32 messages, u32 bytes: the
+  /// peer sends ActorAck (a hostile one acks more than was sent).
+  actor_ack,
   count,
 };
 
