@@ -55,6 +55,16 @@ client() {
   rc=$?
   set -e
 }
+end_fed_client() { # NAME: closes the client's input, expects exit status 1
+  exec 3>&-
+  set +e
+  wait "$client"
+  rc=$?
+  set -e
+  client=""
+  [[ $rc == 1 ]] || fail "$1: client exit status $rc, expected 1"
+}
+
 expect_out() { # NAME EXPECTED_STDOUT
   [[ "$(cat "$tmp/$1.out")" == "$2" ]] ||
     fail "$1: stdout is not what was expected:"$'\n'"$2"
@@ -119,13 +129,7 @@ server=""
 grep -q '^shutting down (SIGTERM)' "$tmp/server.log" ||
   fail "server: no 'shutting down (SIGTERM)'"
 echo "3 + 3" >&3
-exec 3>&-
-set +e
-wait "$client"
-rc=$?
-set -e
-client=""
-[[ $rc == 1 ]] || fail "sigterm: client exit status $rc, expected 1"
+end_fed_client sigterm
 expect_out sigterm "2 + 2 = 4"
 expect_err sigterm "the calculator is gone: rdmactor: peer_closed"
 
@@ -150,13 +154,7 @@ server=""
 # The proxy quits when the connection notices the peer is gone; a request
 # sent before that fails with peer_gone too.
 echo "5 + 5" >&3
-exec 3>&-
-set +e
-wait "$client"
-rc=$?
-set -e
-client=""
-[[ $rc == 1 ]] || fail "killed: client exit status $rc, expected 1"
+end_fed_client killed
 expect_out killed "4 * 4 = 16"
 expect_err killed "the calculator is gone: rdmactor: peer_gone"
 
