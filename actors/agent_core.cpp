@@ -46,7 +46,7 @@ agent_stats agent_core::stats() const {
   s.owned_mrs = owned_.size();
   s.pending_requests = pending_.size();
   s.peer_alloc_bytes = peer_alloc_bytes_;
-  s.rendezvous_bytes = rendezvous_bytes_;
+  s.rendezvous_bytes = rendezvous_bytes_ + actor_inbound_bytes_;
   return s;
 }
 
@@ -84,6 +84,7 @@ void agent_core::close(const caf::error& err) {
     w.fn(err);
   // Rendezvous chunks being read or waiting behind one: never delivered.
   drop_inbound_chunks();
+  drop_actor_inbound();
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
   if (auto n = log_budget_.take_denied(); n > 0) {

@@ -174,6 +174,17 @@ public:
     virtual caf::error deliver_actor_message(const protocol::ActorMessage& m,
                                              const uint8_t* data, size_t len);
 
+    /// Refuses the peer's rendezvous actor message `m` (whole, `m.len()`
+    /// bytes, not delivered) because of `why`: the sink counts it for the
+    /// peer's credit like a delivered one and fails a request among it to
+    /// its sender (the error travels back as the answer).  Called in the
+    /// message's place in the order.  The default does nothing.
+    virtual void refuse_actor_message(const protocol::ActorMessage& m,
+                                      const caf::error& why) {
+      static_cast<void>(m);
+      static_cast<void>(why);
+    }
+
     /// Finds the actor published under `name` for the peer's ActorLookup
     /// (id 0: none).  The default finds nothing.
     virtual actor_lookup_result find_actor(const std::string& name);
@@ -265,6 +276,14 @@ public:
   /// Whether send_data sends payloads over the eager size by rendezvous:
   /// the peer's Hello offered it.
   bool rendezvous_to_peer() const noexcept;
+
+  /// Whether our Hello offers rendezvous actor messages
+  /// (EXT_ACTOR_RENDEZVOUS): remote actors on and rendezvous offered.
+  bool offers_actor_rendezvous() const noexcept;
+
+  /// Whether actor messages over the eager size go to the peer by
+  /// rendezvous: its Hello offered EXT_ACTOR_RENDEZVOUS.
+  bool actor_rendezvous_to_peer() const noexcept;
 
   /// Returns the request timeout from the options.
   std::chrono::milliseconds request_timeout() const noexcept {
@@ -444,8 +463,11 @@ public:
                std::function<void(caf::expected<actor_lookup_result>)> done);
 
   /// Posts one serialized CAF message for the peer's actor `target`
-  /// (ActorMessage), in chunks of the max message length when it does not
-  /// fit one frame (back to back: nothing comes between them).  Called by
+  /// (ActorMessage).  One that does not fit one frame goes by rendezvous to
+  /// a peer that offered it (copied once into registered memory the peer
+  /// reads; freed when the peer answers or the request times out), in
+  /// chunks of the max message length otherwise (back to back: nothing
+  /// comes between them).  Called by
   /// the owner for what a proxy forwarded; fails (nothing posted) after
   /// close or when the peer did not offer remote actors.
   caf::error post_actor_message(uint64_t target, uint64_t sender,
@@ -509,6 +531,25 @@ private:
     /// The READ failed: answered with an error, delivered never.
     bool failed = false;
     /// Bytes counted in `rendezvous_bytes_` (0 for an eager chunk).
+    uint64_t counted = 0;
+  };
+
+  /// An actor message from the peer, delivered in arrival order while a
+  /// rendezvous one before it is being read (agent_core_actor_rendezvous.cpp).
+  struct inbound_actor {
+    uint64_t seq = 0;
+    /// The frame's fields (len: the whole serialization for a rendezvous).
+    protocol::ActorMessage head;
+    /// Rendezvous: where the READ puts the serialization.
+    local_mr read_into;
+    /// Eager: a copy of the frame's payload.
+    std::vector<uint8_t> bytes;
+    /// Its bytes are in place (eager, or the READ finished).
+    bool ready = false;
+    /// Refused (the READ failed): `why` goes to the sink in its turn.
+    bool failed = false;
+    caf::error why;
+    /// Bytes counted in `actor_inbound_bytes_`.
     uint64_t counted = 0;
   };
 
@@ -577,6 +618,18 @@ private:
   void on_actor_ack(const protocol::ActorAck& m);
   void on_actor_message(const protocol::ActorMessage& m,
                         const protocol::decode_result& frame);
+  void deliver_actor_frame(const protocol::ActorMessage& m, const uint8_t* data,
+                           size_t len);
+
+  // rendezvous actor messages (agent_core_actor_rendezvous.cpp)
+  caf::error post_actor_rendezvous(protocol::ActorMessage head,
+                                   const char* data, size_t len);
+  void on_actor_rendezvous(uint64_t id, const protocol::ActorMessage& m);
+  caf::error check_actor_rendezvous(const protocol::ActorMessage& m,
+                                    protocol::Status& status) const;
+  void on_actor_read_done(uint64_t seq, const caf::error& err);
+  void drain_actor_inbound();
+  void drop_actor_inbound();
 
   sink& out_;
   options opts_;
@@ -639,6 +692,12 @@ private:
   /// and READs of them in flight.
   uint64_t rendezvous_bytes_ = 0;
   uint32_t rendezvous_reads_ = 0;
+  /// Actor messages from the peer in arrival order, held while a READ of
+  /// an earlier rendezvous one is in flight, and the bytes they hold
+  /// (counted against peer-max-queued-bytes).
+  std::deque<inbound_actor> actor_inbound_;
+  uint64_t next_actor_seq_ = 0;
+  uint64_t actor_inbound_bytes_ = 0;
   /// When the last frame from the peer arrived (any frame: liveness).
   time_point last_heard_{};
   /// Our last Ping: its id (0: none or answered by its Pong) and when it

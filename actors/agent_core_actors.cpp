@@ -141,6 +141,14 @@ caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
                       "the max message length leaves no room for actor "
                       "messages");
   const size_t chunk_max = max_len - pb::actor_frame_overhead;
+  if (len > chunk_max && actor_rendezvous_to_peer()) {
+    pb::ActorMessage head;
+    head.set_target(target);
+    head.set_sender(sender);
+    head.set_message_id(message_id);
+    head.set_down(down);
+    return post_actor_rendezvous(std::move(head), data, len);
+  }
   // Small messages ride in the header (no registered memory); larger ones
   // are copied once into registered memory that the frames' payload slices
   // name (it returns to the pool when the sends completed).
@@ -216,12 +224,43 @@ void agent_core::on_actor_lookup(uint64_t id, const pb::ActorLookup& req) {
 
 void agent_core::on_actor_message(const pb::ActorMessage& m,
                                   const pb::decode_result& frame) {
+  if (!opts_.remote_actors || actor_inbound_.empty()) {
+    deliver_actor_frame(m, frame.payload, frame.payload_len);
+    return;
+  }
+  // Behind a rendezvous actor message still being read: wait for it.
+  auto queued
+      = out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_;
+  if (queued > opts_.peer_max_queued_bytes
+      || frame.payload_len > opts_.peer_max_queued_bytes - queued) {
+    ++counters_.protocol_errors;
+    end_connection(make_error(errc::quota_exceeded,
+                              "the peer sent more actor messages than "
+                              "peer-max-queued-bytes holds while one was "
+                              "being read"),
+                   "the peer exceeded peer-max-queued-bytes with actor "
+                   "messages");
+    return;
+  }
+  accepted();
+  inbound_actor a;
+  a.seq = next_actor_seq_++;
+  a.head = m;
+  a.bytes.assign(frame.payload, frame.payload + frame.payload_len);
+  a.ready = true;
+  a.counted = frame.payload_len;
+  actor_inbound_bytes_ += a.counted;
+  actor_inbound_.push_back(std::move(a));
+}
+
+void agent_core::deliver_actor_frame(const pb::ActorMessage& m,
+                                     const uint8_t* data, size_t len) {
   caf::error err;
   if (!opts_.remote_actors)
     err = make_error(errc::not_negotiated,
                      "an actor message, but we did not offer remote actors");
   else
-    err = out_.deliver_actor_message(m, frame.payload, frame.payload_len);
+    err = out_.deliver_actor_message(m, data, len);
   if (!err) {
     accepted();
     return;

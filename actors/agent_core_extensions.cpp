@@ -22,6 +22,8 @@ uint32_t agent_core::our_extensions() const noexcept {
     result |= pb::EXT_REMOTE_ACTORS;
   if (opts_.remote_actors && opts_.actor_flow)
     result |= pb::EXT_ACTOR_FLOW;
+  if (offers_actor_rendezvous())
+    result |= pb::EXT_ACTOR_RENDEZVOUS;
   return result;
 }
 

@@ -341,6 +341,9 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
     case pb::Request::kActorLookup:
       on_actor_lookup(id, req.actor_lookup());
       break;
+    case pb::Request::kActorMessage:
+      on_actor_rendezvous(id, req.actor_message());
+      break;
     case pb::Request::kPing:
       // Keepalive: cheap, and answered even when our own keepalive is off.
       accepted();

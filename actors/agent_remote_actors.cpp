@@ -33,6 +33,11 @@ caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
   return self_->state.actors->on_frame(m, data, len);
 }
 
+void actor_sink::refuse_actor_message(const protocol::ActorMessage& m,
+                                      const caf::error& why) {
+  self_->state.actors->refuse_frame(m, why);
+}
+
 void actor_sink::actor_flow(bool flow, uint64_t window_messages,
                             uint64_t window_bytes) {
   self_->state.actors->start_flow(flow, window_messages, window_bytes);

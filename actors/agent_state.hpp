@@ -123,6 +123,8 @@ public:
   caf::error deliver_actor_message(const protocol::ActorMessage& m,
                                    const uint8_t* data, size_t len) override;
   actor_lookup_result find_actor(const std::string& name) override;
+  void refuse_actor_message(const protocol::ActorMessage& m,
+                            const caf::error& why) override;
   void actor_flow(bool flow, uint64_t window_messages,
                   uint64_t window_bytes) override;
   caf::error take_actor_ack(uint64_t messages, uint64_t bytes) override;

@@ -527,6 +527,16 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
                  std::move(credit));
 }
 
+void remote_actors::refuse_frame(const protocol::ActorMessage& m,
+                                 const caf::error& why) {
+  actor_credit dropped; // counted, returned at once
+  if (auto err = admit(m, m.len(), dropped))
+    log().debug("remote actors of {}: a refused actor message was over the "
+                "window: {}",
+                peer_, render(err));
+  answer_peer(m.sender(), caf::message_id{m.message_id()}, why);
+}
+
 caf::error remote_actors::admit(const protocol::ActorMessage& m, uint64_t total,
                                 actor_credit& credit) {
   // Responses are bounded by our requests, down notices by our proxies.

@@ -116,6 +116,12 @@ public:
   caf::error on_frame(const protocol::ActorMessage& m, const uint8_t* data,
                       size_t len);
 
+  /// Refuses the peer's whole actor message `m` (a rendezvous one the
+  /// agent could not take, `m.len()` bytes) because of `why`: counted for
+  /// the peer's credit and returned at once, and a request among it is
+  /// answered with `why` (the agent's thread).
+  void refuse_frame(const protocol::ActorMessage& m, const caf::error& why);
+
   /// Ends everything (the agent's shutdown): pending requests through our
   /// proxies fail with `err`, the proxies quit with `reason`, nothing is
   /// reachable any more and the connection's directory is cleared.

@@ -34,6 +34,7 @@ bool known_kind(const Message& msg) noexcept {
         case Request::kPing:
         case Request::kRenewLease:
         case Request::kActorLookup:
+        case Request::kActorMessage:
           return true;
         case Request::kSendMr:
           return SendMR::Kind_IsValid(req.send_mr().kind());

@@ -254,6 +254,8 @@ const char* kind_name(const Message& msg) noexcept {
           return "request.renew_lease";
         case Request::kActorLookup:
           return "request.actor_lookup";
+        case Request::kActorMessage:
+          return "request.actor_message";
         case Request::BODY_NOT_SET:
           break;
       }
