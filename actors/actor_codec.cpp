@@ -149,8 +149,34 @@ bool banned_type_name(const std::string& name) {
   return false;
 }
 
+caf::expected<const std::vector<char>*>
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg) {
+  // Most messages of a thread are alike: a buffer that keeps its capacity
+  // saves the vector's regrowth (a copy per doubling, fresh pages each
+  // time) on every large message.
+  constexpr size_t keep_bytes = size_t{1} << 20;
+  thread_local std::vector<char> scratch;
+  if (scratch.capacity() > keep_bytes)
+    std::vector<char>{}.swap(scratch);
+  scratch.clear();
+  auto res = serialize_message_into(sys, msg, scratch);
+  if (res)
+    return res;
+  return &scratch;
+}
+
 caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                                                    const caf::message& msg) {
+  std::vector<char> buf;
+  auto res = serialize_message_into(sys, msg, buf);
+  if (res)
+    return res;
+  return buf;
+}
+
+caf::error serialize_message_into(caf::actor_system& sys,
+                                  const caf::message& msg,
+                                  std::vector<char>& buf) {
   auto& types = sys.types();
   for (size_t i = 0; i < msg.size(); ++i) {
     const auto& name = types.portable_name(msg.type(i));
@@ -164,7 +190,6 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                         "element " + std::to_string(i) + " is a " + name
                             + ", which cannot travel between nodes");
   }
-  std::vector<char> buf;
   try {
     caf::binary_serializer sink{sys, buf};
     if (auto err = sink(const_cast<caf::message&>(msg)))
@@ -175,7 +200,7 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                       std::string{"serializing the message threw: "}
                           + e.what());
   }
-  return buf;
+  return caf::none;
 }
 
 caf::expected<caf::message>

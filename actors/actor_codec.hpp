@@ -22,6 +22,19 @@ namespace rdmactor {
 caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                                                    const caf::message& msg);
 
+/// The same, appending to `buf`; an error leaves `buf` partly written.
+caf::error serialize_message_into(caf::actor_system& sys,
+                                  const caf::message& msg,
+                                  std::vector<char>& buf);
+
+/// The same into the calling thread's scratch buffer, whose capacity is
+/// kept between calls (up to 1 MiB): no allocation and no regrowth once
+/// warm.  The bytes stay valid until the next call on this thread.
+/// Called by a remote-actor proxy on the sender's thread, which copies
+/// them once to where they travel from (registered memory or a vector).
+caf::expected<const std::vector<char>*>
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg);
+
 /// Deserializes what `serialize_message` wrote; never trusts the bytes:
 /// every sequence length is checked against the bytes left before anything
 /// is allocated for it, the types must be registered here and travel

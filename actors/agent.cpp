@@ -507,6 +507,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
              const std::vector<char>& bytes, bool down) {
         post_actor_message(self, target, sender, mid, bytes, down);
       },
+      [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
+             local_mr& bytes, bool down) {
+        post_actor_message(self, target, sender, mid, std::move(bytes), down);
+      },
       [self](actor_ack_atom) {
         uint64_t messages = 0;
         uint64_t bytes = 0;

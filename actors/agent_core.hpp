@@ -474,6 +474,11 @@ public:
                                 uint64_t message_id, const char* data,
                                 size_t len, bool down);
 
+  /// The same for a serialization already in registered memory of our
+  /// pool (`bytes`, all of it): posted from there without another copy.
+  caf::error post_actor_message(uint64_t target, uint64_t sender,
+                                uint64_t message_id, local_mr bytes, bool down);
+
   /// Posts an ActorAck returning credit for the peer's actor messages
   /// (cumulative counts).  Called by the owner when its targets took
   /// enough of them; nothing after close.
@@ -622,8 +627,11 @@ private:
                            size_t len);
 
   // rendezvous actor messages (agent_core_actor_rendezvous.cpp)
+  caf::error post_actor(uint64_t target, uint64_t sender, uint64_t message_id,
+                        const char* data, size_t len, local_mr region,
+                        bool down);
   caf::error post_actor_rendezvous(protocol::ActorMessage head,
-                                   const char* data, size_t len);
+                                   local_mr region);
   void on_actor_rendezvous(uint64_t id, const protocol::ActorMessage& m);
   caf::error check_actor_rendezvous(const protocol::ActorMessage& m,
                                     protocol::Status& status) const;

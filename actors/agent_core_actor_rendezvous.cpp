@@ -48,18 +48,15 @@ bool agent_core::actor_rendezvous_to_peer() const noexcept {
 // -- sender -------------------------------------------------------------------
 
 caf::error agent_core::post_actor_rendezvous(pb::ActorMessage head,
-                                             const char* data, size_t len) {
-  auto mr = pool_->allocate(len, 64, transport::access::local_write, false);
-  if (!mr)
-    return mr.error();
-  std::memcpy(mr->data(), data, len);
+                                             local_mr region) {
+  auto len = region.size();
   // Its own registration for remote read: the rkey opens exactly this
   // serialization, and it goes when the peer answered.
-  auto reg = pool_->register_for_peer_read(*mr);
+  auto reg = pool_->register_for_peer_read(region);
   if (!reg)
     return reg.error();
   auto src = std::make_shared<actor_source>();
-  src->mr = std::move(*mr);
+  src->mr = std::move(region);
   src->read_reg = std::move(*reg);
   pb::Message msg;
   auto* req = msg.mutable_request();

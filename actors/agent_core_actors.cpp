@@ -129,6 +129,21 @@ void agent_core::lookup_actor(
 caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
                                           uint64_t message_id, const char* data,
                                           size_t len, bool down) {
+  return post_actor(target, sender, message_id, data, len, local_mr{}, down);
+}
+
+caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
+                                          uint64_t message_id, local_mr bytes,
+                                          bool down) {
+  auto data = reinterpret_cast<const char*>(bytes.data());
+  auto len = bytes.size();
+  return post_actor(target, sender, message_id, data, len, std::move(bytes),
+                    down);
+}
+
+caf::error agent_core::post_actor(uint64_t target, uint64_t sender,
+                                  uint64_t message_id, const char* data,
+                                  size_t len, local_mr region, bool down) {
   if (closed_)
     return make_error(errc::peer_gone, "the peer " + link_.peer + " is gone");
   if (!peer_offers(pb::EXT_REMOTE_ACTORS))
@@ -147,13 +162,21 @@ caf::error agent_core::post_actor_message(uint64_t target, uint64_t sender,
     head.set_sender(sender);
     head.set_message_id(message_id);
     head.set_down(down);
-    return post_actor_rendezvous(std::move(head), data, len);
+    if (!region.valid()) {
+      auto mr = pool_->allocate(len, 64, transport::access::local_write, false);
+      if (!mr)
+        return mr.error();
+      std::memcpy(mr->data(), data, len);
+      region = std::move(*mr);
+    }
+    return post_actor_rendezvous(std::move(head), std::move(region));
   }
   // Small messages ride in the header (no registered memory); larger ones
   // are copied once into registered memory that the frames' payload slices
-  // name (it returns to the pool when the sends completed).
-  local_mr region;
-  if (len + pb::actor_frame_overhead > transport::max_send_header_bytes) {
+  // name (it returns to the pool when the sends completed), unless they
+  // came in registered memory.
+  if (!region.valid()
+      && len + pb::actor_frame_overhead > transport::max_send_header_bytes) {
     auto mr = pool_->allocate(len, 64, transport::access::local_write, false);
     if (!mr)
       return mr.error();

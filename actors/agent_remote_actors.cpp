@@ -6,6 +6,7 @@
 
 #include "actors/agent_state.hpp"
 #include "common/logging.hpp"
+#include "protocol/codec.hpp"
 
 namespace rdmactor::agent_detail {
 
@@ -57,7 +58,14 @@ void start_remote_actors(self_ptr self, actor_directory_ptr node_actors) {
   st.actors = std::make_shared<remote_actors>(self->system(), st.core->opts(),
                                               st.core->link().peer,
                                               std::move(node_actors));
-  st.actors->set_agent(caf::actor_cast<caf::strong_actor_ptr>(self));
+  // Serializations that will not fit one eager frame go to the agent in
+  // registered memory (posted from there without another copy).
+  size_t eager = st.core->link().max_message_len_bytes;
+  size_t region_from = eager > protocol::actor_frame_overhead
+                           ? eager - protocol::actor_frame_overhead + 1
+                           : size_t{1};
+  st.actors->set_agent(caf::actor_cast<caf::strong_actor_ptr>(self),
+                       st.core->pool(), region_from);
 }
 
 caf::result<bool> publish_actor(self_ptr self, const std::string& name,
@@ -107,6 +115,18 @@ lookup_actor(self_ptr self, const std::string& name,
         rp.deliver(std::move(proxy));
       });
   return rp;
+}
+
+void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
+                        uint64_t message_id, local_mr bytes, bool down) {
+  auto& core = *self->state.core;
+  auto size = bytes.size();
+  if (auto err = core.post_actor_message(target, sender, message_id,
+                                         std::move(bytes), down)) {
+    log().debug("agent {}: actor message not sent: {}", core.link().peer,
+                render(err));
+    self->state.actors->not_posted(sender, message_id, size, down, err);
+  }
 }
 
 void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,

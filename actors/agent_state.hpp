@@ -251,6 +251,8 @@ lookup_actor(self_ptr self, const std::string& name,
 
 /// A proxy forwarded a serialized message: post it.
 void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
+                        uint64_t message_id, local_mr bytes, bool down);
+void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
                         uint64_t message_id, const std::vector<char>& bytes,
                         bool down);
 

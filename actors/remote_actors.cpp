@@ -1,5 +1,7 @@
 #include "actors/remote_actors.hpp"
 
+#include <cstring>
+
 #include <caf/actor_cast.hpp>
 #include <caf/attachable.hpp>
 #include <caf/exit_reason.hpp>
@@ -11,6 +13,7 @@
 #include "common/rate_limiter.hpp"
 #include "rdmactor/atoms.hpp"
 #include "rdmactor/error.hpp"
+#include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
 
@@ -130,7 +133,8 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
       inflow_(std::make_shared<actor_inflow>(opts.actor_window_messages,
                                              opts.actor_window_bytes)) {}
 
-void remote_actors::set_agent(caf::strong_actor_ptr agent) {
+void remote_actors::set_agent(caf::strong_actor_ptr agent, memory_pool_ptr pool,
+                              size_t region_from_bytes) {
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(agent);
   inflow_->set_wakeup([weak] {
     if (auto a = weak.lock())
@@ -140,6 +144,8 @@ void remote_actors::set_agent(caf::strong_actor_ptr agent) {
   });
   std::lock_guard<std::mutex> guard{mtx_};
   agent_ = std::move(weak);
+  pool_ = std::move(pool);
+  region_from_bytes_ = region_from_bytes;
 }
 
 void remote_actors::start_flow(bool flow, uint64_t window_messages,
@@ -156,12 +162,20 @@ void remote_actors::hand_to_agent_locked(const caf::strong_actor_ptr& agent,
                                          caf::execution_unit* ctx) {
   if (f.counted && outflow_.active) {
     ++outflow_.sent_messages;
-    outflow_.sent_bytes += f.bytes.size();
+    outflow_.sent_bytes += f.size();
   }
-  agent->enqueue(caf::make_mailbox_element(
-                     nullptr, caf::make_message_id(), {}, actor_out_atom::value,
-                     f.target, f.sender, f.mid, std::move(f.bytes), f.down),
-                 ctx);
+  if (f.region.valid())
+    agent->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(),
+                                             {}, actor_out_atom::value,
+                                             f.target, f.sender, f.mid,
+                                             std::move(f.region), f.down),
+                   ctx);
+  else
+    agent->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(),
+                                             {}, actor_out_atom::value,
+                                             f.target, f.sender, f.mid,
+                                             std::move(f.bytes), f.down),
+                   ctx);
 }
 
 caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
@@ -171,11 +185,11 @@ caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
   // the frame goes to the agent now; otherwise it waits behind the others,
   // so the order per connection stays.
   if (!outflow_.active
-      || (queue_.empty() && (!f.counted || outflow_.allows(f.bytes.size())))) {
+      || (queue_.empty() && (!f.counted || outflow_.allows(f.size())))) {
     hand_to_agent_locked(agent, f, ctx);
     return caf::none;
   }
-  auto size = f.bytes.size();
+  auto size = f.size();
   if (!f.down && queued_bytes_ + size > opts_.actor_send_queue_bytes) {
     ++send_refused_;
     return make_error(
@@ -212,9 +226,9 @@ void remote_actors::drain_locked() {
     return;
   while (!queue_.empty()) {
     auto& f = queue_.front();
-    if (f.counted && !outflow_.allows(f.bytes.size()))
+    if (f.counted && !outflow_.allows(f.size()))
       break;
-    queued_bytes_ -= f.bytes.size();
+    queued_bytes_ -= f.size();
     hand_to_agent_locked(agent, f, nullptr);
     queue_.pop_front();
   }
@@ -373,16 +387,17 @@ void remote_actors::forward(remote_actor_proxy& from,
            ctx);
     return;
   }
-  auto bytes = serialize_message(sys_, what->move_content_to_message());
+  auto bytes = serialize_to_scratch(sys_, what->move_content_to_message());
   if (!bytes) {
     refuse(*what, bytes.error(), ctx);
     return;
   }
-  if (bytes->size() > opts_.actor_max_message_bytes) {
+  const auto& scratch = **bytes;
+  if (scratch.size() > opts_.actor_max_message_bytes) {
     refuse(*what,
            make_error(errc::size_limit,
                       "a remote-actor message of "
-                          + std::to_string(bytes->size())
+                          + std::to_string(scratch.size())
                           + " bytes exceeds actor-max-message-bytes="
                           + std::to_string(opts_.actor_max_message_bytes)
                           + "; send large data with send_data or a lent "
@@ -390,6 +405,28 @@ void remote_actors::forward(remote_actor_proxy& from,
            ctx);
     return;
   }
+  // One copy to where the bytes travel from: registered memory for a
+  // large message (the agent posts it from there), a vector otherwise.
+  local_mr region;
+  memory_pool_ptr pool;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (scratch.size() >= region_from_bytes_)
+      pool = pool_;
+  }
+  if (pool) {
+    {
+      auto mr = pool->allocate(scratch.size(), 64,
+                               transport::access::local_write, false);
+      if (mr) {
+        std::memcpy(mr->data(), scratch.data(), scratch.size());
+        region = std::move(*mr);
+      }
+    }
+  }
+  std::vector<char> copy;
+  if (!region.valid())
+    copy.assign(scratch.begin(), scratch.end());
   const auto& sender = what->sender;
   uint64_t sender_id = sender ? sender->id() : 0;
   caf::error failure;
@@ -411,8 +448,8 @@ void remote_actors::forward(remote_actor_proxy& from,
     } else if (auto err = post_locked(
                    agent,
                    queued_frame{from.remote_id(), sender_id,
-                                uint64_t{mid.integer_value()},
-                                std::move(*bytes), false, !mid.is_response()},
+                                uint64_t{mid.integer_value()}, std::move(copy),
+                                false, !mid.is_response(), std::move(region)},
                    ctx)) {
       failure = std::move(err);
       if (mid.is_response())

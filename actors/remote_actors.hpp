@@ -21,6 +21,8 @@
 #include "actors/actor_flow.hpp"
 #include "protocol/agent.pb.h"
 #include "rdmactor/detail/actor_directory.hpp"
+#include "rdmactor/local_mr.hpp"
+#include "rdmactor/memory_pool.hpp"
 #include "rdmactor/options.hpp"
 
 namespace rdmactor {
@@ -79,8 +81,13 @@ public:
                 actor_directory_ptr node_directory);
 
   /// Sets the agent that posts our frames (held weakly).  Called once by
-  /// the agent when it starts.
-  void set_agent(caf::strong_actor_ptr agent);
+  /// the agent when it starts.  With `pool`, a serialization of at least
+  /// `region_from_bytes` bytes is copied into the pool's registered
+  /// memory on the sender's thread and travels to the agent that way (it
+  /// goes to the peer from there: by rendezvous, or in chunks, without
+  /// another copy).
+  void set_agent(caf::strong_actor_ptr agent, memory_pool_ptr pool = nullptr,
+                 size_t region_from_bytes = SIZE_MAX);
 
   /// The actors published on this connection only (the node's directory
   /// serves every connection).
@@ -226,6 +233,12 @@ private:
     bool down;
     /// Counts against the window (not a response, not a down notice).
     bool counted;
+    /// A large serialization: in registered memory instead of `bytes`.
+    local_mr region = {};
+
+    size_t size() const noexcept {
+      return region.valid() ? region.size() : bytes.size();
+    }
   };
 
   caf::error deliver(const protocol::ActorMessage& m, const uint8_t* data,
@@ -254,6 +267,9 @@ private:
   bool closed_ = false;
   caf::error closed_reason_;
   caf::weak_actor_ptr agent_;
+  /// Where large serializations go (set_agent), and from what size.
+  memory_pool_ptr pool_;
+  size_t region_from_bytes_ = SIZE_MAX;
   /// Local actors the peer may address, by their actor id.
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports_;
   size_t exports_prune_at_ = 1024;

@@ -312,6 +312,8 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<transport::qp_down_atom, caf::error>,
     caf::reacts_to<actor_out_atom, uint64_t, uint64_t, uint64_t,
                    std::vector<char>, bool>,
+    caf::reacts_to<actor_out_atom, uint64_t, uint64_t, uint64_t, local_mr,
+                   bool>,
     caf::reacts_to<actor_ack_atom>>;
 
 /// Spawns the agent of one peer on top of `transport` (which it subscribes
