@@ -1,0 +1,202 @@
+// rdmactor-kv --bench: many clients getting random keys at once, every
+// value checked, latency percentiles and gets/s on the last line.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv_client.hpp"
+#include "kv_service.hpp"
+
+namespace kv {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The bench's key number `i`.
+std::string bench_key(uint32_t i) {
+  return "bench-" + std::to_string(i);
+}
+
+/// A value that names its key and generation and whose filler and length
+/// follow from them, so that a reader can tell a well-formed value from a
+/// torn or misplaced one: "KEY/GEN/" + N times one letter.
+std::string bench_value(const std::string& key, uint64_t gen) {
+  auto h = fnv1a(key.data(), key.size()) + gen;
+  auto v = key + "/" + std::to_string(gen) + "/";
+  auto filler = 20 + h % 150;
+  v.append(std::min<size_t>(filler, value_max_bytes - v.size()),
+           static_cast<char>('a' + h % 26));
+  return v;
+}
+
+/// Whether `value` is a well-formed bench value of `key`.
+bool well_formed(const std::string& key, const std::string& value) {
+  auto prefix = key + "/";
+  if (value.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  auto slash = value.find('/', prefix.size());
+  if (slash == std::string::npos)
+    return false;
+  uint64_t gen = 0;
+  try {
+    gen = std::stoull(value.substr(prefix.size(), slash - prefix.size()));
+  } catch (...) {
+    return false;
+  }
+  return value == bench_value(key, gen);
+}
+
+struct totals {
+  std::mutex mtx;
+  std::vector<double> lat_us;
+  uint64_t gets = 0;
+  uint64_t missing = 0;
+  uint64_t wrong = 0;
+  uint64_t retries = 0;
+  uint64_t errors = 0;
+  uint64_t puts = 0;
+  std::string first_error;
+
+  void error(const caf::error& err) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (errors++ == 0)
+      first_error = rdmactor::render(err);
+  }
+};
+
+} // namespace
+
+int run_bench(caf::actor_system& sys, rdmactor::node& nd,
+              const kv_config& cfg) {
+  if (cfg.clients == 0 || cfg.keys == 0 || cfg.seconds == 0) {
+    std::cerr << "rdmactor-kv: --clients, --keys and --seconds must be at "
+                 "least 1\n";
+    return 2;
+  }
+  bool one_sided = cfg.via == "rdma";
+  // Fill the table: one put per key, generation 0.
+  {
+    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    if (!c) {
+      std::cerr << "rdmactor-kv: " << rdmactor::render(c.error()) << "\n";
+      return 1;
+    }
+    for (uint32_t i = 0; i < cfg.keys; ++i) {
+      auto key = bench_key(i);
+      if (auto v = (*c)->put(key, bench_value(key, 0)); !v) {
+        std::cerr << "rdmactor-kv: filling the table: put " << key << ": "
+                  << rdmactor::render(v.error()) << "\n";
+        return 1;
+      }
+    }
+    std::cout << "filled " << cfg.keys << " keys" << std::endl;
+  }
+  totals tot;
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> ready{0};
+  auto reader = [&](uint32_t idx) {
+    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    ready.fetch_add(1);
+    if (!c) {
+      tot.error(c.error());
+      return;
+    }
+    std::mt19937_64 rng{idx * 7919 + 1};
+    std::vector<double> lat;
+    uint64_t gets = 0, missing = 0, wrong = 0, retries = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto key = bench_key(static_cast<uint32_t>(rng() % cfg.keys));
+      auto t0 = clock_type::now();
+      auto r = one_sided ? (*c)->get(key) : (*c)->get_via_actor(key);
+      auto t1 = clock_type::now();
+      if (!r) {
+        tot.error(r.error());
+        break;
+      }
+      lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      ++gets;
+      retries += r->retries;
+      if (!r->found)
+        ++missing;
+      else if (!well_formed(key, r->value))
+        ++wrong;
+    }
+    std::lock_guard<std::mutex> guard{tot.mtx};
+    tot.lat_us.insert(tot.lat_us.end(), lat.begin(), lat.end());
+    tot.gets += gets;
+    tot.missing += missing;
+    tot.wrong += wrong;
+    tot.retries += retries;
+  };
+  auto writer = [&](uint32_t idx) {
+    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    ready.fetch_add(1);
+    if (!c) {
+      tot.error(c.error());
+      return;
+    }
+    std::mt19937_64 rng{idx * 104729 + 3};
+    uint64_t puts = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto key = bench_key(static_cast<uint32_t>(rng() % cfg.keys));
+      if (auto v = (*c)->put(key, bench_value(key, rng() % 1000000)); !v) {
+        tot.error(v.error());
+        break;
+      }
+      ++puts;
+    }
+    std::lock_guard<std::mutex> guard{tot.mtx};
+    tot.puts += puts;
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < cfg.clients; ++i)
+    threads.emplace_back(reader, i);
+  for (uint32_t i = 0; i < cfg.writers; ++i)
+    threads.emplace_back(writer, i);
+  // The clock starts once every client connected (or failed to).
+  while (ready.load() < cfg.clients + cfg.writers)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = clock_type::now();
+  std::this_thread::sleep_for(std::chrono::seconds(cfg.seconds));
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+  std::cout << "gets " << tot.gets << ", missing " << tot.missing << ", wrong "
+            << tot.wrong << ", retries " << tot.retries
+            << " (reads that raced a put), puts " << tot.puts << ", errors "
+            << tot.errors << std::endl;
+  if (tot.errors > 0)
+    std::cout << "first error: " << tot.first_error << std::endl;
+  auto& l = tot.lat_us;
+  std::sort(l.begin(), l.end());
+  auto pct = [&](double q) {
+    if (l.empty())
+      return 0.0;
+    auto i = static_cast<size_t>(q * static_cast<double>(l.size() - 1));
+    return l[i];
+  };
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "kv bench (%s gets, %s): %" PRIu32 " clients, %" PRIu32
+                " writers, %.1f s: p50 %.1f us, p99 %.1f us, %.0f gets/s",
+                one_sided ? "one-sided RDMA READ" : "actor request",
+                nd.device()->kind(), cfg.clients, cfg.writers, secs, pct(0.50),
+                pct(0.99), static_cast<double>(tot.gets) / secs);
+  std::cout << line << std::endl;
+  return tot.errors == 0 && tot.missing == 0 && tot.wrong == 0 && tot.gets > 0
+             ? 0
+             : 1;
+}
+
+} // namespace kv

@@ -1,0 +1,201 @@
+// rdmactor-kv's server: the table in registered memory (read-only for
+// peers), the "kv" actor that writes it, and the acceptor that lends the
+// table to every client that connects.
+
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <pthread.h>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_ostream.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/result.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "kv_service.hpp"
+#include "kv_slot.hpp"
+
+namespace kv {
+
+namespace {
+
+/// The table: registered memory, its geometry.
+struct table {
+  rdmactor::local_mr mr;
+  uint64_t slots = 0;
+  uint32_t max_probes = 0;
+
+  uint8_t* slot(uint64_t i) const {
+    return mr.data() + header_bytes + i * slot_bytes;
+  }
+};
+
+struct service_state {
+  table tab;
+  uint64_t keys = 0; ///< used slots
+  static inline const char* name = "kv.service";
+};
+
+/// Finds the slot of `key`, or the first empty one in its probe window;
+/// nullptr when every slot of the window holds another key.
+uint8_t* find_slot(const table& tab, const std::string& key) {
+  auto home = home_slot(key, tab.slots);
+  for (uint32_t i = 0; i < tab.max_probes; ++i) {
+    auto p = tab.slot((home + i) % tab.slots);
+    auto k = key_of(p);
+    if (k.empty() || k == key)
+      return p;
+  }
+  return nullptr;
+}
+
+caf::error check_key(const std::string& key) {
+  if (key.empty() || key.size() > key_max_bytes)
+    return rdmactor::make_error(
+        rdmactor::errc::invalid_argument,
+        "keys have 1 to " + std::to_string(key_max_bytes)
+            + " bytes; this one has " + std::to_string(key.size()));
+  return {};
+}
+
+/// The "kv" actor: the only writer of the table (puts are serialized in its
+/// mailbox, so no lock is needed and a client that dies mid-put leaves
+/// nothing half-done: the actor finishes or never starts the write).
+service::behavior_type
+service_impl(service::stateful_pointer<service_state> self, table tab) {
+  self->state.tab = std::move(tab);
+  return {
+      [self](put_atom, const std::string& key,
+             const std::string& value) -> caf::result<uint64_t> {
+        if (auto err = check_key(key))
+          return err;
+        if (value.size() > value_max_bytes)
+          return rdmactor::make_error(
+              rdmactor::errc::invalid_argument,
+              "values have at most " + std::to_string(value_max_bytes)
+                  + " bytes; this one has " + std::to_string(value.size()));
+        auto& st = self->state;
+        auto p = find_slot(st.tab, key);
+        if (p == nullptr)
+          return rdmactor::make_error(
+              rdmactor::errc::out_of_memory,
+              "no free slot within " + std::to_string(st.tab.max_probes)
+                  + " probes of this key's home slot; start the server with "
+                    "more --slots");
+        if (key_of(p).empty())
+          ++st.keys;
+        return write_slot(p, key, value);
+      },
+      [self](get_atom,
+             const std::string& key) -> caf::result<bool, std::string> {
+        if (auto err = check_key(key))
+          return err;
+        auto p = find_slot(self->state.tab, key);
+        if (p == nullptr || key_of(p).empty())
+          return {false, std::string{}};
+        return {true, value_of(p)};
+      },
+  };
+}
+
+struct acceptor_state {
+  rdmactor::local_mr table_mr;
+  /// A connection lives as long as a handle to it: keep each until it ends.
+  std::vector<rdmactor::connection_actor> connections;
+  static inline const char* name = "kv.acceptor";
+};
+
+/// Keeps each client's connection and lends it the table (read-only),
+/// tagged with table_magic: the client takes it with
+/// receive_tagged_remote_mr.
+caf::behavior acceptor_impl(caf::stateful_actor<acceptor_state>* self,
+                            rdmactor::local_mr table_mr,
+                            std::chrono::milliseconds timeout) {
+  self->state.table_mr = std::move(table_mr);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& cs = self->state.connections;
+    for (auto i = cs.begin(); i != cs.end(); ++i) {
+      if (i->address() == dm.source) {
+        cs.erase(i);
+        caf::aout(self) << "client left (" << rdmactor::render(dm.reason)
+                        << "), " << cs.size() << " connected" << std::endl;
+        return;
+      }
+    }
+  });
+  return {
+      [self, timeout](rdmactor::accepted_atom,
+                      rdmactor::connection_actor& conn) {
+        self->monitor(conn);
+        self->state.connections.push_back(conn);
+        caf::aout(self) << "client connected, "
+                        << self->state.connections.size() << " connected"
+                        << std::endl;
+        self->request(conn, timeout, rdmactor::send_mr_atom_v,
+                      self->state.table_mr, table_magic)
+            .then([](rdmactor::mr_token&) {},
+                  [self](caf::error& err) {
+                    caf::aout(self) << "lending the table to a client failed: "
+                                    << rdmactor::render(err) << std::endl;
+                  });
+      },
+  };
+}
+
+} // namespace
+
+int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
+               sigset_t stop_signals) {
+  auto fail = [](const caf::error& err) {
+    std::cerr << "rdmactor-kv: " << rdmactor::render(err) << std::endl;
+    return 1;
+  };
+  if (cfg.slots == 0 || cfg.slots > (uint64_t{1} << 24))
+    return fail(rdmactor::make_error(rdmactor::errc::invalid_argument,
+                                     "--slots must be 1 to 16777216"));
+  // The table: registered memory that peers may only read.
+  table tab;
+  tab.slots = cfg.slots;
+  tab.max_probes = static_cast<uint32_t>(
+      std::min<uint64_t>(default_max_probes, cfg.slots));
+  auto bytes = header_bytes + cfg.slots * slot_bytes;
+  auto mr = nd.pool()->allocate(bytes, 64,
+                                rdmactor::transport::access::remote_read);
+  if (!mr)
+    return fail(mr.error());
+  tab.mr = *mr;
+  write_header(tab.mr.data(), tab.slots, tab.max_probes);
+  auto svc = sys.spawn(service_impl, tab);
+  if (auto r = nd.publish(service_name, caf::actor_cast<caf::actor>(svc)); !r) {
+    caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+    return fail(r.error());
+  }
+  auto timeout = std::chrono::milliseconds(nd.opts().request_timeout_ms);
+  auto acceptor = sys.spawn(acceptor_impl, tab.mr, timeout);
+  auto port = nd.listen(cfg.serve, acceptor);
+  if (!port) {
+    caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+    return fail(port.error());
+  }
+  std::cout << "kv table of " << tab.slots << " slots (" << bytes
+            << " bytes, read-only for peers), serving on port " << *port << " ("
+            << nd.device()->kind() << "); SIGINT or SIGTERM stops" << std::endl;
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::cout << "shutting down (" << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+            << ")" << std::endl;
+  nd.close();
+  caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+} // namespace kv
