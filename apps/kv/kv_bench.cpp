@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+
 #include "kv_client.hpp"
 #include "kv_service.hpp"
 
@@ -74,6 +77,56 @@ struct totals {
   }
 };
 
+/// Splits "HOST:PORT" into host and port; false when it does not parse.
+bool split_host_port(const std::string& hp, std::string* host, uint16_t* port) {
+  auto colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return false;
+  try {
+    auto p = std::stoul(hp.substr(colon + 1));
+    if (p == 0 || p > 65535)
+      return false;
+    *port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  *host = hp.substr(0, colon);
+  return true;
+}
+
+/// One bench connection to the server, as `--via` says: rdma (the sample's
+/// client: one-sided gets), actor (the same connection, gets as requests
+/// to the "kv" actor), caf-io (CAF io's remote_actor at `--bench`, the
+/// server's `--caf-io` address; CAF io shares one TCP connection per
+/// process).
+caf::expected<std::unique_ptr<store>>
+open_store(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg) {
+  auto timeout = std::chrono::milliseconds(nd.opts().request_timeout_ms);
+  if (cfg.via == "caf-io") {
+    std::string host;
+    uint16_t port = 0;
+    if (!split_host_port(cfg.bench, &host, &port))
+      return rdmactor::make_error(rdmactor::errc::invalid_address,
+                                  "--bench=" + cfg.bench + " is not HOST:PORT");
+    auto svc = sys.middleman().remote_actor<service>(host, port);
+    if (!svc)
+      return rdmactor::make_error(
+          rdmactor::errc::connect_failed,
+          "CAF io: no kv actor at " + cfg.bench + ": " + sys.render(svc.error())
+              + "; start the server with --caf-io=HOST:PORT");
+    return std::unique_ptr<store>{
+        new actor_store(sys, std::move(*svc), timeout, nullptr)};
+  }
+  auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+  if (!c)
+    return std::move(c.error());
+  if (cfg.via == "rdma")
+    return std::unique_ptr<store>{std::move(*c)};
+  auto svc = (*c)->actor();
+  return std::unique_ptr<store>{
+      new actor_store(sys, std::move(svc), timeout, std::move(*c))};
+}
+
 } // namespace
 
 int run_bench(caf::actor_system& sys, rdmactor::node& nd,
@@ -83,10 +136,9 @@ int run_bench(caf::actor_system& sys, rdmactor::node& nd,
                  "least 1\n";
     return 2;
   }
-  bool one_sided = cfg.via == "rdma";
   // Fill the table: one put per key, generation 0.
   {
-    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    auto c = open_store(sys, nd, cfg);
     if (!c) {
       std::cerr << "rdmactor-kv: " << rdmactor::render(c.error()) << "\n";
       return 1;
@@ -105,7 +157,7 @@ int run_bench(caf::actor_system& sys, rdmactor::node& nd,
   std::atomic<bool> stop{false};
   std::atomic<uint32_t> ready{0};
   auto reader = [&](uint32_t idx) {
-    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    auto c = open_store(sys, nd, cfg);
     ready.fetch_add(1);
     if (!c) {
       tot.error(c.error());
@@ -117,7 +169,7 @@ int run_bench(caf::actor_system& sys, rdmactor::node& nd,
     while (!stop.load(std::memory_order_relaxed)) {
       auto key = bench_key(static_cast<uint32_t>(rng() % cfg.keys));
       auto t0 = clock_type::now();
-      auto r = one_sided ? (*c)->get(key) : (*c)->get_via_actor(key);
+      auto r = (*c)->get(key);
       auto t1 = clock_type::now();
       if (!r) {
         tot.error(r.error());
@@ -139,7 +191,7 @@ int run_bench(caf::actor_system& sys, rdmactor::node& nd,
     tot.retries += retries;
   };
   auto writer = [&](uint32_t idx) {
-    auto c = client::open(sys, nd, cfg.bench, cfg.retries);
+    auto c = open_store(sys, nd, cfg);
     ready.fetch_add(1);
     if (!c) {
       tot.error(c.error());
@@ -190,9 +242,12 @@ int run_bench(caf::actor_system& sys, rdmactor::node& nd,
   std::snprintf(line, sizeof(line),
                 "kv bench (%s gets, %s): %" PRIu32 " clients, %" PRIu32
                 " writers, %.1f s: p50 %.1f us, p99 %.1f us, %.0f gets/s",
-                one_sided ? "one-sided RDMA READ" : "actor request",
-                nd.device()->kind(), cfg.clients, cfg.writers, secs, pct(0.50),
-                pct(0.99), static_cast<double>(tot.gets) / secs);
+                cfg.via == "rdma"    ? "one-sided RDMA READ"
+                : cfg.via == "actor" ? "rdmactor actor request"
+                                     : "CAF io actor request",
+                cfg.via == "caf-io" ? "tcp" : nd.device()->kind(), cfg.clients,
+                cfg.writers, secs, pct(0.50), pct(0.99),
+                static_cast<double>(tot.gets) / secs);
   std::cout << line << std::endl;
   return tot.errors == 0 && tot.missing == 0 && tot.wrong == 0 && tot.gets > 0
              ? 0

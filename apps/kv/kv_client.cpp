@@ -145,7 +145,27 @@ caf::expected<get_result> client::get(const std::string& key) {
   return res;
 }
 
-caf::expected<get_result> client::get_via_actor(const std::string& key) {
+caf::expected<uint64_t> client::put(const std::string& key,
+                                    const std::string& value) {
+  uint64_t version = 0;
+  caf::error err;
+  self_->request(svc_, timeout_, put_atom::value, key, value)
+      .receive([&](uint64_t v) { version = v; },
+               [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return err;
+  return version;
+}
+
+actor_store::actor_store(caf::actor_system& sys, service svc,
+                         std::chrono::milliseconds timeout,
+                         std::unique_ptr<client> owner)
+    : owner_(std::move(owner)), self_(sys), svc_(std::move(svc)),
+      timeout_(timeout) {
+  // nop
+}
+
+caf::expected<get_result> actor_store::get(const std::string& key) {
   get_result res;
   caf::error err;
   self_->request(svc_, timeout_, get_atom::value, key)
@@ -160,8 +180,8 @@ caf::expected<get_result> client::get_via_actor(const std::string& key) {
   return res;
 }
 
-caf::expected<uint64_t> client::put(const std::string& key,
-                                    const std::string& value) {
+caf::expected<uint64_t> actor_store::put(const std::string& key,
+                                         const std::string& value) {
   uint64_t version = 0;
   caf::error err;
   self_->request(svc_, timeout_, put_atom::value, key, value)

@@ -30,7 +30,23 @@ struct get_result {
   uint32_t reads = 0;
 };
 
-class client {
+/// A key-value store as the bench sees it: gets and puts, blocking, from
+/// one thread.
+class store {
+public:
+  virtual ~store() = default;
+
+  /// Looks `key` up; `found` false when it is not in the table.
+  virtual caf::expected<get_result> get(const std::string& key) = 0;
+
+  /// Stores `value` under `key`; returns the slot's new version.
+  virtual caf::expected<uint64_t> put(const std::string& key,
+                                      const std::string& value)
+      = 0;
+};
+
+/// The sample's client: gets with RDMA READ, puts through the actor.
+class client : public store {
 public:
   /// Connects to `host_port`, takes the table the server lends (checking
   /// its tag and header) and looks up the "kv" actor.  Errors: those of
@@ -43,20 +59,23 @@ public:
   /// Looks `key` up with RDMA READ of its probe window, slot by slot,
   /// repeating a read that raced a write (at most `max_retries` times per
   /// get: then `request_timeout` naming the busy slot).
-  caf::expected<get_result> get(const std::string& key);
-
-  /// The same through the server's actor (its CPU does the lookup).
-  caf::expected<get_result> get_via_actor(const std::string& key);
+  caf::expected<get_result> get(const std::string& key) override;
 
   /// Stores `value` under `key` through the server's actor; returns the
   /// slot's new version.
-  caf::expected<uint64_t> put(const std::string& key, const std::string& value);
+  caf::expected<uint64_t> put(const std::string& key,
+                              const std::string& value) override;
+
+  /// The proxy of the server's "kv" actor.
+  const service& actor() const noexcept {
+    return svc_;
+  }
 
   const geometry& geo() const noexcept {
     return geo_;
   }
 
-  ~client();
+  ~client() override;
 
 private:
   client(caf::actor_system& sys, std::chrono::milliseconds timeout,
@@ -73,6 +92,28 @@ private:
   rdmactor::local_mr buf_;
   service svc_;
   geometry geo_;
+};
+
+/// Gets and puts as requests to a "kv" actor: the rdmactor proxy of a
+/// client (`--via=actor`: the server's CPU does each lookup) or a CAF io
+/// proxy (`--via=caf-io`).
+class actor_store : public store {
+public:
+  /// Uses `svc`; keeps `owner` (the client whose connection carries the
+  /// proxy, or null) alive as long as this store.
+  actor_store(caf::actor_system& sys, service svc,
+              std::chrono::milliseconds timeout, std::unique_ptr<client> owner);
+
+  caf::expected<get_result> get(const std::string& key) override;
+
+  caf::expected<uint64_t> put(const std::string& key,
+                              const std::string& value) override;
+
+private:
+  std::unique_ptr<client> owner_;
+  caf::scoped_actor self_;
+  service svc_;
+  std::chrono::milliseconds timeout_;
 };
 
 } // namespace kv

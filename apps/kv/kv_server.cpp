@@ -3,6 +3,7 @@
 // table to every client that connects.
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/result.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -184,6 +186,32 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
     caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
     return fail(port.error());
+  }
+  if (!cfg.caf_io.empty()) {
+    // For the bench's comparison (--via=caf-io): the same actor over CAF io.
+    auto colon = cfg.caf_io.rfind(':');
+    if (colon == std::string::npos) {
+      std::cerr << "rdmactor-kv: --caf-io=" << cfg.caf_io << " is not HOST:PORT"
+                << std::endl;
+      nd.close();
+      caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    auto want = static_cast<uint16_t>(
+        std::strtoul(cfg.caf_io.c_str() + colon + 1, nullptr, 10));
+    auto host = cfg.caf_io.substr(0, colon);
+    auto p = sys.middleman().publish(svc, want, host.c_str(), true);
+    if (!p) {
+      std::cerr << "rdmactor-kv: CAF io publish on " << cfg.caf_io << ": "
+                << sys.render(p.error()) << std::endl;
+      nd.close();
+      caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    std::cout << "kv actor also published over CAF io on port " << *p
+              << std::endl;
   }
   std::cout << "kv table of " << tab.slots << " slots (" << bytes
             << " bytes, read-only for peers), serving on port " << *port << " ("

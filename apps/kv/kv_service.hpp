@@ -55,6 +55,7 @@ public:
   uint32_t keys = 1000;
   uint32_t writers = 0;
   std::string via = "rdma";
+  std::string caf_io;
 
   kv_config();
 };

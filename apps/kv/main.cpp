@@ -24,6 +24,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/config_option_adder.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "kv_client.hpp"
 #include "kv_service.hpp"
@@ -51,8 +52,12 @@ kv_config::kv_config() {
       .add(seconds, "seconds", "bench: how long to get (default 5)")
       .add(keys, "keys", "bench: keys to fill and get (default 1000)")
       .add(via, "via",
-           "bench: rdma (one-sided READ, default) or actor (requests to the "
-           "server's actor, for comparison)")
+           "bench: rdma (one-sided READ, default), actor (gets as requests "
+           "to the server's kv actor over rdmactor) or caf-io (the same over "
+           "CAF io: then --bench names the server's --caf-io address)")
+      .add(caf_io, "caf-io",
+           "server: also publish the kv actor over CAF io on HOST:PORT (port "
+           "0: any), for the bench's --via=caf-io")
       .add(fabric, "fabric", "soft or verbs (default: rdmactor.fabric)");
 }
 
@@ -161,10 +166,17 @@ int main(int argc, char** argv) {
     std::cerr << "rdmactor-kv: --put needs --value\n";
     return 2;
   }
-  if (cfg.via != "rdma" && cfg.via != "actor") {
-    std::cerr << "rdmactor-kv: --via is rdma or actor\n";
+  if (cfg.via != "rdma" && cfg.via != "actor" && cfg.via != "caf-io") {
+    std::cerr << "rdmactor-kv: --via is rdma, actor or caf-io\n";
     return 2;
   }
+  if (!cfg.caf_io.empty() && cfg.serve.empty()) {
+    std::cerr << "rdmactor-kv: --caf-io is for --serve\n";
+    return 2;
+  }
+  // CAF io, for the comparison only: load its middleman where it is used.
+  if (!cfg.caf_io.empty() || cfg.via == "caf-io")
+    cfg.load<caf::io::middleman>();
   auto opts = cfg.opts;
   if (!cfg.fabric.empty())
     opts.fabric = cfg.fabric;

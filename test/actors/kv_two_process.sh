@@ -54,10 +54,13 @@ expect_err() { # NAME PATTERN
   grep -qF -- "$2" "$tmp/$1.err" || fail "$1: stderr lacks '$2'"
 }
 
-"$kv" --serve="$host:0" --slots=1024 "$@" >"$tmp/server.log" 2>&1 &
+"$kv" --serve="$host:0" --slots=1024 --caf-io=127.0.0.1:0 "$@" \
+  >"$tmp/server.log" 2>&1 &
 server=$!
 wait_for "$tmp/server.log" '^kv table of 1024 slots .* serving on port [0-9]+'
 port=$(sed -nE 's/.*serving on port ([0-9]+).*/\1/p' "$tmp/server.log")
+caf_port=$(sed -nE 's/^kv actor also published over CAF io on port ([0-9]+)$/\1/p' \
+  "$tmp/server.log")
 at="$host:$port"
 echo "server on $at"
 
@@ -144,11 +147,17 @@ for i in 1 2 3 4; do
 done
 run after --put="$at" --key=hello --value=again "$@"
 expect after 0 "stored hello (version 6)"
-# Gets through the server's actor (the bench's comparison mode) agree.
+# Gets through the server's actor (the bench's comparison modes) agree.
 run via_actor --bench="$at" --via=actor --clients=1 --seconds=1 --keys=10 "$@"
 [[ $rc == 0 ]] || fail "via_actor: exit status $rc, expected 0"
 grep -qE '^gets [1-9][0-9]*, missing 0, wrong 0, retries 0 .*errors 0$' \
   "$tmp/via_actor.out" || fail "via_actor: counts are not what was expected"
+# And through the same actor over CAF io (the bench's baseline).
+run via_caf_io --bench="127.0.0.1:$caf_port" --via=caf-io --clients=1 \
+  --seconds=1 --keys=10 "$@"
+[[ $rc == 0 ]] || fail "via_caf_io: exit status $rc, expected 0"
+grep -qE '^gets [1-9][0-9]*, missing 0, wrong 0, retries 0 .*errors 0$' \
+  "$tmp/via_caf_io.out" || fail "via_caf_io: counts are not what was expected"
 
 kill -TERM "$server"
 set +e
@@ -160,7 +169,8 @@ server=""
 grep -q '^shutting down (SIGTERM)' "$tmp/server.log" ||
   fail "server: no 'shutting down (SIGTERM)'"
 
-for f in "$tmp"/bench.out "$tmp"/victim.out "$tmp"/via_actor.out "$tmp"/server.log; do
+for f in "$tmp"/bench.out "$tmp"/victim.out "$tmp"/via_actor.out "$tmp"/via_caf_io.out \
+  "$tmp"/server.log; do
   echo "--- $(basename "$f")"
   cat "$f"
 done
