@@ -2,9 +2,11 @@
 // peers), the "kv" actor that writes it, and the acceptor that lends the
 // table to every client that connects.
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,9 +41,17 @@ struct table {
   }
 };
 
+/// What the "kv" actor did, read by run_server when it stops: one-sided gets
+/// never reach the actor, so they are not counted here.
+struct service_counts {
+  std::atomic<uint64_t> keys{0};       ///< used slots
+  std::atomic<uint64_t> puts{0};       ///< puts stored
+  std::atomic<uint64_t> actor_gets{0}; ///< gets answered by the actor
+};
+
 struct service_state {
   table tab;
-  uint64_t keys = 0; ///< used slots
+  std::shared_ptr<service_counts> counts;
   static inline const char* name = "kv.service";
 };
 
@@ -71,8 +81,10 @@ caf::error check_key(const std::string& key) {
 /// mailbox, so no lock is needed and a client that dies mid-put leaves
 /// nothing half-done: the actor finishes or never starts the write).
 service::behavior_type
-service_impl(service::stateful_pointer<service_state> self, table tab) {
+service_impl(service::stateful_pointer<service_state> self, table tab,
+             std::shared_ptr<service_counts> counts) {
   self->state.tab = std::move(tab);
+  self->state.counts = std::move(counts);
   return {
       [self](put_atom, const std::string& key,
              const std::string& value) -> caf::result<uint64_t> {
@@ -92,13 +104,15 @@ service_impl(service::stateful_pointer<service_state> self, table tab) {
                   + " probes of this key's home slot; start the server with "
                     "more --slots");
         if (key_of(p).empty())
-          ++st.keys;
+          ++st.counts->keys;
+        ++st.counts->puts;
         return write_slot(p, key, value);
       },
       [self](get_atom,
              const std::string& key) -> caf::result<bool, std::string> {
         if (auto err = check_key(key))
           return err;
+        ++self->state.counts->actor_gets;
         auto p = find_slot(self->state.tab, key);
         if (p == nullptr || key_of(p).empty())
           return {false, std::string{}};
@@ -178,7 +192,8 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
     return fail(mr.error());
   tab.mr = *mr;
   write_header(tab.mr.data(), tab.slots, tab.max_probes);
-  auto svc = sys.spawn(service_impl, tab);
+  auto counts = std::make_shared<service_counts>();
+  auto svc = sys.spawn(service_impl, tab, counts);
   if (auto r = nd.publish(service_name, caf::actor_cast<caf::actor>(svc)); !r) {
     caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
     return fail(r.error());
@@ -227,6 +242,9 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
   nd.close();
   caf::anon_send_exit(acceptor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+  std::cout << "the kv actor stored " << counts->puts << " puts ("
+            << counts->keys << " keys) and answered " << counts->actor_gets
+            << " gets; one-sided gets never reached it" << std::endl;
   return 0;
 }
 

@@ -5,7 +5,9 @@
 # and get keys of their own at once while a bench races puts against
 # one-sided gets (every value it reads must be well formed) and another
 # bench is killed with SIGKILL mid-run; then the server still serves, saw
-# the killed client go (peer_gone), and stops on SIGTERM with exit 0.
+# the killed client go (peer_gone), and stops on SIGTERM with exit 0; its
+# actor answered only the gets of the benches that asked it (--via=actor,
+# --via=caf-io): every other get was a one-sided READ.
 # Checks values, counts and exit statuses, never timings.
 set -euo pipefail
 kv=$1
@@ -168,6 +170,14 @@ server=""
 [[ $src == 0 ]] || fail "server: exit status $src after SIGTERM, expected 0"
 grep -q '^shutting down (SIGTERM)' "$tmp/server.log" ||
   fail "server: no 'shutting down (SIGTERM)'"
+# Only the gets of the two --via benches went through the server's actor;
+# every other get (the clients', the benches' one-sided ones) read the table
+# without it.
+gets_of() { sed -nE 's/^gets ([0-9]+), .*/\1/p' "$1"; }
+via_gets=$(($(gets_of "$tmp/via_actor.out") + $(gets_of "$tmp/via_caf_io.out")))
+grep -qE "^the kv actor stored [0-9]+ puts \([0-9]+ keys\) and answered $via_gets gets; " \
+  "$tmp/server.log" ||
+  fail "server: its actor did not answer exactly the $via_gets gets of the --via benches"
 
 for f in "$tmp"/bench.out "$tmp"/victim.out "$tmp"/via_actor.out "$tmp"/via_caf_io.out \
   "$tmp"/server.log; do
