@@ -2,6 +2,7 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/sec.hpp>
 #include <caf/send.hpp>
 
 namespace kv {
@@ -49,8 +50,18 @@ client::open(caf::actor_system& sys, rdmactor::node& nd,
             tag = t;
           },
           [&](caf::error& e) { err = std::move(e); });
-  if (err)
+  if (err) {
+    // A server that lends nothing (no rdmactor-kv) lets the wait time out.
+    bool timed_out
+        = rdmactor::code_of(err) == rdmactor::errc::request_timeout
+          || (err.category() == caf::atom("system")
+              && err.code() == static_cast<uint8_t>(caf::sec::request_timeout));
+    if (timed_out)
+      return peer_error(host_port, "it lent no memory region within "
+                                       + std::to_string(timeout.count())
+                                       + " ms (" + rdmactor::render(err) + ")");
     return err;
+  }
   if (tag != table_magic)
     return peer_error(host_port, "it lent a region tagged "
                                      + std::to_string(tag)
