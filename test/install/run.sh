@@ -2,9 +2,9 @@
 # run.sh BUILD_DIR SOURCE_DIR: installs the build into a scratch prefix,
 # checks what was installed, then builds and runs outside consumers with
 # find_package(rdmactor): a Release build of the README tutorial, a
-# soft-only consumer, a Boost.Test consumer of <rdmactor/testing.hpp> and
-# the calculator sample (run as two processes), and a Debug build of the
-# tutorial.
+# soft-only consumer, a Boost.Test consumer of <rdmactor/testing.hpp>,
+# the calculator and key-value samples (run as processes), and a Debug
+# build of the tutorial.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -42,12 +42,20 @@ for f in "$src/apps/tutorial/tutorial.cpp" "$src/apps/calculator/calculator.cpp"
     fail "$f includes something other than <rdmactor/...>, CAF, Boost or std"
   fi
 done
+# The key-value sample's files include each other ("kv_*.hpp") and
+# otherwise only <rdmactor/...>, CAF and std.
+for f in "$src"/apps/kv/*.cpp "$src"/apps/kv/*.hpp; do
+  if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("[^k]|"k[^v]|<(actors|common|transport|protocol)/)' "$f"; then
+    fail "$f includes something other than its own kv_*.hpp, <rdmactor/...>, CAF or std"
+  fi
+done
 
 # Release consumers.
 cmake -S "$consumer" -B "$tmp/release" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" \
   -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" \
-  -DCALCULATOR_SOURCE="$src/apps/calculator/calculator.cpp" >"$tmp/log" 2>&1 ||
+  -DCALCULATOR_SOURCE="$src/apps/calculator/calculator.cpp" \
+  -DKV_SOURCE_DIR="$src/apps/kv" >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "configuring the Release consumers"; }
 cmake --build "$tmp/release" -j2 >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "building the Release consumers"; }
@@ -66,6 +74,10 @@ fi
 bash "$src/test/actors/calculator_two_process.sh" "$tmp/release/calculator" \
   --fabric=soft >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "the calculator sample built against the package"; }
+# The key-value sample built outside the tree, as several processes.
+bash "$src/test/actors/kv_two_process.sh" "$tmp/release/kv" --fabric=soft \
+  >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "the key-value sample built against the package"; }
 
 # A Debug consumer of the same package.
 cmake -S "$consumer" -B "$tmp/debug" -DCMAKE_BUILD_TYPE=Debug \
