@@ -87,5 +87,8 @@ constexpr auto receive_tagged_local_mr_atom_v
 constexpr auto receive_tagged_remote_mr_atom_v
     = receive_tagged_remote_mr_atom::value;
 constexpr auto renew_lease_atom_v = renew_lease_atom::value;
+constexpr auto publish_atom_v = publish_atom::value;
+constexpr auto unpublish_atom_v = unpublish_atom::value;
+constexpr auto lookup_atom_v = lookup_atom::value;
 
 } // namespace rdmactor
