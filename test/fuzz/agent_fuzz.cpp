@@ -8,6 +8,15 @@
 // requests with fuzzed fields), answers to the agent's own requests, calls
 // of the local user, timer expiries and a disconnect.
 //
+// Reset instead of respawn: what does not belong to one connection lives
+// across inputs (the actor system, the fake device, the memory pool and the
+// allocator actor); each input spawns a fresh transport and agent over a
+// fresh queue pair, and an actor per user call.  Every input
+// starts from the same state all the same: the pool holds the same empty
+// arenas (rebuilt when an input grew it) filled with the same pattern, the
+// device hands out the same keys, and the simulated clock starts at the
+// same time with no timer pending.
+//
 // Besides crashes and sanitizer reports, these invariants are findings:
 // - every frame the agent sends decodes, within the negotiated maximum;
 // - every response answers a request the peer sent, at most once, with the
@@ -105,20 +114,118 @@ options fuzz_options() {
   return o;
 }
 
-/// The actor system, created once: the test coordinator runs every actor
-/// on this thread.
+/// Arenas the pool holds at the start of every input, per (access, owner)
+/// pair below: enough for most inputs, so that the pool is rebuilt only
+/// after the few that grew it.
+constexpr int warm_arenas_per_kind = 2;
+
+/// The (access, owner) pairs the pool makes arenas for: the user's regions
+/// (the harness's and alloc_local_mr's), the agent's receive copies and
+/// rendezvous buffers, and what the peer's AllocMR allocates.
+constexpr std::pair<uint32_t, memory_pool::owner> arena_kinds[] = {
+    {transport::access::all, memory_pool::owner::user},
+    {transport::access::local_write, memory_pool::owner::user},
+    {transport::access::all, memory_pool::owner::peers},
+};
+
+/// What lives across inputs, created once: the actor system (the test
+/// coordinator runs every actor on this thread), the device, the pool and
+/// the allocator.  `after_input` brings it back to the
+/// state every input starts from.
 struct world {
   rdmactor::config cfg;
   caf::actor_system sys;
   caf::scheduler::test_coordinator& sched;
+  const options opts = fuzz_options();
+  std::shared_ptr<fake_device> dev = std::make_shared<fake_device>();
+  memory_pool_ptr pool;
+  allocator_actor allocator;
+  /// The simulated time every input starts at.
+  caf::actor_clock::time_point start_time;
+  /// The device's first key, and the first key an input's registrations
+  /// get (after the pool's).
+  uint32_t device_first_key = 0;
+  uint32_t input_first_key = 0;
+  /// The pool's arenas at the start of an input.
+  uint64_t warm_arenas = 0;
+  /// Inputs after which the pool was rebuilt (it had grown).
+  uint64_t pool_rebuilds = 0;
 
   world()
       : sys(init(cfg)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(
-                            sys.scheduler())) {}
+                            sys.scheduler())) {
+    // As on a host that has been up for a day: no time stamp of an input
+    // is close to the clock's epoch.
+    start_time = sched.clock().current_time + std::chrono::hours(24);
+    sched.clock().current_time = start_time;
+    device_first_key = dev->registry->next_key();
+    make_pool();
+  }
 
   static rdmactor::config& init(rdmactor::config& cfg) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     return cfg;
+  }
+
+  /// Allocates every warm arena whole, fills it with a pattern and drops
+  /// it: the first use of pool memory sees the same bytes in every input.
+  void scrub() {
+    std::vector<local_mr> held;
+    for (auto& [access, who] : arena_kinds) {
+      for (int i = 0; i < warm_arenas_per_kind; ++i) {
+        auto mr = pool->allocate(opts.arena_size_bytes, 64, access, false, who);
+        require(static_cast<bool>(mr), "cannot fill the pool's arenas");
+        std::memset(mr->data(), 0xbe, mr->size());
+        held.emplace_back(std::move(*mr));
+      }
+    }
+  }
+
+  /// Replaces the pool (and the allocator that serves it) by one with
+  /// `warm_arenas_per_kind` empty arenas of each kind.
+  void make_pool() {
+    if (allocator)
+      caf::anon_send_exit(allocator, caf::exit_reason::user_shutdown);
+    allocator = nullptr;
+    pool.reset();
+    sched.run();
+    require(dev->registry->size() == 0
+                && dev->registry->rewind(device_first_key),
+            "a registration outlived the pool");
+    pool = std::make_shared<memory_pool>(dev, opts.arena_size_bytes,
+                                         opts.max_alloc_bytes);
+    scrub();
+    warm_arenas = pool->stats().arenas;
+    allocator = spawn_allocator(sys, pool);
+    sched.run();
+    input_first_key = dev->registry->next_key();
+  }
+
+  /// Checks that the input left nothing behind (every byte back in the
+  /// pool, no registration but the pool's, no job, no timer) and brings
+  /// back the state every input starts from.
+  void after_input() {
+    auto st = pool->stats();
+    require(st.bytes_in_use == 0 && st.allocations == 0,
+            "memory did not return to the pool after the peer left");
+    require(dev->registry->size() == st.arenas,
+            "a registration outlived the connection");
+    require(!sched.has_job() && !sched.has_pending_timeout(),
+            "an actor or a timer outlived the connection");
+    if (st.arenas != warm_arenas) {
+      ++pool_rebuilds;
+      if (tracing)
+        std::fprintf(stderr,
+                     "pool grew to %llu arenas: rebuilt (%llu so far)\n",
+                     static_cast<unsigned long long>(st.arenas),
+                     static_cast<unsigned long long>(pool_rebuilds));
+      make_pool();
+    } else {
+      scrub();
+    }
+    sched.clock().current_time = start_time;
+    require(dev->registry->rewind(input_first_key),
+            "a registration outlived the connection");
   }
 };
 
@@ -161,20 +268,17 @@ struct inbound_request {
 class session {
 public:
   explicit session(world& w) : w_(w) {
-    dev_ = std::make_shared<fake_device>();
-    pool_ = std::make_shared<memory_pool>(dev_, opts_.arena_size_bytes,
-                                          opts_.max_alloc_bytes);
     link_ = std::make_shared<fake_link>(
-        dev_->registry, transport::conn_params{max_message_len, recv_depth});
+        w_.dev->registry, transport::conn_params{max_message_len, recv_depth});
     // Events, not polling: the test coordinator runs until no message is
     // left, and a polling transport always has its next poll queued.
     tr_ = transport::spawn_transport(
-        w_.sys, dev_, std::make_unique<fake_queue_pair>(link_),
+        w_.sys, w_.dev, std::make_unique<fake_queue_pair>(link_),
         transport::polling{transport::completion_mode::event, 0});
     agent_ = spawn_agent(
         w_.sys, tr_,
-        transport::link_params{max_message_len, recv_depth, "fuzzer"}, pool_,
-        spawn_allocator(w_.sys, pool_), opts_);
+        transport::link_params{max_message_len, recv_depth, "fuzzer"}, w_.pool,
+        w_.allocator, opts_);
     settle();
   }
 
@@ -188,8 +292,8 @@ public:
     }
   }
 
-  /// Checks what must hold once every timer fired, then tears everything
-  /// down and checks that nothing is left.
+  /// Checks what must hold once every timer fired, then tears the
+  /// connection down, checks that nothing is left and resets the world.
   void finish() {
     fire_timers(0);
     require(book_->outstanding == 0, "a user call was never answered");
@@ -211,12 +315,7 @@ public:
     agent_ = nullptr;
     tr_ = nullptr;
     settle();
-    auto st = pool_->stats();
-    require(st.bytes_in_use == 0 && st.allocations == 0,
-            "memory did not return to the pool after the peer left");
-    pool_.reset();
-    require(dev_->registry->size() == 0,
-            "a registration outlived the connection and the pool");
+    w_.after_input();
   }
 
 private:
@@ -300,9 +399,9 @@ private:
       auto& t = res.alloc_mr().token();
       require(t.len() == info.alloc_size,
               "AllocMR handed out another size than asked for");
-      require(dev_->registry->covers(t.rkey(), t.addr(), t.len(),
-                                     transport::access::remote_write
-                                         | transport::access::remote_read),
+      require(w_.dev->registry->covers(t.rkey(), t.addr(), t.len(),
+                                       transport::access::remote_write
+                                           | transport::access::remote_read),
               "AllocMR handed out a token outside a remote registration");
       known_tokens_.push_back(t);
     }
@@ -451,7 +550,10 @@ private:
   /// Calls the agent from a fresh actor, as a user would.  (The actor gets
   /// its state as spawn arguments: CAF 0.17 dereferences a null argument
   /// tuple when a function-based actor is spawned without arguments, which
-  /// UBSan reports.)
+  /// UBSan reports.)  A fresh actor per call, not one for all calls: CAF
+  /// cancels a request's timeout only when its requester terminates, and
+  /// the `timeouts` operation must find the timeout of a pending call only,
+  /// as a user's would be.
   template <class T, class... Ts>
   void call(Ts... xs) {
     ++book_->outstanding;
@@ -497,7 +599,7 @@ private:
 
   /// A fresh local region with every access right, filled with a pattern.
   std::optional<local_mr> local_region(uint64_t size) {
-    auto mr = pool_->allocate(size, 64, transport::access::all);
+    auto mr = w_.pool->allocate(size, 64, transport::access::all);
     if (!mr)
       return std::nullopt;
     auto* p = mr->data();
@@ -637,9 +739,7 @@ private:
   }
 
   world& w_;
-  options opts_ = fuzz_options();
-  std::shared_ptr<fake_device> dev_;
-  memory_pool_ptr pool_;
+  const options& opts_ = w_.opts;
   std::shared_ptr<fake_link> link_;
   transport::transport_actor tr_;
   agent_actor agent_;
@@ -663,6 +763,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   program_reader in{data, size};
+  // Starts from the state after_input left (or the initial one).
+  require(!the_world->sched.has_job(), "an input started with a job queued");
   session s{*the_world};
   s.run(in);
   s.finish();

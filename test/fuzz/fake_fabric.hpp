@@ -63,6 +63,24 @@ public:
     return entries_.size();
   }
 
+  /// The key the next registration gets.
+  uint32_t next_key() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return next_key_;
+  }
+
+  /// Makes `key` the next key handed out, so that a run that starts from
+  /// the same registrations sees the same keys (the fuzz target calls it
+  /// before every input).  Returns false, changing nothing, when a live
+  /// registration has `key` or a later one.
+  bool rewind(uint32_t key) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!entries_.empty() && entries_.rbegin()->first >= key)
+      return false;
+    next_key_ = key;
+    return true;
+  }
+
 private:
   mutable std::mutex mtx_;
   uint32_t next_key_ = 0x100;
