@@ -599,6 +599,9 @@ private:
   void on_send_data_rendezvous(uint64_t id, const protocol::SendData& req);
   caf::error check_rendezvous(const protocol::SendData& req,
                               protocol::Status& status) const;
+  caf::error check_source(const protocol::MrToken& src, uint64_t len,
+                          const char* what, protocol::Status& status) const;
+  caf::error check_queued(uint64_t len, protocol::Status& status) const;
   void deliver_in_order(uint64_t id, local_mr chunk,
                         std::optional<uint32_t> imm);
   void on_read_done(uint64_t seq, const caf::error& err);

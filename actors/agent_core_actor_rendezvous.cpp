@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
@@ -111,16 +110,9 @@ caf::error agent_core::check_actor_rendezvous(const pb::ActorMessage& m,
     return fail(pb::MALFORMED, errc::malformed_message,
                 "a rendezvous actor message without a source token or with "
                 "total_len set");
-  const auto& src = m.source();
   auto len = m.len();
-  if (src.len() != len)
-    return fail(pb::LENGTH_MISMATCH, errc::length_mismatch,
-                "ActorMessage.len is " + std::to_string(len)
-                    + " but its source token names " + std::to_string(src.len())
-                    + " bytes");
-  if (src.addr() > std::numeric_limits<uint64_t>::max() - len)
-    return fail(pb::MALFORMED, errc::malformed_message,
-                "the source token's range wraps around the address space");
+  if (auto err = check_source(m.source(), len, "ActorMessage.len", status))
+    return err;
   // An honest sender reads only what an eager frame cannot carry; smaller
   // ones would let a peer keep many tiny READs in flight.
   if (link_.max_message_len_bytes <= pb::actor_frame_overhead
@@ -134,17 +126,7 @@ caf::error agent_core::check_actor_rendezvous(const pb::ActorMessage& m,
                     + " bytes, over actor-max-message-bytes="
                     + std::to_string(opts_.actor_max_message_bytes)
                     + " of the receiver");
-  auto queued
-      = out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_;
-  if (queued > opts_.peer_max_queued_bytes
-      || len > opts_.peer_max_queued_bytes - queued)
-    return fail(
-        pb::QUOTA_EXCEEDED, errc::quota_exceeded,
-        std::to_string(queued)
-            + " bytes the peer sent are not claimed or still being read "
-              "(peer-max-queued-bytes="
-            + std::to_string(opts_.peer_max_queued_bytes) + ")");
-  return {};
+  return check_queued(len, status);
 }
 
 void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {

@@ -88,16 +88,9 @@ caf::error agent_core::check_rendezvous(const pb::SendData& req,
     return fail(pb::MALFORMED, errc::malformed_message,
                 "a rendezvous SendData (source set), which this node did not "
                 "offer in its Hello");
-  const auto& src = req.source();
   auto len = req.len();
-  if (src.len() != len)
-    return fail(pb::LENGTH_MISMATCH, errc::length_mismatch,
-                "SendData.len is " + std::to_string(len)
-                    + " but its source token names " + std::to_string(src.len())
-                    + " bytes");
-  if (src.addr() > std::numeric_limits<uint64_t>::max() - len)
-    return fail(pb::MALFORMED, errc::malformed_message,
-                "the source token's range wraps around the address space");
+  if (auto err = check_source(req.source(), len, "SendData.len", status))
+    return err;
   // An honest sender uses a rendezvous only for what an eager SendData
   // cannot carry; smaller ones would let a peer keep many tiny READs in
   // flight.
@@ -116,14 +109,42 @@ caf::error agent_core::check_rendezvous(const pb::SendData& req,
                     + " bytes exceeds the "
                     + std::to_string(opts_.max_message_len_bytes)
                     + " this node offered (Hello.max_rendezvous_bytes)");
-  auto queued = out_.queued_data_bytes() + rendezvous_bytes_;
+  return check_queued(len, status);
+}
+
+caf::error agent_core::check_source(const pb::MrToken& src, uint64_t len,
+                                    const char* what,
+                                    pb::Status& status) const {
+  if (src.len() != len) {
+    status = pb::LENGTH_MISMATCH;
+    return make_error(errc::length_mismatch,
+                      std::string{what} + " is " + std::to_string(len)
+                          + " but its source token names "
+                          + std::to_string(src.len()) + " bytes");
+  }
+  if (src.addr() > std::numeric_limits<uint64_t>::max() - len) {
+    status = pb::MALFORMED;
+    return make_error(errc::malformed_message,
+                      "the source token's range wraps around the address "
+                      "space");
+  }
+  return {};
+}
+
+caf::error agent_core::check_queued(uint64_t len, pb::Status& status) const {
+  // What the peer sent and nobody claimed yet, what is being read and what
+  // waits behind a READ, data and actor messages alike.
+  auto queued
+      = out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_;
   if (queued > opts_.peer_max_queued_bytes
-      || len > opts_.peer_max_queued_bytes - queued)
-    return fail(pb::QUOTA_EXCEEDED, errc::quota_exceeded,
-                std::to_string(queued)
-                    + " bytes you sent are not claimed or still being read "
-                      "(peer-max-queued-bytes="
-                    + std::to_string(opts_.peer_max_queued_bytes) + ")");
+      || len > opts_.peer_max_queued_bytes - queued) {
+    status = pb::QUOTA_EXCEEDED;
+    return make_error(errc::quota_exceeded,
+                      std::to_string(queued)
+                          + " bytes you sent are not claimed or still being "
+                            "read (peer-max-queued-bytes="
+                          + std::to_string(opts_.peer_max_queued_bytes) + ")");
+  }
   return {};
 }
 

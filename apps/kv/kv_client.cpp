@@ -15,6 +15,22 @@ caf::error peer_error(const std::string& host_port, const std::string& what) {
                                   + "; is it an rdmactor-kv --serve?");
 }
 
+/// A put is always a request to the server's kv actor (its table's only
+/// writer): the new version, or the actor's error.
+caf::expected<uint64_t> put_through(caf::scoped_actor& self, const service& svc,
+                                    std::chrono::milliseconds timeout,
+                                    const std::string& key,
+                                    const std::string& value) {
+  uint64_t version = 0;
+  caf::error err;
+  self->request(svc, timeout, put_atom::value, key, value)
+      .receive([&](uint64_t v) { version = v; },
+               [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return err;
+  return version;
+}
+
 } // namespace
 
 client::client(caf::actor_system& sys, std::chrono::milliseconds timeout,
@@ -158,14 +174,7 @@ caf::expected<get_result> client::get(const std::string& key) {
 
 caf::expected<uint64_t> client::put(const std::string& key,
                                     const std::string& value) {
-  uint64_t version = 0;
-  caf::error err;
-  self_->request(svc_, timeout_, put_atom::value, key, value)
-      .receive([&](uint64_t v) { version = v; },
-               [&](caf::error& e) { err = std::move(e); });
-  if (err)
-    return err;
-  return version;
+  return put_through(self_, svc_, timeout_, key, value);
 }
 
 actor_store::actor_store(caf::actor_system& sys, service svc,
@@ -193,14 +202,7 @@ caf::expected<get_result> actor_store::get(const std::string& key) {
 
 caf::expected<uint64_t> actor_store::put(const std::string& key,
                                          const std::string& value) {
-  uint64_t version = 0;
-  caf::error err;
-  self_->request(svc_, timeout_, put_atom::value, key, value)
-      .receive([&](uint64_t v) { version = v; },
-               [&](caf::error& e) { err = std::move(e); });
-  if (err)
-    return err;
-  return version;
+  return put_through(self_, svc_, timeout_, key, value);
 }
 
 } // namespace kv
