@@ -5,8 +5,10 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/sec.hpp>
+#include <caf/send.hpp>
 
 #include "actors/node_core.hpp"
 #include "rdmactor/error.hpp"
@@ -45,6 +47,36 @@ caf::expected<T> ask(caf::actor_system& sys, const node_actor& hdl,
     return closed_error();
   }
   return result;
+}
+
+/// Keeps the connections a `listen` without acceptor accepted, each until
+/// it ends; quits with the node actor (whoever closed the node).
+caf::behavior connection_keeper(caf::event_based_actor* self, node_actor node) {
+  auto kept = std::make_shared<std::map<caf::actor_addr, connection_actor>>();
+  auto node_addr = node.address();
+  self->monitor(node);
+  self->set_down_handler([self, kept, node_addr](caf::down_msg& msg) {
+    if (msg.source == node_addr)
+      self->quit();
+    else
+      kept->erase(msg.source);
+  });
+  return {
+      [self, kept](accepted_atom, connection_actor& conn) {
+        self->monitor(conn);
+        kept->emplace(conn.address(), std::move(conn));
+      },
+  };
+}
+
+/// Whether `err` says that a kept connection ended (then `remote_actor`
+/// connects again).
+bool connection_ended(const caf::error& err) {
+  if (err.category() == caf::atom("rdmactor"))
+    return err.code() == static_cast<uint8_t>(errc::peer_gone)
+           || err.code() == static_cast<uint8_t>(errc::closed)
+           || err.code() == static_cast<uint8_t>(errc::peer_closed);
+  return err == caf::sec::request_receiver_down;
 }
 
 } // namespace
@@ -98,6 +130,72 @@ caf::expected<uint16_t> node::listen(const std::string& host_port,
   return listen(host_port, caf::actor_cast<acceptor_actor>(std::move(handler)));
 }
 
+caf::expected<uint16_t> node::listen(const std::string& host_port) {
+  caf::actor keeper;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!hdl_)
+      return closed_error();
+    if (!keeper_)
+      keeper_ = sys_.spawn<caf::hidden>(connection_keeper, hdl_);
+    keeper = keeper_;
+  }
+  return listen(host_port, keeper);
+}
+
+caf::expected<caf::actor> node::remote_actor(const std::string& host_port,
+                                             const std::string& name) {
+  return lookup_remote(host_port, name, {});
+}
+
+caf::expected<caf::actor>
+node::lookup_remote(const std::string& host_port, const std::string& name,
+                    std::vector<std::string> interface) {
+  auto timeout = std::chrono::milliseconds{core_->opts().request_timeout_ms}
+                 + call_slack;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (core_->closing())
+      return closed_error();
+    connection_actor conn;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = remote_conns_.find(host_port);
+      if (i != remote_conns_.end())
+        conn = i->second;
+    }
+    bool fresh = false;
+    if (!conn) {
+      auto made = connect(host_port);
+      if (!made)
+        return std::move(made.error());
+      conn = std::move(*made);
+      fresh = true;
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (!hdl_)
+        return closed_error();
+      remote_conns_[host_port] = conn;
+    }
+    caf::scoped_actor self{sys_, true};
+    caf::expected<caf::actor> result{closed_error()};
+    auto on_value = [&](caf::actor& x) { result = std::move(x); };
+    auto on_error = [&](caf::error& err) { result = std::move(err); };
+    if (interface.empty())
+      self->request(conn, timeout, lookup_atom_v, name)
+          .receive(on_value, on_error);
+    else
+      self->request(conn, timeout, lookup_atom_v, name, interface)
+          .receive(on_value, on_error);
+    if (result || fresh || !connection_ended(result.error()))
+      return result;
+    // The kept connection ended meanwhile: forget it, connect once more.
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = remote_conns_.find(host_port);
+    if (i != remote_conns_.end() && i->second == conn)
+      remote_conns_.erase(i);
+  }
+  return closed_error();
+}
+
 caf::expected<bool> node::publish(const std::string& name, caf::actor actor) {
   return core_->publish(name, std::move(actor));
 }
@@ -132,11 +230,20 @@ bool node::closed() const noexcept {
 
 void node::close() {
   node_actor hdl;
+  std::map<std::string, connection_actor> conns;
+  caf::actor keeper;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     hdl = std::move(hdl_);
     hdl_ = nullptr;
+    conns.swap(remote_conns_);
+    keeper = std::move(keeper_);
+    keeper_ = nullptr;
   }
+  // The node closes every connection; the handles it kept go with it.
+  conns.clear();
+  if (keeper && !core_->closing())
+    caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   if (!hdl)
     return;
   // Closed by the system's shutdown (or through the actor): the actor is

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
@@ -69,6 +71,34 @@ public:
   caf::expected<uint16_t> listen(const std::string& host_port,
                                  caf::actor handler);
 
+  /// Listens on `host_port` like the overloads above, and keeps every
+  /// accepted connection itself (until the peer goes or the node closes):
+  /// for a server that only publishes actors (`publish`), as CAF io's
+  /// `publish(actor, port)`.  Caller: a blocking context.
+  caf::expected<uint16_t> listen(const std::string& host_port);
+
+  /// Connects to `host_port` and returns a proxy of the actor the peer
+  /// published there under `name` (CAF io's `remote_actor`).  The node
+  /// keeps the connection while it is open: later calls for the same
+  /// `host_port` reuse it (a connection that ended is replaced once).
+  /// Errors: those of `connect`, `unknown_actor` (nothing published under
+  /// the name), `not_negotiated` (a peer without remote actors), `closed`.
+  /// Caller: a blocking context (not a CAF worker).
+  caf::expected<caf::actor> remote_actor(const std::string& host_port,
+                                         const std::string& name);
+
+  /// The same for a typed handle: the lookup checks the published actor's
+  /// interface against `Handle`'s (`invalid_argument` on a mismatch, as
+  /// `(lookup_atom, name, interface_of<Handle>(sys))` does).
+  template <class Handle>
+  caf::expected<Handle> remote_actor(const std::string& host_port,
+                                     const std::string& name) {
+    auto res = lookup_remote(host_port, name, interface_of<Handle>(sys_));
+    if (!res)
+      return std::move(res.error());
+    return caf::actor_cast<Handle>(std::move(*res));
+  }
+
   /// Publishes `actor` under `name` for every connection of this node,
   /// present and future: a peer gets a proxy of it with `(lookup_atom,
   /// name)` on its connection (see `connection_actor`).  A name published
@@ -120,11 +150,19 @@ public:
 private:
   node(caf::actor_system& sys, std::shared_ptr<node_core> core, node_actor hdl);
 
+  caf::expected<caf::actor> lookup_remote(const std::string& host_port,
+                                          const std::string& name,
+                                          std::vector<std::string> interface);
+
   caf::actor_system& sys_;
   std::shared_ptr<node_core> core_;
   /// Guards hdl_: close() may run while other threads connect or listen.
   mutable std::mutex mtx_;
   node_actor hdl_;
+  /// Connections kept for `remote_actor` (by host_port) and the actor that
+  /// keeps what `listen(host_port)` accepted; guarded by mtx_.
+  std::map<std::string, connection_actor> remote_conns_;
+  caf::actor keeper_;
 };
 
 } // namespace rdmactor
