@@ -5,6 +5,7 @@
 #include "actors/agent_core.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
@@ -129,6 +130,33 @@ caf::expected<std::vector<uint8_t>> agent_core::encode(const pb::Message& msg) {
   return buf;
 }
 
+/// Posts a frame: `header` (frame header + encoded Message) with `payload`
+/// behind it.  A header larger than the transport's header slot
+/// (max_send_header_bytes: e.g. a lookup answer that names a typed actor's
+/// long interface, or a lookup of a long name) goes with its payload from
+/// pool memory instead, as one payload-only send: the peer sees the same
+/// bytes.  Errors: those of the pool (the frame is not sent).
+caf::error agent_core::post_frame(std::vector<uint8_t> header,
+                                  local_mr payload) {
+  if (header.size() <= transport::max_send_header_bytes) {
+    out_.post(std::move(header), std::move(payload));
+    return {};
+  }
+  if (!pool_)
+    return make_error(errc::internal_error,
+                      "a frame of " + std::to_string(header.size())
+                          + " header bytes needs a memory pool");
+  auto mr = pool_->allocate(header.size() + payload.size(), 64,
+                            transport::access::local_write, false);
+  if (!mr)
+    return mr.error();
+  std::memcpy(mr->data(), header.data(), header.size());
+  if (payload.size() > 0)
+    std::memcpy(mr->data() + header.size(), payload.data(), payload.size());
+  out_.post({}, std::move(*mr));
+  return {};
+}
+
 /// Sends a response (or Hello) as a post: nothing waits for it; a send
 /// that fails takes the connection down.
 void agent_core::send_unsolicited(const pb::Message& msg) {
@@ -137,7 +165,9 @@ void agent_core::send_unsolicited(const pb::Message& msg) {
     log().error("agent {}: {}", link_.peer, render(buf.error()));
     return;
   }
-  out_.post(std::move(*buf), local_mr{});
+  if (auto err = post_frame(std::move(*buf), local_mr{}))
+    log().error("agent {}: cannot send {}: {}", link_.peer, pb::kind_name(msg),
+                render(err));
 }
 
 /// Finishes a pending request exactly once.
@@ -180,7 +210,8 @@ void agent_core::send_request(pb::Message msg, local_mr payload,
   // the connection down, and `close` fails every pending request.  So the
   // transport need not answer the send itself (one message less per
   // request on the data path).
-  out_.post(std::move(*buf), std::move(payload));
+  if (auto err = post_frame(std::move(*buf), std::move(payload)))
+    complete(id, nullptr, err);
 }
 
 agent_core::time_point agent_core::expire(time_point now) {

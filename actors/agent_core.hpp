@@ -568,6 +568,7 @@ private:
 
   // requests (agent_core.cpp)
   caf::expected<std::vector<uint8_t>> encode(const protocol::Message& msg);
+  caf::error post_frame(std::vector<uint8_t> header, local_mr payload);
   void send_unsolicited(const protocol::Message& msg);
   void complete(uint64_t id, const protocol::Response* res,
                 const caf::error& err);

@@ -134,6 +134,65 @@ BOOST_AUTO_TEST_CASE(typed_lookups_are_checked_against_the_interface) {
   BOOST_TEST(code_of(dyn.error()) == errc::invalid_argument);
 }
 
+namespace {
+
+/// A typed interface whose signatures print to far more than the 256 bytes
+/// of a send's header slot (the replicated-log sample's leader has one).
+using wide = caf::typed_actor<
+    caf::replies_to<int32_t, int32_t>::with<int32_t>,
+    caf::replies_to<std::string, std::string, std::string>::with<std::string>,
+    caf::replies_to<std::vector<std::string>>::with<uint64_t>,
+    caf::replies_to<double, double, double>::with<double, double>,
+    caf::replies_to<int64_t, uint64_t, int16_t, uint16_t>::with<int8_t>,
+    caf::replies_to<std::vector<int64_t>, std::vector<double>>::with<bool>,
+    caf::reacts_to<uint8_t, uint16_t, uint32_t, uint64_t, std::string>>;
+
+wide::behavior_type wide_impl() {
+  return {
+      [](int32_t a, int32_t b) { return a + b; },
+      [](const std::string& a, const std::string& b, const std::string& c) {
+        return a + b + c;
+      },
+      [](const std::vector<std::string>& v) { return uint64_t{v.size()}; },
+      [](double a, double b, double c) { return std::make_tuple(a + b, c); },
+      [](int64_t, uint64_t, int16_t, uint16_t) { return int8_t{1}; },
+      [](const std::vector<int64_t>&, const std::vector<double>&) {
+        return true;
+      },
+      [](uint8_t, uint16_t, uint32_t, uint64_t, const std::string&) {},
+  };
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(lookups_larger_than_a_send_header_keep_the_connection) {
+  remote_nodes t;
+  size_t printed = 0;
+  for (auto& sig : interface_of<wide>(t.sys))
+    printed += sig.size();
+  BOOST_TEST_REQUIRE(printed > transport::max_send_header_bytes);
+  t.publish("wide", caf::actor_cast<caf::actor>(t.server_sys.spawn(wide_impl)));
+  // The answer names the whole interface: it goes from pool memory.
+  auto ok = call<caf::actor>(t.sys, t.client_conn, lookup_atom::value,
+                             std::string{"wide"}, interface_of<wide>(t.sys));
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  auto typed = caf::actor_cast<wide>(*ok);
+  auto sum = call<int32_t>(t.sys, typed, int32_t{40}, int32_t{2});
+  BOOST_REQUIRE_MESSAGE(sum, render(sum));
+  BOOST_TEST(*sum == 42);
+  // A lookup of the longest name allowed (with an interface, over the
+  // header slot too) is answered, and the connection still serves.
+  auto none
+      = call<caf::actor>(t.sys, t.client_conn, lookup_atom::value,
+                         std::string(256, 'n'), interface_of<wide>(t.sys));
+  BOOST_REQUIRE(!none);
+  BOOST_TEST(code_of(none.error()) == errc::unknown_actor,
+             render(none.error()));
+  auto again = call<int32_t>(t.sys, typed, int32_t{1}, int32_t{1});
+  BOOST_REQUIRE_MESSAGE(again, render(again));
+  BOOST_TEST(*again == 2);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_names_and_unpublished_actors_are_not_found) {
   remote_nodes t;
   auto none = t.lookup("nobody");

@@ -49,13 +49,20 @@ for f in "$src"/apps/kv/*.cpp "$src"/apps/kv/*.hpp; do
     fail "$f includes something other than its own kv_*.hpp, <rdmactor/...>, CAF or std"
   fi
 done
+# So do the replicated-log sample's ("replog*.hpp").
+for f in "$src"/apps/replog/*.cpp "$src"/apps/replog/*.hpp; do
+  if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("[^r]|"r[^e]|<(actors|common|transport|protocol)/)' "$f"; then
+    fail "$f includes something other than its own replog*.hpp, <rdmactor/...>, CAF or std"
+  fi
+done
 
 # Release consumers.
 cmake -S "$consumer" -B "$tmp/release" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" \
   -DTUTORIAL_SOURCE="$src/apps/tutorial/tutorial.cpp" \
   -DCALCULATOR_SOURCE="$src/apps/calculator/calculator.cpp" \
-  -DKV_SOURCE_DIR="$src/apps/kv" >"$tmp/log" 2>&1 ||
+  -DKV_SOURCE_DIR="$src/apps/kv" \
+  -DREPLOG_SOURCE_DIR="$src/apps/replog" >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "configuring the Release consumers"; }
 cmake --build "$tmp/release" -j2 >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "building the Release consumers"; }
@@ -78,6 +85,10 @@ bash "$src/test/actors/calculator_two_process.sh" "$tmp/release/calculator" \
 bash "$src/test/actors/kv_two_process.sh" "$tmp/release/kv" --fabric=soft \
   >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "the key-value sample built against the package"; }
+# The replicated-log sample built outside the tree, on three nodes.
+bash "$src/test/actors/replog_three_process.sh" "$tmp/release/replog" \
+  --fabric=soft >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; fail "the replicated-log sample built against the package"; }
 
 # A Debug consumer of the same package.
 cmake -S "$consumer" -B "$tmp/debug" -DCMAKE_BUILD_TYPE=Debug \

@@ -45,6 +45,20 @@ class recording_sink : public agent_core::sink {
 public:
   void post(std::vector<uint8_t> header, local_mr payload) override {
     posted_frame f;
+    if (header.empty()) {
+      // A frame whose header is larger than a send's header slot goes
+      // whole from pool memory (agent_core::post_frame).
+      auto res
+          = pb::decode(payload.data(), payload.size(), max_message_len, f.msg);
+      BOOST_REQUIRE(res.code == errc::none);
+      if (res.payload_len > 0)
+        f.payload = *payload.slice(
+            static_cast<size_t>(res.payload - payload.data()), res.payload_len);
+      posted.push_back(std::move(f));
+      ++spilled;
+      spilled_bytes = payload.size();
+      return;
+    }
     BOOST_REQUIRE(header.size() >= pb::frame_header_len);
     BOOST_REQUIRE(f.msg.ParseFromArray(
         header.data() + pb::frame_header_len,
@@ -125,6 +139,10 @@ public:
     return caf::none;
   }
 
+  actor_lookup_result find_actor(const std::string& name) override {
+    return name == published_name ? published : actor_lookup_result{};
+  }
+
   void refuse_actor_message(const pb::ActorMessage& m,
                             const caf::error& why) override {
     actor_frame f;
@@ -144,6 +162,10 @@ public:
   std::vector<mr_token> remote_mrs;
   std::vector<caf::error> disconnects;
   int ack_flushes = 0;
+  int spilled = 0;            ///< frames posted whole from pool memory
+  size_t spilled_bytes = 0;   ///< the size of the last one
+  std::string published_name; ///< what find_actor finds
+  actor_lookup_result published;
   int sweeps = 0;
   uint64_t queued_bytes = 0;
 };
@@ -1622,6 +1644,43 @@ BOOST_AUTO_TEST_CASE(close_drops_actor_messages_being_read) {
   BOOST_TEST(out.actor_frames.empty());
   out.reads.clear();
   BOOST_TEST(pool->stats().bytes_in_use == before);
+}
+
+// A frame whose header outgrows a send's header slot (a lookup answer that
+// names a long typed interface, a lookup of a long name) goes whole from
+// pool memory; before, the transport refused the post and the connection
+// ended.
+BOOST_AUTO_TEST_CASE(frames_over_the_header_slot_go_from_pool_memory) {
+  peer_hello(false);
+  out.posted.clear();
+  out.published_name = "wide";
+  out.published.id = 11;
+  for (int i = 0; i < 12; ++i)
+    out.published.interface.push_back("caf::replies_to<@str, @str, @u64, @i"
+                                      + std::to_string(i) + ">::with<@str>");
+  pb::Message lookup;
+  lookup.mutable_request()->set_request_id(77);
+  lookup.mutable_request()->mutable_actor_lookup()->set_name("wide");
+  receive(lookup);
+  BOOST_REQUIRE_EQUAL(out.posted.size(), 1u);
+  BOOST_TEST(out.spilled == 1);
+  const auto& res = out.posted.back().msg.response();
+  BOOST_TEST(res.request_id() == 77u);
+  BOOST_TEST(res.actor_lookup().actor_id() == 11u);
+  BOOST_TEST(res.actor_lookup().interface_size() == 12);
+  BOOST_TEST(out.spilled_bytes > transport::max_send_header_bytes);
+  out.posted.clear();
+  // A lookup of ours with a 256-byte name and that interface expected.
+  bool answered = false;
+  core->lookup_actor(
+      std::string(256, 'n'), out.published.interface, t0,
+      [&](caf::expected<actor_lookup_result>) { answered = true; });
+  BOOST_REQUIRE_EQUAL(out.posted.size(), 1u);
+  BOOST_TEST(out.spilled == 2);
+  BOOST_TEST(out.posted.back().msg.request().actor_lookup().name().size()
+             == 256u);
+  BOOST_TEST(!answered);
+  BOOST_TEST(out.disconnects.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
