@@ -80,6 +80,17 @@ caf::error memory_pool::check_layout(uint64_t size, uint64_t align) const {
 caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
                                               uint32_t access, bool zeroed,
                                               owner who) {
+  return allocate_in(size, align, access, zeroed, who, false);
+}
+
+caf::expected<local_mr> memory_pool::allocate_dedicated(uint64_t size,
+                                                        uint32_t access) {
+  return allocate_in(size, arena_align_bytes, access, true, owner::user, true);
+}
+
+caf::expected<local_mr> memory_pool::allocate_in(uint64_t size, uint64_t align,
+                                                 uint32_t access, bool zeroed,
+                                                 owner who, bool dedicated) {
   if (auto err = check_layout(size, align))
     return err;
   // A device without atomics refuses remote_atomic registrations: such
@@ -91,7 +102,7 @@ caf::expected<local_mr> memory_pool::allocate(uint64_t size, uint64_t align,
   std::unique_lock<std::mutex> guard{mtx_};
   arena* target = nullptr;
   uint64_t offset = 0;
-  if (len <= arena_size_ && al <= arena_align_bytes) {
+  if (!dedicated && len <= arena_size_ && al <= arena_align_bytes) {
     for (auto& a : arenas_) {
       if (a->dedicated || a->access != access || a->who != who)
         continue;

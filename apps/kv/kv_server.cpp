@@ -176,18 +176,17 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
   if (cfg.slots == 0 || cfg.slots > (uint64_t{1} << 24))
     return fail(rdmactor::make_error(rdmactor::errc::invalid_argument,
                                      "--slots must be 1 to 16777216"));
-  // The table: registered memory that peers may only read.  Aligned beyond
-  // a page, it gets a registration of its own, so the rkey the clients get
-  // opens the table and nothing else (an rkey opens its whole
-  // registration; a shared arena may hold other memory).
+  // The table: registered memory that peers may only read, in a
+  // registration of its own, so the rkey the clients get opens the table
+  // and nothing else (an rkey opens its whole registration; a shared arena
+  // may hold other memory).
   table tab;
   tab.slots = cfg.slots;
   tab.max_probes = static_cast<uint32_t>(
       std::min<uint64_t>(default_max_probes, cfg.slots));
   auto bytes = header_bytes + cfg.slots * slot_bytes;
-  auto mr
-      = nd.pool()->allocate(bytes, 2 * rdmactor::memory_pool::arena_align_bytes,
-                            rdmactor::transport::access::remote_read);
+  auto mr = nd.pool()->allocate_dedicated(
+      bytes, rdmactor::transport::access::remote_read);
   if (!mr)
     return fail(mr.error());
   tab.mr = *mr;

@@ -71,10 +71,12 @@ void end(follower_ptr self, const std::string& why) {
 /// Lends the leader memory for its whole log, tagged with our epoch.
 void lend(follower_ptr self) {
   auto& st = self->state;
-  auto mr = st.pool->allocate(st.capacity * entry_bytes,
-                              2 * rdmactor::memory_pool::arena_align_bytes,
-                              rdmactor::transport::access::local_write
-                                  | rdmactor::transport::access::remote_write);
+  // A registration of its own: the rkey the leader gets opens the log and
+  // nothing else of this node.
+  auto mr = st.pool->allocate_dedicated(
+      st.capacity * entry_bytes,
+      rdmactor::transport::access::local_write
+          | rdmactor::transport::access::remote_write);
   if (!mr) {
     end(self, "cannot allocate the log: " + rdmactor::render(mr.error()));
     return;

@@ -75,6 +75,16 @@ public:
                                    uint32_t access, bool zeroed = true,
                                    owner who = owner::user);
 
+  /// Allocates `size` zeroed bytes, page-aligned, with `access` flags in a
+  /// registration of their own (released with the last handle): the rkey
+  /// of the returned memory opens exactly that memory (rounded up to the
+  /// granule), nothing else of this node.  For memory lent to one peer with
+  /// `send_mr` (a table peers read, a log a leader writes): an rkey opens
+  /// its whole registration, and an arena may hold other memory with the
+  /// same flags.  Costs one registration per call (a system call on verbs):
+  /// allocate once, keep it.  Errors as for `allocate`.  Any thread.
+  caf::expected<local_mr> allocate_dedicated(uint64_t size, uint32_t access);
+
   /// Registers the range of `mr` (memory of this pool) once more, with the
   /// access rights of the registration it lives in: a registration (and
   /// rkey) of its own that can be revoked alone (leases).  The caller keeps
@@ -109,6 +119,9 @@ private:
     std::map<uint64_t, uint64_t> free_list; // offset -> length
   };
 
+  caf::expected<local_mr> allocate_in(uint64_t size, uint64_t align,
+                                      uint32_t access, bool zeroed, owner who,
+                                      bool dedicated);
   caf::expected<arena*> add_arena(uint64_t size, uint64_t align,
                                   uint32_t access, bool dedicated);
   void release(arena* a, uint64_t offset, uint64_t length);

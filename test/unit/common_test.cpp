@@ -259,6 +259,30 @@ BOOST_AUTO_TEST_CASE(large_allocations_get_their_own_registration) {
   BOOST_TEST(pool->stats().registered_bytes == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(dedicated_allocations_have_an_rkey_of_their_own) {
+  constexpr auto rw
+      = transport::access::local_write | transport::access::remote_write;
+  {
+    auto shared = pool->allocate(64, 64, rw);
+    auto a = pool->allocate_dedicated(100, rw);
+    auto b = pool->allocate_dedicated(100, rw);
+    BOOST_REQUIRE(shared);
+    BOOST_REQUIRE(a);
+    BOOST_REQUIRE(b);
+    // Small enough for the shared arena, yet each has its registration.
+    BOOST_TEST(pool->stats().arenas == 3u);
+    BOOST_TEST(a->rkey() != shared->rkey());
+    BOOST_TEST(a->rkey() != b->rkey());
+    BOOST_TEST(a->addr() % memory_pool::arena_align_bytes == 0u);
+    BOOST_TEST(a->size() == 100u);
+    BOOST_TEST(a->data()[99] == 0);
+    BOOST_TEST(code_of(pool->allocate_dedicated((1 << 24) + 1, rw).error())
+               == errc::size_limit);
+  }
+  BOOST_TEST(pool->stats().arenas == 1u); // the shared one stays
+  BOOST_TEST(pool->stats().bytes_in_use == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(access_flag_sets_use_separate_arenas) {
   auto a = pool->allocate(64, 64, transport::access::local_write);
   auto b = pool->allocate(64, 64, transport::access::all);
