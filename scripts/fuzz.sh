@@ -22,7 +22,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
   echo "usage: scripts/fuzz.sh [SECONDS]" >&2
   exit 2
 fi
-targets=(${RDMACTOR_FUZZ_TARGETS:-decode agent})
+targets=(${RDMACTOR_FUZZ_TARGETS:-decode agent core})
 build=build-fuzz
 jobs=${RDMACTOR_JOBS:-$(nproc)}
 
