@@ -240,6 +240,15 @@ struct harness {
   void feed(const std::vector<uint8_t>& bytes) {
     if (bytes.empty() || bytes.size() > max_message_len)
       return;
+    // A raw frame that names a request may be answered (also when its
+    // payload disagrees with its length): the peer used that id.
+    pb::Message seen;
+    auto code
+        = pb::decode(bytes.data(), bytes.size(), max_message_len, seen).code;
+    if ((code == errc::none || code == errc::unknown_message_kind
+         || code == errc::payload_mismatch)
+        && seen.has_request())
+      out.peer_ids.insert(seen.request().request_id());
     auto buf = pool->allocate(bytes.size(), 64, transport::access::local_write,
                               false);
     if (!buf)
