@@ -12,53 +12,18 @@
 set -euo pipefail
 kv=$1
 shift
-host=${RDMACTOR_TEST_HOST:-127.0.0.1}
-scale=${RDMACTOR_TEST_TIMEOUT_SCALE:-1}
-tmp=$(mktemp -d)
-server=""
-pids=()
-cleanup() {
-  for p in "${pids[@]}" $server; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.out "$tmp"/*.err "$tmp"/server.log; do
-    [[ -f "$f" ]] && { echo "--- $(basename "$f")"; cat "$f"; }
-  done
-  exit 1
-}
-# wait_for FILE PATTERN: polls (30 s times the timeout scale) until FILE has
-# a matching line.
-wait_for() {
-  for _ in $(seq 1 $((300 * scale))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no line matching '$2' in $(basename "$1") within $((30 * scale)) s"
-}
-# run NAME ARGS...: runs a client to its end; sets $rc.
-run() {
-  local name=$1
-  shift
-  set +e
-  "$kv" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  rc=$?
-  set -e
-}
+bin=$kv
+source "$(dirname "${BASH_SOURCE[0]}")/process_test_lib.sh"
 expect() { # NAME RC EXPECTED_STDOUT
-  [[ $rc == "$2" ]] || fail "$1: exit status $rc, expected $2"
+  expect_rc "$1" "$2"
   [[ "$(cat "$tmp/$1.out")" == "$3" ]] ||
     fail "$1: stdout is not what was expected:"$'\n'"$3"
-}
-expect_err() { # NAME PATTERN
-  grep -qF -- "$2" "$tmp/$1.err" || fail "$1: stderr lacks '$2'"
 }
 
 "$kv" --serve="$host:0" --slots=1024 --caf-io=127.0.0.1:0 "$@" \
   >"$tmp/server.log" 2>&1 &
 server=$!
+pids+=("$server")
 wait_for "$tmp/server.log" '^kv table of 1024 slots .* serving on port [0-9]+'
 port=$(sed -nE 's/.*serving on port ([0-9]+).*/\1/p' "$tmp/server.log")
 caf_port=$(sed -nE 's/^kv actor also published over CAF io on port ([0-9]+)$/\1/p' \
@@ -166,7 +131,6 @@ set +e
 wait "$server"
 src=$?
 set -e
-server=""
 [[ $src == 0 ]] || fail "server: exit status $src after SIGTERM, expected 0"
 grep -q '^shutting down (SIGTERM)' "$tmp/server.log" ||
   fail "server: no 'shutting down (SIGTERM)'"

@@ -12,44 +12,8 @@
 set -euo pipefail
 replog=$1
 shift
-host=${RDMACTOR_TEST_HOST:-127.0.0.1}
-scale=${RDMACTOR_TEST_TIMEOUT_SCALE:-1}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.out "$tmp"/*.err "$tmp"/*.log; do
-    [[ -f "$f" ]] && { echo "--- $(basename "$f")"; cat "$f"; }
-  done
-  exit 1
-}
-# wait_for FILE PATTERN: polls (60 s times the timeout scale) until FILE has
-# a matching line.
-wait_for() {
-  for _ in $(seq 1 $((600 * scale))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no line matching '$2' in $(basename "$1") within $((60 * scale)) s"
-}
-# run NAME ARGS...: runs a client to its end; sets $rc.
-run() {
-  local name=$1
-  shift
-  set +e
-  "$replog" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  rc=$?
-  set -e
-}
-expect_rc() { [[ $rc == "$2" ]] || fail "$1: exit status $rc, expected $2"; }
-expect_err() { # NAME PATTERN
-  grep -qF -- "$2" "$tmp/$1.err" || fail "$1: stderr lacks '$2'"
-}
+bin=$replog
+source "$(dirname "${BASH_SOURCE[0]}")/process_test_lib.sh"
 # status NAME: the leader's status line into $tmp/NAME.out; checks rc 0.
 status() {
   run "$1" --status="$at" "${args[@]}"
