@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -30,10 +31,15 @@ struct bench_result {
 };
 
 struct bench_state {
+  log_service log;
   uint32_t sent = 0;
   uint32_t done = 0;
   bench_result result;
   std::shared_ptr<std::promise<bench_result>> out;
+  /// Sends the next append.  Lives in the state (captures only `self`), so
+  /// it goes with the actor: a closure that held a shared_ptr to itself
+  /// would keep the proxy and the whole connection alive forever.
+  std::function<void()> send_one;
   static inline const char* name = "replog.bench";
 };
 
@@ -43,22 +49,25 @@ caf::behavior bench_impl(caf::stateful_actor<bench_state>* self,
                          log_service log, uint32_t count, uint32_t size,
                          uint32_t window, std::chrono::milliseconds timeout,
                          std::shared_ptr<std::promise<bench_result>> out) {
+  self->state.log = std::move(log);
   self->state.out = std::move(out);
   auto finish = [self] {
+    if (!self->state.out)
+      return;
     self->state.out->set_value(std::move(self->state.result));
+    self->state.out.reset();
     self->quit();
   };
-  auto send_one = std::make_shared<std::function<void()>>();
-  *send_one = [=] {
+  self->state.send_one = [self, count, size, timeout, finish] {
     auto& st = self->state;
     auto i = st.sent++;
     std::string value(size, 'a' + static_cast<char>(i % 26));
     value.replace(0, std::min<size_t>(size, 12),
                   std::to_string(i).substr(0, std::min<size_t>(size, 12)));
     auto t0 = clock::now();
-    self->request(log, timeout, append_atom::value, std::move(value))
+    self->request(st.log, timeout, append_atom::value, std::move(value))
         .then(
-            [=](uint64_t) {
+            [self, count, t0, finish](uint64_t) {
               auto& st = self->state;
               st.result.latencies_us.push_back(
                   std::chrono::duration<double, std::micro>(clock::now() - t0)
@@ -66,15 +75,15 @@ caf::behavior bench_impl(caf::stateful_actor<bench_state>* self,
               if (++st.done == count)
                 finish();
               else if (st.sent < count)
-                (*send_one)();
+                st.send_one();
             },
-            [=](caf::error& err) {
+            [self, finish](caf::error& err) {
               self->state.result.err = std::move(err);
               finish();
             });
   };
   for (uint32_t i = 0; i < std::min(window, count); ++i)
-    (*send_one)();
+    self->state.send_one();
   return {[](caf::atom_value) {}};
 }
 
