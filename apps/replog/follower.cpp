@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -238,13 +237,10 @@ int run_follower(caf::actor_system& sys, rdmactor::node& nd,
             },
             [&](caf::error&) {});
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx",
-                static_cast<unsigned long long>(d));
   std::cout << "follower " << cfg.id << " shutting down ("
             << (sig == SIGINT ? "SIGINT" : "SIGTERM")
             << "): applied=" << applied << " commit=" << commit
-            << " digest=" << hex << std::endl;
+            << " digest=" << hex(d) << std::endl;
   caf::anon_send_exit(f, caf::exit_reason::user_shutdown);
   nd.close();
   return 0;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <deque>
 #include <iostream>
 #include <map>
@@ -232,11 +231,8 @@ void arm_tick(leader_ptr self) {
 std::string status_line(leader_ptr self) {
   auto& st = self->state;
   std::ostringstream out;
-  char hex[17];
-  std::snprintf(
-      hex, sizeof(hex), "%016llx",
-      static_cast<unsigned long long>(digest(st.log.data(), st.last)));
-  out << "last=" << st.last << " commit=" << st.commit << " digest=" << hex
+  out << "last=" << st.last << " commit=" << st.commit
+      << " digest=" << hex(digest(st.log.data(), st.last))
       << " followers=" << st.followers.size();
   for (auto& kv : st.followers)
     out << " " << kv.first << ":" << kv.second.match;

@@ -8,6 +8,7 @@
 // length, checksum) before it counts it: bytes from the wire are untrusted.
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -85,6 +86,14 @@ inline uint64_t digest(const uint8_t* base, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i)
     h = fnv1a(base + i * entry_bytes, entry_bytes, h);
   return h;
+}
+
+/// A digest as 16 hex digits (what --status and the followers print).
+inline std::string hex(uint64_t digest) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(digest));
+  return buf;
 }
 
 } // namespace replog
