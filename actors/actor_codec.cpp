@@ -1,5 +1,6 @@
 #include "actors/actor_codec.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -7,6 +8,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/deserializer.hpp>
+#include <caf/serializer.hpp>
 #include <caf/uniform_type_info_map.hpp>
 
 #include "rdmactor/error.hpp"
@@ -29,6 +31,13 @@ public:
     return inner_.remaining();
   }
 
+  /// The first refusal of ours, if any; the caller checks it besides the
+  /// result in case `caf::message`'s loading drops an element's error
+  /// (its saving does: see finite_serializer).
+  const caf::error& refusal() const noexcept {
+    return refusal_;
+  }
+
   caf::error begin_object(uint16_t& nr, std::string& name) override {
     if (auto err = inner_.begin_object(nr, name))
       return err;
@@ -41,9 +50,8 @@ public:
             = name.substr(pos + 1, next == std::string::npos ? std::string::npos
                                                              : next - pos - 1);
         if (banned_type_name(part))
-          return make_error(errc::serialization_failed,
-                            "the peer sent a message with a " + part
-                                + ", which cannot travel between nodes");
+          return refuse("the peer sent a message with a " + part
+                        + ", which cannot travel between nodes");
         if (next == std::string::npos)
           break;
         pos = next;
@@ -62,10 +70,9 @@ public:
     // Every element takes a byte at least; an element of zero bytes would
     // otherwise let a short message loop for 2^64 rounds.
     if (num > inner_.remaining())
-      return make_error(
-          errc::serialization_failed,
-          "a sequence of " + std::to_string(num) + " elements in a message of "
-              + std::to_string(inner_.remaining()) + " bytes left");
+      return refuse("a sequence of " + std::to_string(num)
+                    + " elements in a message of "
+                    + std::to_string(inner_.remaining()) + " bytes left");
     return caf::none;
   }
 
@@ -103,13 +110,13 @@ protected:
     return inner_.apply(x);
   }
   caf::error apply_impl(float& x) override {
-    return inner_.apply(x);
+    return checked_float(x);
   }
   caf::error apply_impl(double& x) override {
-    return inner_.apply(x);
+    return checked_float(x);
   }
   caf::error apply_impl(long double& x) override {
-    return inner_.apply(x);
+    return checked_float(x);
   }
   caf::error apply_impl(std::string& x) override {
     return inner_.apply(x);
@@ -122,7 +129,129 @@ protected:
   }
 
 private:
+  /// Reads a floating-point value and refuses infinities and NaNs: CAF's
+  /// format decodes the largest exponent as an infinity, and serializing
+  /// an infinity again (an actor that echoes or forwards the value) would
+  /// loop forever (see finite_serializer).
+  template <class T>
+  caf::error checked_float(T& x) {
+    if (auto err = inner_.apply(x))
+      return err;
+    if (!std::isfinite(x))
+      return refuse("the peer sent a floating-point value that is not "
+                    "finite (infinity or NaN), which CAF's binary format "
+                    "cannot carry");
+    return caf::none;
+  }
+
+  caf::error refuse(std::string what) {
+    if (!refusal_)
+      refusal_ = make_error(errc::serialization_failed, std::move(what));
+    return refusal_;
+  }
+
   caf::binary_deserializer inner_;
+  caf::error refusal_;
+};
+
+/// A serializer over caf::binary_serializer (its format) that refuses
+/// floating-point values that are not finite: CAF 0.17's IEEE-754 packing
+/// (caf/detail/ieee_754.hpp) halves an infinity until it is below 2, which
+/// never happens, so the sending thread would spin forever, and it writes
+/// an arbitrary number for a NaN.
+class finite_serializer final : public caf::serializer {
+public:
+  finite_serializer(caf::actor_system& sys, std::vector<char>& buf)
+      : caf::serializer(sys), inner_(sys, buf) {}
+
+  /// The first refusal, if any: `caf::message`'s saving ignores the error
+  /// of an element, so the caller checks this besides the result.
+  const caf::error& refusal() const noexcept {
+    return refusal_;
+  }
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    return inner_.begin_object(nr, name);
+  }
+
+  caf::error end_object() override {
+    return inner_.end_object();
+  }
+
+  caf::error begin_sequence(size_t& num) override {
+    return inner_.begin_sequence(num);
+  }
+
+  caf::error end_sequence() override {
+    return inner_.end_sequence();
+  }
+
+  caf::error apply_raw(size_t num_bytes, void* data) override {
+    return inner_.apply_raw(num_bytes, data);
+  }
+
+protected:
+  caf::error apply_impl(int8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(float& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(double& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(long double& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(std::string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u16string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u32string& x) override {
+    return inner_.apply(x);
+  }
+
+private:
+  template <class T>
+  caf::error checked_float(T& x) {
+    if (!std::isfinite(x)) {
+      if (!refusal_)
+        refusal_ = make_error(
+            errc::serialization_failed,
+            "the message holds a floating-point value that is not finite "
+            "(infinity or NaN), which CAF's binary format cannot carry "
+            "(CAF 0.17 would loop forever on an infinity): send a finite "
+            "value, or encode it yourself (e.g. as a string or a flag)");
+      return refusal_;
+    }
+    return inner_.apply(x);
+  }
+
+  caf::binary_serializer inner_;
+  caf::error refusal_;
 };
 
 } // namespace
@@ -191,8 +320,11 @@ caf::error serialize_message_into(caf::actor_system& sys,
                             + ", which cannot travel between nodes");
   }
   try {
-    caf::binary_serializer sink{sys, buf};
-    if (auto err = sink(const_cast<caf::message&>(msg)))
+    finite_serializer sink{sys, buf};
+    auto err = sink(const_cast<caf::message&>(msg));
+    if (sink.refusal())
+      return sink.refusal();
+    if (err)
       return make_error(errc::serialization_failed,
                         "serializing the message failed: " + sys.render(err));
   } catch (const std::exception& e) {
@@ -208,9 +340,10 @@ deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len) {
   caf::message msg;
   try {
     bounded_deserializer source{sys, data, len};
-    if (auto err = source(msg)) {
-      if (err.category() == error_category)
-        return err;
+    auto err = source(msg);
+    if (source.refusal())
+      return source.refusal();
+    if (err) {
       return make_error(errc::serialization_failed,
                         "the peer's message does not deserialize here ("
                             + sys.render(err)

@@ -18,7 +18,9 @@ namespace rdmactor {
 /// `serialization_failed` when an element's type is not registered in the
 /// actor system's config (`add_message_type`) or is one that cannot travel
 /// (actor handles, groups, down and exit messages, nested messages,
-/// streams).  Called by a remote-actor proxy on the sender's thread.
+/// streams), or when it holds a floating-point value that is not finite
+/// (CAF 0.17's format loops forever on an infinity).  Called by a
+/// remote-actor proxy on the sender's thread.
 caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                                                    const caf::message& msg);
 
@@ -38,7 +40,8 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg);
 /// Deserializes what `serialize_message` wrote; never trusts the bytes:
 /// every sequence length is checked against the bytes left before anything
 /// is allocated for it, the types must be registered here and travel
-/// (see serialize_message), every byte must be consumed, and exceptions
+/// (see serialize_message), floating-point values must be finite, every
+/// byte must be consumed, and exceptions
 /// thrown by user inspect functions become errors.  Fails with
 /// `serialization_failed` naming the cause.  Called by the agent for each
 /// complete actor message from the peer.

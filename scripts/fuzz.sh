@@ -22,7 +22,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
   echo "usage: scripts/fuzz.sh [SECONDS]" >&2
   exit 2
 fi
-targets=(${RDMACTOR_FUZZ_TARGETS:-decode agent core})
+targets=(${RDMACTOR_FUZZ_TARGETS:-decode agent core actor_codec})
 build=build-fuzz
 jobs=${RDMACTOR_JOBS:-$(nproc)}
 
@@ -103,7 +103,7 @@ for t in "${targets[@]}"; do
   else
     for log in "${bad[@]}"; do
       echo "   FAILED: $t (last lines of $log):"
-      grep -E 'ERROR|SUMMARY|agent_fuzz|decode_fuzz|Test unit written' "$log" \
+      grep -E 'ERROR|SUMMARY|_fuzz: |Test unit written' "$log" \
         | head -20 || true
       tail -30 "$log"
     done

@@ -1,0 +1,81 @@
+// libFuzzer target for the remote-actor message decoder
+// (`deserialize_message`, actors/actor_codec.cpp): any input is the payload
+// of an actor message from an untrusted peer, the bytes that CAF's binary
+// format turns into a caf::message of the application's registered types
+// (actor_codec_types.hpp) on the receiving node.
+//
+// Findings besides crashes, sanitizer reports, leaks and allocations over
+// libFuzzer's -malloc_limit_mb:
+// - a refusal that is not an rdmactor `serialization_failed` error;
+// - an accepted message with an element of a banned type (actor handles,
+//   nested messages, down and exit messages...);
+// - an accepted message that does not serialize again, whose bytes are not
+//   accepted again, or whose second round trip gives other bytes.
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/actor_codec.hpp"
+#include "rdmactor/error.hpp"
+#include "test/fuzz/actor_codec_types.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::fuzz;
+
+namespace {
+
+/// Aborts with `what` unless `ok`: a broken invariant is a finding.
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "actor_codec_fuzz: %s\n", what);
+    std::abort();
+  }
+}
+
+/// The actor system of the whole run: its type registry is what the
+/// decoder consults; no actor runs in it.
+struct codec_system {
+  codec_config cfg;
+  caf::actor_system sys{cfg};
+};
+
+codec_system* the_system = nullptr;
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Kept for the whole process and never destroyed: libFuzzer exits without
+  // unwinding, and the system's threads must not race its static teardown.
+  the_system = new codec_system;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto& sys = the_system->sys;
+  auto msg = deserialize_message(sys, data, size);
+  if (!msg) {
+    require(code_of(msg.error()) == errc::serialization_failed,
+            "a refusal that is not an rdmactor serialization_failed error");
+    return 0;
+  }
+  auto& types = sys.types();
+  for (size_t i = 0; i < msg->size(); ++i) {
+    const auto& name = types.portable_name(msg->type(i));
+    require(!banned_type_name(name),
+            "an accepted message holds a type that cannot travel");
+  }
+  auto bytes = serialize_message(sys, *msg);
+  require(static_cast<bool>(bytes), "an accepted message does not serialize");
+  auto again = deserialize_message(
+      sys, reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  require(static_cast<bool>(again),
+          "the bytes of an accepted message are refused");
+  auto bytes2 = serialize_message(sys, *again);
+  require(static_cast<bool>(bytes2) && *bytes2 == *bytes,
+          "a second round trip gives other bytes");
+  return 0;
+}
