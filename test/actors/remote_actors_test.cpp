@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE remote_actors
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -236,6 +237,13 @@ BOOST_AUTO_TEST_CASE(unregistered_types_are_an_error_to_the_sender) {
   auto r3 = call<int32_t>(t.sys, *proxy, caf::actor{*proxy});
   BOOST_REQUIRE(!r3);
   BOOST_TEST(code_of(r3.error()) == errc::serialization_failed);
+  // An infinity: an error, not a sending thread that spins forever in
+  // CAF's IEEE-754 packing.
+  auto r4
+      = call<int32_t>(t.sys, *proxy, std::numeric_limits<double>::infinity());
+  BOOST_REQUIRE(!r4);
+  BOOST_TEST(code_of(r4.error()) == errc::serialization_failed,
+             render(r4.error()));
   // The connection still serves.
   auto sum = call<int32_t>(t.sys, *proxy, int32_t{2}, int32_t{3});
   BOOST_REQUIRE_MESSAGE(sum, render(sum));
@@ -481,6 +489,51 @@ BOOST_AUTO_TEST_CASE(hostile_serialized_bytes_are_errors_never_crashes) {
       = serialize_message(s.sys, caf::make_message(caf::actor{self}));
   BOOST_REQUIRE(!with_actor);
   BOOST_TEST(code_of(with_actor.error()) == errc::serialization_failed);
+}
+
+BOOST_AUTO_TEST_CASE(floating_point_values_that_are_not_finite_are_refused) {
+  remote_system s{false};
+  // Sending: CAF 0.17's packing loops forever on an infinity and writes an
+  // arbitrary number for a NaN; both are refused with a remedy.
+  for (auto v : {std::numeric_limits<double>::infinity(),
+                 -std::numeric_limits<double>::infinity(),
+                 std::numeric_limits<double>::quiet_NaN()}) {
+    auto r = serialize_message(s.sys, caf::make_message(int32_t{1}, v));
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+    BOOST_TEST(what_of(r.error()).find("not finite") != std::string::npos,
+               render(r.error()));
+  }
+  auto f = serialize_message(
+      s.sys, caf::make_message(std::numeric_limits<float>::infinity()));
+  BOOST_REQUIRE(!f);
+  BOOST_TEST(code_of(f.error()) == errc::serialization_failed);
+  // Finite values travel, the largest included.
+  auto big = std::numeric_limits<double>::max();
+  auto ok = serialize_message(s.sys, caf::make_message(big, -0.5));
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  auto back = deserialize_message(
+      s.sys, reinterpret_cast<const uint8_t*>(ok->data()), ok->size());
+  BOOST_REQUIRE_MESSAGE(back, render(back));
+  BOOST_REQUIRE((back->match_elements<double, double>()));
+  BOOST_TEST(back->get_as<double>(0) == big);
+  BOOST_TEST(back->get_as<double>(1) == -0.5);
+  // Receiving: the largest exponent decodes to an infinity in CAF's format;
+  // a peer's bytes that hold one are refused.
+  auto one = serialize_message(s.sys, caf::make_message(1.0));
+  BOOST_REQUIRE(one);
+  std::vector<uint8_t> bytes(one->begin(), one->end());
+  BOOST_REQUIRE(bytes.size() >= 8);
+  auto* packed = bytes.data() + bytes.size() - 8; // 1.0: 0x3ff0000000000000
+  bool big_endian = packed[0] == 0x3f && packed[1] == 0xf0;
+  bool little_endian = packed[7] == 0x3f && packed[6] == 0xf0;
+  BOOST_REQUIRE(big_endian || little_endian);
+  packed[big_endian ? 0 : 7] = 0x7f;
+  auto inf = deserialize_message(s.sys, bytes.data(), bytes.size());
+  BOOST_REQUIRE(!inf);
+  BOOST_TEST(code_of(inf.error()) == errc::serialization_failed);
+  BOOST_TEST(what_of(inf.error()).find("not finite") != std::string::npos,
+             render(inf.error()));
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_peer_process_ends_proxies_and_requests) {
