@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
@@ -17,155 +18,23 @@ namespace rdmactor {
 
 namespace {
 
-/// A deserializer over caf::binary_deserializer (its format) that refuses
-/// sequences longer than the bytes left (CAF's own resizes a byte vector
-/// to whatever length the input claims before reading it) and message
-/// type lists that name banned types.
-class bounded_deserializer final : public caf::deserializer {
+/// CAF's data-processor interface (Base: caf::serializer or
+/// caf::deserializer) forwarded to CAF's binary format (Inner), refusing
+/// floating-point values that are not finite in both directions: CAF
+/// 0.17's IEEE-754 packing (caf/detail/ieee_754.hpp) halves an infinity
+/// until it is below 2, which never happens, so a sending thread would
+/// spin forever, and writes an arbitrary number for a NaN; its unpacking
+/// turns the largest exponent into an infinity, which an actor that echoed
+/// or forwarded a peer's value would then send.  The first refusal is
+/// kept (`refusal`) because `caf::message`'s saving drops an element's
+/// error (and its loading may), so callers check it besides the result.
+template <class Base, class Inner>
+class binary_processor : public Base {
 public:
-  bounded_deserializer(caf::actor_system& sys, const uint8_t* data, size_t len)
-      : caf::deserializer(sys),
-        inner_(sys, reinterpret_cast<const char*>(data), len) {}
+  template <class... Ts>
+  explicit binary_processor(caf::actor_system& sys, Ts&&... xs)
+      : Base(sys), inner_(sys, std::forward<Ts>(xs)...) {}
 
-  size_t remaining() const noexcept {
-    return inner_.remaining();
-  }
-
-  /// The first refusal of ours, if any; the caller checks it besides the
-  /// result in case `caf::message`'s loading drops an element's error
-  /// (its saving does: see finite_serializer).
-  const caf::error& refusal() const noexcept {
-    return refusal_;
-  }
-
-  caf::error begin_object(uint16_t& nr, std::string& name) override {
-    if (auto err = inner_.begin_object(nr, name))
-      return err;
-    // The type list of a message: "@<>+name+name...".
-    if (name.compare(0, 3, "@<>") == 0) {
-      size_t pos = 3;
-      while (pos < name.size()) {
-        auto next = name.find('+', pos + 1);
-        auto part
-            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
-                                                             : next - pos - 1);
-        if (banned_type_name(part))
-          return refuse("the peer sent a message with a " + part
-                        + ", which cannot travel between nodes");
-        if (next == std::string::npos)
-          break;
-        pos = next;
-      }
-    }
-    return caf::none;
-  }
-
-  caf::error end_object() override {
-    return inner_.end_object();
-  }
-
-  caf::error begin_sequence(size_t& num) override {
-    if (auto err = inner_.begin_sequence(num))
-      return err;
-    // Every element takes a byte at least; an element of zero bytes would
-    // otherwise let a short message loop for 2^64 rounds.
-    if (num > inner_.remaining())
-      return refuse("a sequence of " + std::to_string(num)
-                    + " elements in a message of "
-                    + std::to_string(inner_.remaining()) + " bytes left");
-    return caf::none;
-  }
-
-  caf::error end_sequence() override {
-    return inner_.end_sequence();
-  }
-
-  caf::error apply_raw(size_t num_bytes, void* data) override {
-    return inner_.apply_raw(num_bytes, data);
-  }
-
-protected:
-  caf::error apply_impl(int8_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint8_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int16_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint16_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int32_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint32_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int64_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint64_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(float& x) override {
-    return checked_float(x);
-  }
-  caf::error apply_impl(double& x) override {
-    return checked_float(x);
-  }
-  caf::error apply_impl(long double& x) override {
-    return checked_float(x);
-  }
-  caf::error apply_impl(std::string& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(std::u16string& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(std::u32string& x) override {
-    return inner_.apply(x);
-  }
-
-private:
-  /// Reads a floating-point value and refuses infinities and NaNs: CAF's
-  /// format decodes the largest exponent as an infinity, and serializing
-  /// an infinity again (an actor that echoes or forwards the value) would
-  /// loop forever (see finite_serializer).
-  template <class T>
-  caf::error checked_float(T& x) {
-    if (auto err = inner_.apply(x))
-      return err;
-    if (!std::isfinite(x))
-      return refuse("the peer sent a floating-point value that is not "
-                    "finite (infinity or NaN), which CAF's binary format "
-                    "cannot carry");
-    return caf::none;
-  }
-
-  caf::error refuse(std::string what) {
-    if (!refusal_)
-      refusal_ = make_error(errc::serialization_failed, std::move(what));
-    return refusal_;
-  }
-
-  caf::binary_deserializer inner_;
-  caf::error refusal_;
-};
-
-/// A serializer over caf::binary_serializer (its format) that refuses
-/// floating-point values that are not finite: CAF 0.17's IEEE-754 packing
-/// (caf/detail/ieee_754.hpp) halves an infinity until it is below 2, which
-/// never happens, so the sending thread would spin forever, and it writes
-/// an arbitrary number for a NaN.
-class finite_serializer final : public caf::serializer {
-public:
-  finite_serializer(caf::actor_system& sys, std::vector<char>& buf)
-      : caf::serializer(sys), inner_(sys, buf) {}
-
-  /// The first refusal, if any: `caf::message`'s saving ignores the error
-  /// of an element, so the caller checks this besides the result.
   const caf::error& refusal() const noexcept {
     return refusal_;
   }
@@ -234,24 +103,94 @@ protected:
     return inner_.apply(x);
   }
 
-private:
-  template <class T>
-  caf::error checked_float(T& x) {
-    if (!std::isfinite(x)) {
-      if (!refusal_)
-        refusal_ = make_error(
-            errc::serialization_failed,
-            "the message holds a floating-point value that is not finite "
-            "(infinity or NaN), which CAF's binary format cannot carry "
-            "(CAF 0.17 would loop forever on an infinity): send a finite "
-            "value, or encode it yourself (e.g. as a string or a flag)");
-      return refusal_;
-    }
-    return inner_.apply(x);
+  /// Keeps the first refusal and returns it.
+  caf::error refuse(std::string what) {
+    if (!refusal_)
+      refusal_ = make_error(errc::serialization_failed, std::move(what));
+    return refusal_;
   }
 
-  caf::binary_serializer inner_;
+  Inner inner_;
+
+private:
+  /// Checks before writing (serializer) or after reading (deserializer).
+  template <class T>
+  caf::error checked_float(T& x) {
+    constexpr bool sending = Base::reads_state;
+    if (!sending)
+      if (auto err = inner_.apply(x))
+        return err;
+    if (!std::isfinite(x))
+      return refuse(sending
+                        ? "the message holds a floating-point value that is "
+                          "not finite (infinity or NaN), which CAF's binary "
+                          "format cannot carry (CAF 0.17 would loop forever "
+                          "on an infinity): send a finite value, or encode "
+                          "it yourself (e.g. as a string or a flag)"
+                        : "the peer sent a floating-point value that is not "
+                          "finite (infinity or NaN), which CAF's binary "
+                          "format cannot carry");
+    return sending ? inner_.apply(x) : caf::error{};
+  }
+
   caf::error refusal_;
+};
+
+/// Writes CAF's binary format, refusing what binary_processor refuses.
+class finite_serializer final
+    : public binary_processor<caf::serializer, caf::binary_serializer> {
+public:
+  finite_serializer(caf::actor_system& sys, std::vector<char>& buf)
+      : binary_processor(sys, buf) {}
+};
+
+/// Reads CAF's binary format, refusing besides what binary_processor
+/// refuses: sequences longer than the bytes left (CAF's own resizes a byte
+/// vector to whatever length the input claims before reading it) and
+/// message type lists that name banned types.
+class bounded_deserializer final
+    : public binary_processor<caf::deserializer, caf::binary_deserializer> {
+public:
+  bounded_deserializer(caf::actor_system& sys, const uint8_t* data, size_t len)
+      : binary_processor(sys, reinterpret_cast<const char*>(data), len) {}
+
+  size_t remaining() const noexcept {
+    return inner_.remaining();
+  }
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    if (auto err = inner_.begin_object(nr, name))
+      return err;
+    // The type list of a message: "@<>+name+name...".
+    if (name.compare(0, 3, "@<>") == 0) {
+      size_t pos = 3;
+      while (pos < name.size()) {
+        auto next = name.find('+', pos + 1);
+        auto part
+            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
+                                                             : next - pos - 1);
+        if (banned_type_name(part))
+          return refuse("the peer sent a message with a " + part
+                        + ", which cannot travel between nodes");
+        if (next == std::string::npos)
+          break;
+        pos = next;
+      }
+    }
+    return caf::none;
+  }
+
+  caf::error begin_sequence(size_t& num) override {
+    if (auto err = inner_.begin_sequence(num))
+      return err;
+    // Every element takes a byte at least; an element of zero bytes would
+    // otherwise let a short message loop for 2^64 rounds.
+    if (num > inner_.remaining())
+      return refuse("a sequence of " + std::to_string(num)
+                    + " elements in a message of "
+                    + std::to_string(inner_.remaining()) + " bytes left");
+    return caf::none;
+  }
 };
 
 } // namespace
