@@ -536,6 +536,67 @@ BOOST_AUTO_TEST_CASE(floating_point_values_that_are_not_finite_are_refused) {
              render(inf.error()));
 }
 
+BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
+  remote_system s{false};
+  auto load = [&](const caf::message& msg) {
+    auto bytes = serialize_message(s.sys, msg);
+    BOOST_REQUIRE_MESSAGE(bytes, render(bytes));
+    return std::vector<uint8_t>(bytes->begin(), bytes->end());
+  };
+  // A caf::duration: its unit is a u32 after the type list; CAF prints a
+  // duration by looking the unit up in a table (a crash for unit 64).
+  auto good
+      = load(caf::make_message(caf::duration{caf::time_unit::seconds, 5}));
+  auto ok = deserialize_message(s.sys, good.data(), good.size());
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  BOOST_TEST(caf::to_string(*ok).find('5') != std::string::npos);
+  auto bad = good;
+  BOOST_REQUIRE(bad.size() >= 12);
+  auto* unit = bad.data() + bad.size() - 12; // u32 unit, then u64 count
+  bool big_endian = unit[3] == 2;
+  BOOST_REQUIRE(big_endian || unit[0] == 2);
+  unit[big_endian ? 3 : 0] = 64;
+  auto r = deserialize_message(s.sys, bad.data(), bad.size());
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+  BOOST_TEST(what_of(r.error()).find("unknown unit 64") != std::string::npos,
+             render(r.error()));
+  // The same inside the context of an error inside the message.
+  auto in_error = load(caf::make_message(caf::error{
+      1, caf::atom("app"),
+      caf::make_message(caf::duration{caf::time_unit::seconds, 5})}));
+  unit = in_error.data() + in_error.size() - 12;
+  BOOST_REQUIRE(unit[big_endian ? 3 : 0] == 2);
+  unit[big_endian ? 3 : 0] = 64;
+  r = deserialize_message(s.sys, in_error.data(), in_error.size());
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+  // Errors nest messages, and CAF loads them recursively: a deep nest is
+  // refused (a peer could otherwise overflow the stack), a shallow one and
+  // many errors side by side are not.
+  auto nest = [](int levels) {
+    caf::error e{1, caf::atom("app")};
+    for (int i = 0; i < levels; ++i)
+      e = caf::error{1, caf::atom("app"), caf::make_message(e)};
+    return caf::make_message(e);
+  };
+  auto deep = load(nest(100));
+  r = deserialize_message(s.sys, deep.data(), deep.size());
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+  BOOST_TEST(what_of(r.error()).find("nested") != std::string::npos,
+             render(r.error()));
+  auto shallow = load(nest(10));
+  auto r2 = deserialize_message(s.sys, shallow.data(), shallow.size());
+  BOOST_REQUIRE_MESSAGE(r2, render(r2));
+  caf::error e{1, caf::atom("app"), caf::make_message(std::string{"x"})};
+  auto wide = load(caf::make_message(e, e, e, e, e, e, e, e, e, e, e, e, e, e,
+                                     e, e, e, e, e, e));
+  auto r3 = deserialize_message(s.sys, wide.data(), wide.size());
+  BOOST_REQUIRE_MESSAGE(r3, render(r3));
+  BOOST_TEST(r3->size() == 20u);
+}
+
 BOOST_AUTO_TEST_CASE(a_killed_peer_process_ends_proxies_and_requests) {
   auto o = test_options();
   o.keepalive_ms = 1000 * timeout_scale();

@@ -10,6 +10,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/duration.hpp>
 #include <caf/make_message.hpp>
 
 #include "actors/actor_codec.hpp"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   put("points", caf::make_message(std::vector<codec_point>{{1, 1, "x"}}));
   put("error", caf::make_message(make_error(errc::peer_gone, "gone")));
   put("timespan", caf::make_message(caf::timespan{std::chrono::seconds(3)}));
+  put("duration", caf::make_message(caf::duration{caf::time_unit::seconds, 5}));
   put("u16string", caf::make_message(std::u16string{u"wide"}));
   std::printf("wrote %d seeds to %s\n", written, dir.c_str());
   return 0;

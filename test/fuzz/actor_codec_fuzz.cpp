@@ -9,8 +9,10 @@
 // - a refusal that is not an rdmactor `serialization_failed` error;
 // - an accepted message with an element of a banned type (actor handles,
 //   nested messages, down and exit messages...);
-// - an accepted message that does not serialize again, whose bytes are not
-//   accepted again, or whose second round trip gives other bytes.
+// - an accepted message that does not print (CAF's default handler prints
+//   every message an actor does not handle), that does not serialize again,
+//   whose bytes are not accepted again, or whose second round trip gives other
+//   bytes.
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/message.hpp>
 
 #include "actors/actor_codec.hpp"
 #include "rdmactor/error.hpp"
@@ -68,6 +71,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(!banned_type_name(name),
             "an accepted message holds a type that cannot travel");
   }
+  // What an actor does with a message it does not handle: CAF's default
+  // handler (print_and_drop) prints it.
+  auto text = caf::to_string(*msg);
+  require(!text.empty(), "an accepted message prints as nothing");
   auto bytes = serialize_message(sys, *msg);
   require(static_cast<bool>(bytes), "an accepted message does not serialize");
   auto again = deserialize_message(
