@@ -12,6 +12,7 @@
 #include <caf/atom.hpp>
 #include <caf/duration.hpp>
 #include <caf/make_message.hpp>
+#include <caf/timestamp.hpp>
 
 #include "actors/actor_codec.hpp"
 #include "rdmactor/errc.hpp"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   put("error", caf::make_message(make_error(errc::peer_gone, "gone")));
   put("timespan", caf::make_message(caf::timespan{std::chrono::seconds(3)}));
   put("duration", caf::make_message(caf::duration{caf::time_unit::seconds, 5}));
+  put("timestamp", caf::make_message(caf::make_timestamp()));
   put("u16string", caf::make_message(std::u16string{u"wide"}));
   std::printf("wrote %d seeds to %s\n", written, dir.c_str());
   return 0;
