@@ -11,6 +11,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <caf/duration.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/skip.hpp>
 
@@ -164,6 +165,37 @@ struct raw_peer_fixture : system_holder {
     BOOST_TEST(pb::status_of(res) == pb::OK);
     BOOST_TEST(res.alloc_mr().token().len() == 128u);
   }
+
+  /// Looks `name` up as the peer; returns the actor id the agent answers
+  /// (0: nothing published under it).
+  uint64_t lookup_as_peer(const std::string& name) {
+    pb::Message lookup;
+    lookup.mutable_request()->set_request_id(next_id++);
+    lookup.mutable_request()->mutable_actor_lookup()->set_name(name);
+    send(lookup);
+    auto res = next_response();
+    BOOST_REQUIRE(res.has_actor_lookup());
+    return res.actor_lookup().actor_id();
+  }
+
+  /// Sends an asynchronous ActorMessage to `target` whose payload,
+  /// `bytes`, follows the header in the same frame.
+  void send_actor_message(uint64_t target, const std::vector<char>& bytes) {
+    pb::Message m;
+    auto* a = m.mutable_actor_message();
+    a->set_target(target);
+    a->set_len(bytes.size());
+    std::vector<uint8_t> buf(pb::frame_header_len + m.ByteSizeLong()
+                             + bytes.size());
+    auto enc
+        = pb::encode(m, buf.data(), buf.size(), opts.max_message_len_bytes);
+    BOOST_REQUIRE(enc.code == errc::none);
+    std::memcpy(buf.data() + enc.header_len, bytes.data(), bytes.size());
+    buf.resize(enc.header_len + bytes.size());
+    auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
+                            std::move(buf), local_mr{});
+    BOOST_REQUIRE_MESSAGE(n, render(n));
+  }
 };
 
 } // namespace
@@ -269,6 +301,49 @@ BOOST_AUTO_TEST_CASE(hostile_actor_frames_are_refused_and_counted) {
   expect_still_serving();
 }
 
+// Payloads that CAF would load and then crash on or spin on: a
+// caf::duration of an unknown unit (printed, as CAF's default handler
+// prints what an actor does not handle, it read out of bounds) and a
+// double that decodes to an infinity (an actor that echoed it would spin
+// in CAF's serializer).  Each is refused and counted; the agent, the
+// published actor and the node go on.
+BOOST_AUTO_TEST_CASE(actor_payloads_that_caf_cannot_handle_are_refused) {
+  auto echo = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](int32_t x) { return x; }};
+  });
+  BOOST_REQUIRE(server->publish("echo", echo));
+  send(pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                      opts.recv_depth, true, pb::EXT_REMOTE_ACTORS));
+  auto target = lookup_as_peer("echo");
+  BOOST_REQUIRE(target != 0u);
+  auto poisoned
+      = [&](const caf::message& msg, size_t at, uint8_t from, uint8_t to) {
+          auto bytes = serialize_message(sys, msg);
+          BOOST_REQUIRE(bytes);
+          // The value's bytes end the payload; `at` counts from the end.
+          auto& b = *bytes;
+          BOOST_REQUIRE(b.size() > at);
+          BOOST_REQUIRE(static_cast<uint8_t>(b[b.size() - at]) == from);
+          b[b.size() - at] = static_cast<char>(to);
+          return b;
+        };
+  auto before = server_stats().protocol_errors;
+  // Unit seconds (2) becomes 64: u32 unit (big-endian), then u64 count.
+  send_actor_message(
+      target,
+      poisoned(caf::make_message(caf::duration{caf::time_unit::seconds, 5}), 9,
+               2, 64));
+  // 1.0 (0x3ff0...) becomes 0x7ff0...: the largest exponent, an infinity.
+  send_actor_message(target, poisoned(caf::make_message(1.0), 8, 0x3f, 0x7f));
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  expect_still_serving();
+  auto alive = call<int32_t>(sys, caf::actor_cast<caf::actor>(echo), 5);
+  BOOST_REQUIRE_MESSAGE(alive, render(alive));
+  BOOST_TEST(*alive == 5);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_CASE(hostile_actor_acks_are_violations_never_crashes) {
   // A peer that offers actor flow control, then acknowledges actor
   // messages it was never sent.
@@ -318,34 +393,14 @@ BOOST_FIXTURE_TEST_CASE(a_peer_over_the_actor_window_is_disconnected,
                               opts.recv_depth, true,
                               pb::EXT_REMOTE_ACTORS | pb::EXT_ACTOR_FLOW);
   send(hello);
-  pb::Message lookup;
-  lookup.mutable_request()->set_request_id(next_id++);
-  lookup.mutable_request()->mutable_actor_lookup()->set_name("slow");
-  send(lookup);
-  auto res = next_response();
-  BOOST_REQUIRE(res.has_actor_lookup());
-  auto target = res.actor_lookup().actor_id();
+  auto target = lookup_as_peer("slow");
   BOOST_REQUIRE(target != 0u);
   auto bytes = serialize_message(sys, caf::make_message(int32_t{7}));
   BOOST_REQUIRE(bytes);
   // Five asynchronous messages, one over the window, without waiting for
   // an ActorAck (none comes: the actor takes nothing).
-  for (int i = 0; i < 5; ++i) {
-    pb::Message m;
-    auto* a = m.mutable_actor_message();
-    a->set_target(target);
-    a->set_len(bytes->size());
-    std::vector<uint8_t> buf(pb::frame_header_len + m.ByteSizeLong()
-                             + bytes->size());
-    auto enc
-        = pb::encode(m, buf.data(), buf.size(), opts.max_message_len_bytes);
-    BOOST_REQUIRE(enc.code == errc::none);
-    std::memcpy(buf.data() + enc.header_len, bytes->data(), bytes->size());
-    buf.resize(enc.header_len + bytes->size());
-    auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
-                            std::move(buf), local_mr{});
-    BOOST_REQUIRE_MESSAGE(n, render(n));
-  }
+  for (int i = 0; i < 5; ++i)
+    send_actor_message(target, *bytes);
   bool down = false;
   for (int i = 0; i < 64 && !down; ++i)
     inbox->receive([&](transport::qp_down_atom, caf::error&) { down = true; },
