@@ -47,6 +47,17 @@ caf::behavior order_checker(caf::event_based_actor* self) {
   };
 }
 
+/// Checks that `r` is a `serialization_failed` refusal whose text holds
+/// `why` (empty: any text).
+template <class T>
+void expect_refused(const caf::expected<T>& r, const std::string& why = "") {
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::serialization_failed,
+             render(r.error()));
+  BOOST_TEST(what_of(r.error()).find(why) != std::string::npos,
+             render(r.error()));
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(request_response_with_values_and_errors) {
@@ -498,16 +509,11 @@ BOOST_AUTO_TEST_CASE(floating_point_values_that_are_not_finite_are_refused) {
   for (auto v : {std::numeric_limits<double>::infinity(),
                  -std::numeric_limits<double>::infinity(),
                  std::numeric_limits<double>::quiet_NaN()}) {
-    auto r = serialize_message(s.sys, caf::make_message(int32_t{1}, v));
-    BOOST_REQUIRE(!r);
-    BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
-    BOOST_TEST(what_of(r.error()).find("not finite") != std::string::npos,
-               render(r.error()));
+    expect_refused(serialize_message(s.sys, caf::make_message(int32_t{1}, v)),
+                   "not finite");
   }
-  auto f = serialize_message(
-      s.sys, caf::make_message(std::numeric_limits<float>::infinity()));
-  BOOST_REQUIRE(!f);
-  BOOST_TEST(code_of(f.error()) == errc::serialization_failed);
+  expect_refused(serialize_message(
+      s.sys, caf::make_message(std::numeric_limits<float>::infinity())));
   // Finite values travel, the largest included.
   auto big = std::numeric_limits<double>::max();
   auto ok = serialize_message(s.sys, caf::make_message(big, -0.5));
@@ -529,11 +535,8 @@ BOOST_AUTO_TEST_CASE(floating_point_values_that_are_not_finite_are_refused) {
   bool little_endian = packed[7] == 0x3f && packed[6] == 0xf0;
   BOOST_REQUIRE(big_endian || little_endian);
   packed[big_endian ? 0 : 7] = 0x7f;
-  auto inf = deserialize_message(s.sys, bytes.data(), bytes.size());
-  BOOST_REQUIRE(!inf);
-  BOOST_TEST(code_of(inf.error()) == errc::serialization_failed);
-  BOOST_TEST(what_of(inf.error()).find("not finite") != std::string::npos,
-             render(inf.error()));
+  expect_refused(deserialize_message(s.sys, bytes.data(), bytes.size()),
+                 "not finite");
 }
 
 BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
@@ -556,11 +559,8 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
   bool big_endian = unit[3] == 2;
   BOOST_REQUIRE(big_endian || unit[0] == 2);
   unit[big_endian ? 3 : 0] = 64;
-  auto r = deserialize_message(s.sys, bad.data(), bad.size());
-  BOOST_REQUIRE(!r);
-  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
-  BOOST_TEST(what_of(r.error()).find("unknown unit 64") != std::string::npos,
-             render(r.error()));
+  expect_refused(deserialize_message(s.sys, bad.data(), bad.size()),
+                 "unknown unit 64");
   // The same inside the context of an error inside the message.
   auto in_error = load(caf::make_message(caf::error{
       1, caf::atom("app"),
@@ -568,9 +568,8 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
   unit = in_error.data() + in_error.size() - 12;
   BOOST_REQUIRE(unit[big_endian ? 3 : 0] == 2);
   unit[big_endian ? 3 : 0] = 64;
-  r = deserialize_message(s.sys, in_error.data(), in_error.size());
-  BOOST_REQUIRE(!r);
-  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
+  expect_refused(deserialize_message(s.sys, in_error.data(), in_error.size()),
+                 "unknown unit 64");
   // Errors nest messages, and CAF loads them recursively: a deep nest is
   // refused (a peer could otherwise overflow the stack), a shallow one and
   // many errors side by side are not.
@@ -581,11 +580,8 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
     return caf::make_message(e);
   };
   auto deep = load(nest(100));
-  r = deserialize_message(s.sys, deep.data(), deep.size());
-  BOOST_REQUIRE(!r);
-  BOOST_TEST(code_of(r.error()) == errc::serialization_failed);
-  BOOST_TEST(what_of(r.error()).find("nested") != std::string::npos,
-             render(r.error()));
+  expect_refused(deserialize_message(s.sys, deep.data(), deep.size()),
+                 "nested");
   auto shallow = load(nest(10));
   auto r2 = deserialize_message(s.sys, shallow.data(), shallow.size());
   BOOST_REQUIRE_MESSAGE(r2, render(r2));

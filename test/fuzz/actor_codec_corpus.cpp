@@ -6,13 +6,18 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 #include <caf/duration.hpp>
 #include <caf/make_message.hpp>
+#include <caf/message_id.hpp>
+#include <caf/node_id.hpp>
 #include <caf/timestamp.hpp>
+#include <caf/unit.hpp>
 
 #include "actors/actor_codec.hpp"
 #include "rdmactor/errc.hpp"
@@ -66,6 +71,16 @@ int main(int argc, char** argv) {
   put("timespan", caf::make_message(caf::timespan{std::chrono::seconds(3)}));
   put("duration", caf::make_message(caf::duration{caf::time_unit::seconds, 5}));
   put("timestamp", caf::make_message(caf::make_timestamp()));
+  // More of CAF's built-in types, so that their names are in the corpus
+  // (CAF's library is not instrumented: coverage does not lead to them).
+  put("builtins",
+      caf::make_message(std::map<std::string, std::string>{{"k", "v"}},
+                        std::set<std::string>{"a", "b"},
+                        std::vector<std::string>{"x"}, std::vector<char>{'c'},
+                        caf::unit, true, static_cast<long double>(0.25),
+                        std::u32string{U"u32"}));
+  put("node_and_message_id",
+      caf::make_message(sys.node(), caf::make_message_id()));
   put("u16string", caf::make_message(std::u16string{u"wide"}));
   std::printf("wrote %d seeds to %s\n", written, dir.c_str());
   return 0;
