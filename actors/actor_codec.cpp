@@ -228,8 +228,6 @@ private:
 /// need not have had), so that what was accepted can be forwarded to
 /// another node.
 caf::error check_loaded_values(const caf::message& msg, int level = 1) {
-  if (level > max_message_nesting)
-    return make_error(errc::serialization_failed, nested_too_deep());
   for (size_t i = 0; i < msg.size(); ++i) {
     if (msg.match_element<caf::duration>(i)) {
       auto unit = msg.get_as<caf::duration>(i).unit;
