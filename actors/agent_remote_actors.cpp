@@ -31,12 +31,12 @@ bool assignable(const std::vector<std::string>& published,
 
 caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
                                              const uint8_t* data, size_t len) {
-  return self_->state.actors->on_frame(m, data, len);
+  return self_->state.actors->on_frame(m, data, len, self_->context());
 }
 
 void actor_sink::refuse_actor_message(const protocol::ActorMessage& m,
                                       const caf::error& why) {
-  self_->state.actors->refuse_frame(m, why);
+  self_->state.actors->refuse_frame(m, why, self_->context());
 }
 
 void actor_sink::actor_flow(bool flow, uint64_t window_messages,

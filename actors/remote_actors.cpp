@@ -478,7 +478,7 @@ void remote_actors::forward(remote_actor_proxy& from,
 }
 
 void remote_actors::answer_peer(uint64_t peer_sender, caf::message_id mid,
-                                caf::error err) {
+                                caf::error err, caf::execution_unit* ctx) {
   if (!mid.is_request() || peer_sender == 0)
     return;
   auto proxy = proxy_for(peer_sender);
@@ -486,11 +486,12 @@ void remote_actors::answer_peer(uint64_t peer_sender, caf::message_id mid,
     return;
   caf::actor_cast<caf::abstract_actor*>(proxy)->enqueue(
       caf::make_mailbox_element(nullptr, mid.response_id(), {}, std::move(err)),
-      nullptr);
+      ctx);
 }
 
 caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
-                                   const uint8_t* data, size_t len) {
+                                   const uint8_t* data, size_t len,
+                                   caf::execution_unit* ctx) {
   auto& p = partial_;
   if (!p.active) {
     uint64_t total = m.total_len() != 0 ? m.total_len() : m.len();
@@ -517,14 +518,14 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
         if (auto q = admit(m, total, dropped))
           return q;
       }
-      answer_peer(m.sender(), caf::message_id{m.message_id()}, err);
+      answer_peer(m.sender(), caf::message_id{m.message_id()}, err, ctx);
       return err;
     }
     if (total == len) {
       actor_credit credit;
       if (auto q = admit(m, total, credit))
         return q;
-      return deliver(m, data, len, std::move(credit));
+      return deliver(m, data, len, std::move(credit), ctx);
     }
     p.active = true;
     p.head = m;
@@ -561,17 +562,18 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
   if (auto q = admit(whole.head, whole.total, credit))
     return q;
   return deliver(whole.head, whole.bytes.data(), whole.bytes.size(),
-                 std::move(credit));
+                 std::move(credit), ctx);
 }
 
 void remote_actors::refuse_frame(const protocol::ActorMessage& m,
-                                 const caf::error& why) {
+                                 const caf::error& why,
+                                 caf::execution_unit* ctx) {
   actor_credit dropped; // counted, returned at once
   if (auto err = admit(m, m.len(), dropped))
     log().debug("remote actors of {}: a refused actor message was over the "
                 "window: {}",
                 peer_, render(err));
-  answer_peer(m.sender(), caf::message_id{m.message_id()}, why);
+  answer_peer(m.sender(), caf::message_id{m.message_id()}, why, ctx);
 }
 
 caf::error remote_actors::admit(const protocol::ActorMessage& m, uint64_t total,
@@ -587,7 +589,8 @@ caf::error remote_actors::admit(const protocol::ActorMessage& m, uint64_t total,
 
 caf::error remote_actors::deliver(const protocol::ActorMessage& m,
                                   const uint8_t* data, size_t len,
-                                  actor_credit credit) {
+                                  actor_credit credit,
+                                  caf::execution_unit* ctx) {
   if (m.down()) {
     // The peer's actor m.target() ended; its payload says why.
     auto msg = deserialize_message(sys_, data, len);
@@ -607,7 +610,7 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     }
     if (proxy)
       static_cast<remote_actor_proxy*>(proxy->get())
-          ->kill_proxy(nullptr, msg->get_as<caf::error>(0));
+          ->kill_proxy(ctx, msg->get_as<caf::error>(0));
     return caf::none;
   }
   caf::message_id mid{m.message_id()};
@@ -643,21 +646,21 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     }
   }
   if (unknown) {
-    answer_peer(m.sender(), mid, unknown);
+    answer_peer(m.sender(), mid, unknown, ctx);
     return unknown;
   }
   if (!target) {
     answer_peer(m.sender(), mid,
-                caf::make_error(caf::sec::request_receiver_down));
+                caf::make_error(caf::sec::request_receiver_down), ctx);
     return caf::none;
   }
   auto msg = deserialize_message(sys_, data, len);
   if (!msg) {
     if (mid.is_response()) // the requester gets the failure as its answer
       target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, msg.error()),
-                      nullptr);
+                      ctx);
     else
-      answer_peer(m.sender(), mid, msg.error());
+      answer_peer(m.sender(), mid, msg.error(), ctx);
     return msg.error();
   }
   auto sender
@@ -669,7 +672,7 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   target->enqueue(
       caf::mailbox_element_ptr{new credited_element(
           std::move(sender), mid, std::move(*msg), std::move(credit))},
-      nullptr);
+      ctx);
   return caf::none;
 }
 

@@ -120,14 +120,17 @@ public:
   /// waits for, bad chunks, bytes that do not deserialize); the agent
   /// counts it as a violation.  Requests that cannot be delivered are
   /// answered with an error either way.
+  /// `ctx` is the agent's execution unit (`self->context()`): the target
+  /// is scheduled on the agent's worker, like a message an actor sends.
   caf::error on_frame(const protocol::ActorMessage& m, const uint8_t* data,
-                      size_t len);
+                      size_t len, caf::execution_unit* ctx);
 
   /// Refuses the peer's whole actor message `m` (a rendezvous one the
   /// agent could not take, `m.len()` bytes) because of `why`: counted for
   /// the peer's credit and returned at once, and a request among it is
   /// answered with `why` (the agent's thread).
-  void refuse_frame(const protocol::ActorMessage& m, const caf::error& why);
+  void refuse_frame(const protocol::ActorMessage& m, const caf::error& why,
+                    caf::execution_unit* ctx);
 
   /// Ends everything (the agent's shutdown): pending requests through our
   /// proxies fail with `err`, the proxies quit with `reason`, nothing is
@@ -241,8 +244,11 @@ private:
     }
   };
 
+  /// Hands a whole message to its target.  `ctx`: the agent's execution
+  /// unit, so that the target runs next on the agent's worker instead of
+  /// waking another (nullptr from outside the scheduler).
   caf::error deliver(const protocol::ActorMessage& m, const uint8_t* data,
-                     size_t len, actor_credit credit);
+                     size_t len, actor_credit credit, caf::execution_unit* ctx);
   /// Counts a whole message from the peer against our window (`credit`
   /// returns it when it goes); an error when the peer exceeds the window.
   caf::error admit(const protocol::ActorMessage& m, uint64_t total,
@@ -255,7 +261,8 @@ private:
                             caf::execution_unit* ctx);
   /// Hands queued messages the window now allows to the agent.
   void drain_locked();
-  void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err);
+  void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err,
+                   caf::execution_unit* ctx);
   void prune_locked();
 
   caf::actor_system& sys_;
