@@ -2,6 +2,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/activation.hpp"
 #include "actors/agent_state.hpp"
 #include "actors/remote_mr_access.hpp"
 #include "common/logging.hpp"
@@ -520,6 +521,56 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
   };
 }
 
+/// The agent as a class: the behavior of `agent_impl`, run one message
+/// at a time so that it can give its worker back early: after it delivered
+/// `tuning::agent_yield_after_bytes` of actor messages in an activation,
+/// it returns `resume_later` (the worker runs the targets, which the
+/// deliveries put in its queue, and resumes the agent after them), else it
+/// runs up to the scheduler's `max-throughput` messages as CAF would.
+class agent_runner
+    : public caf::stateful_actor<agent_state, agent_actor::base> {
+public:
+  using super = caf::stateful_actor<agent_state, agent_actor::base>;
+
+  agent_runner(caf::actor_config& cfg, transport_actor transport,
+               link_params link, memory_pool_ptr pool,
+               allocator_actor allocator, options opts,
+               actor_directory_ptr node_actors)
+      : super(cfg), transport_(std::move(transport)), link_(std::move(link)),
+        pool_(std::move(pool)), allocator_(std::move(allocator)),
+        opts_(std::move(opts)), node_actors_(std::move(node_actors)) {}
+
+  behavior_type make_behavior() override {
+    return agent_impl(this, std::move(transport_), std::move(link_),
+                      std::move(pool_), std::move(allocator_), std::move(opts_),
+                      std::move(node_actors_));
+  }
+
+  /// Called by a CAF worker (the scheduler's contract: one thread at a
+  /// time); see run_activation for what `resume(ctx, 1)` may return.
+  caf::resumable::resume_result resume(caf::execution_unit* ctx,
+                                       size_t max_throughput) override {
+    // Not after a result other than resume_later: the actor may already
+    // run on another worker then, or its state be gone.
+    if (!getf(is_terminated_flag))
+      state.activation_delivered_bytes = 0;
+    return run_activation(
+        max_throughput, [&] { return super::resume(ctx, 1); },
+        [&] {
+          return state.activation_delivered_bytes
+                 >= tuning::agent_yield_after_bytes;
+        });
+  }
+
+private:
+  transport_actor transport_;
+  link_params link_;
+  memory_pool_ptr pool_;
+  allocator_actor allocator_;
+  options opts_;
+  actor_directory_ptr node_actors_;
+};
+
 } // namespace
 
 } // namespace agent_detail
@@ -529,9 +580,9 @@ agent_actor spawn_agent(caf::actor_system& sys,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors) {
-  return sys.spawn(agent_detail::agent_impl, std::move(transport),
-                   std::move(link), std::move(pool), std::move(allocator), opts,
-                   std::move(node_actors));
+  return sys.spawn<agent_detail::agent_runner>(
+      std::move(transport), std::move(link), std::move(pool),
+      std::move(allocator), opts, std::move(node_actors));
 }
 
 } // namespace rdmactor

@@ -31,6 +31,7 @@ bool assignable(const std::vector<std::string>& published,
 
 caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
                                              const uint8_t* data, size_t len) {
+  self_->state.activation_delivered_bytes += len;
   return self_->state.actors->on_frame(m, data, len, self_->context());
 }
 

@@ -143,6 +143,10 @@ struct agent_state {
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
+  /// Bytes of actor messages delivered in the running activation; past
+  /// `tuning::agent_yield_after_bytes` the agent gives its worker back
+  /// (agent_runner::resume in agent.cpp).
+  size_t activation_delivered_bytes = 0;
   /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
   /// keeps the timer, since a delayed message to ourselves would keep a
   /// connection whose last handle went open until it is due).

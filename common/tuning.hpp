@@ -45,6 +45,16 @@ constexpr uint32_t credit_return_threshold(uint32_t recv_depth) {
 
 // -- agent (actors/agent_*.cpp) -----------------------------------------------
 
+/// Bytes of actor messages an agent delivers in one activation before it
+/// gives its worker back (after the message that crossed it).  Each was
+/// just deserialized into fresh heap memory that its target frees; a batch
+/// of them (up to `scheduler.max-throughput` per activation) consolidates
+/// into a free block that glibc returns to the kernel, and the next batch
+/// faults its pages in again: at 64 KiB messages that was a third of the
+/// CPU and halved the throughput (docs/benchmarks.md, "An agent that
+/// yields").  Yielding lets the target run and free before the next.
+constexpr size_t agent_yield_after_bytes = size_t{64} << 10;
+
 /// SendData chunks in flight per call: half the peer's receive pool, enough
 /// to keep the link busy while the other half stays free for other
 /// requests and their answers.

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -12,8 +13,10 @@
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <string>
 
+#include "actors/activation.hpp"
 #include "common/fd_limit.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/tuning.hpp"
 #include "rdmactor/config.hpp"
 #include "rdmactor/detail/completion_mode.hpp"
 #include "rdmactor/error.hpp"
@@ -430,6 +433,64 @@ BOOST_AUTO_TEST_CASE(running_out_of_descriptors_says_which_limit_and_how) {
   auto enfile = describe_fd_error(ENFILE);
   BOOST_TEST(enfile.find("fs.file-max") != std::string::npos, enfile);
   BOOST_TEST(describe_fd_error(ECONNREFUSED) == std::strerror(ECONNREFUSED));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(activation)
+
+using caf::resumable;
+
+/// A fake actor: `resume(ctx, 1)` results in order, then resume_later.
+struct fake_actor {
+  std::vector<resumable::resume_result> results;
+  size_t resumed = 0;
+  size_t asked = 0;
+
+  resumable::resume_result resume_one() {
+    return resumed < results.size() ? results[resumed++]
+                                    : (++resumed, resumable::resume_later);
+  }
+};
+
+BOOST_AUTO_TEST_CASE(an_activation_ends_after_the_message_that_asks_to_yield) {
+  fake_actor a;
+  auto res = run_activation(
+      8, [&] { return a.resume_one(); }, [&] { return ++a.asked == 3; });
+  BOOST_TEST(res == resumable::resume_later);
+  BOOST_TEST(a.resumed == 3u); // not 8: the worker runs others first
+}
+
+BOOST_AUTO_TEST_CASE(without_a_yield_it_runs_max_throughput_messages) {
+  fake_actor a;
+  auto res = run_activation(
+      8, [&] { return a.resume_one(); }, [&] { return ++a.asked, false; });
+  BOOST_TEST(res == resumable::resume_later);
+  BOOST_TEST(a.resumed == 8u);
+  BOOST_TEST(a.asked == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(a_dry_mailbox_or_an_end_returns_at_once_unasked) {
+  for (auto last : {resumable::awaiting_message, resumable::done}) {
+    fake_actor a;
+    a.results = {resumable::resume_later, last};
+    auto res = run_activation(
+        8, [&] { return a.resume_one(); }, [&] { return ++a.asked, false; });
+    BOOST_TEST(res == last);
+    BOOST_TEST(a.resumed == 2u);
+    // Asked after the first message only: after awaiting_message another
+    // worker may run the actor, after done its state is gone.
+    BOOST_TEST(a.asked == 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_agent_yields_after_about_one_large_message) {
+  // Below it, small messages never end an activation early (8 per
+  // activation at the default max-throughput); at it, a 64 KiB message
+  // does.
+  BOOST_TEST(tuning::agent_yield_after_bytes == size_t{64} << 10);
+  BOOST_TEST(tuning::agent_yield_after_bytes
+             > size_t(rdmactor::config::default_max_throughput) * 4096);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
