@@ -2,9 +2,9 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/activation.hpp"
 #include "actors/agent_state.hpp"
 #include "actors/remote_mr_access.hpp"
+#include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"

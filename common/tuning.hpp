@@ -16,6 +16,15 @@ namespace rdmactor::tuning {
 /// Completions taken per `poll_cq` call.
 constexpr size_t cq_batch = 32;
 
+/// A polling transport actor yields its core (`sched_yield`) after this
+/// many empty polls in a row.  Yielding on every empty poll made an 8 B
+/// actor ping-pong bimodal on 2 cores (p50 24 or 45 us a half round trip,
+/// run to run: two spinning workers handing one core back and forth);
+/// never yielding slowed the test suites by a third (a spinning worker
+/// keeps other threads off its core).  docs/benchmarks.md, "The owner
+/// reads the socket".
+constexpr uint32_t empty_polls_per_yield = 16;
+
 /// Operations that may wait for credits or send-queue entries; more fail
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;

@@ -595,6 +595,8 @@ void link::on_completion(const work_completion& wc) {
 size_t link::poll() {
   work_completion wcs[tuning::cq_batch];
   size_t total = 0;
+  if (polled_ && !down_)
+    qp_->progress();
   while (!down_) {
     auto n = qp_->poll_cq(wcs, tuning::cq_batch);
     total += n;
@@ -608,6 +610,13 @@ size_t link::poll() {
   if (total > 0 && !down_)
     reclaim();
   return total;
+}
+
+void link::set_polled(bool on) {
+  if (polled_ == on)
+    return;
+  polled_ = on;
+  qp_->set_polled(on);
 }
 
 void link::arm() {

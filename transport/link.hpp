@@ -143,8 +143,19 @@ public:
   void submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
                      uint64_t swap, uint64_t cookie);
 
-  /// Handles every completion the CQ holds; returns how many.
+  /// Handles every completion the CQ holds; returns how many.  While the
+  /// owner polls (`set_polled`), it first lets the fabric make progress on
+  /// this thread (`queue_pair::progress`).
   size_t poll();
+
+  /// The owner polls from now on (true) or waits for the CQ's notification
+  /// (false); passed to the queue pair (`queue_pair::set_polled`).  Switch
+  /// off before arming's last poll.
+  void set_polled(bool on);
+
+  bool polled() const noexcept {
+    return polled_;
+  }
 
   /// Reposts the receive buffers released since the last call (and sends
   /// the credits they free when due); returns how many.  Before it returns
@@ -323,6 +334,8 @@ private:
   /// See `set_closing`.
   bool closing_ = false;
   armed_for armed_ = armed_for::none;
+  /// See `set_polled`.
+  bool polled_ = false;
 };
 
 } // namespace rdmactor::transport

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
@@ -79,6 +80,12 @@ struct transport_state : link_observer {
   std::chrono::steady_clock::time_point last_activity;
   /// A `poll_atom` to ourselves is in the mailbox.
   bool poll_pending = false;
+  /// The last message handed completions on (to the subscriber or a
+  /// requester): the activation ends so that they run now, on this worker,
+  /// before our next poll (see transport_runner).
+  bool yield_now = false;
+  /// Empty polls in a row (see tuning::empty_polls_per_yield).
+  uint32_t empty_polls = 0;
 
   /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
   transport_subscriber subscriber;
@@ -204,8 +211,14 @@ void drain_cq(self_ptr self) {
   if (st.down())
     return;
   auto& path = *st.path;
+  // Polling: the fabric works on our thread (soft: we read the socket)
+  // instead of handing each completion over from its own.
+  if (st.how.mode != completion_mode::event)
+    path.set_polled(true);
   path.reclaim();
   auto n = path.poll();
+  if (n > 0)
+    st.yield_now = true;
   if (path.down())
     return;
   if (st.how.mode != completion_mode::event) {
@@ -217,13 +230,19 @@ void drain_cq(self_ptr self) {
       // thread, or workers when there are more threads than cores):
       // spinning past them is what makes polling slower than events on a
       // loaded machine.  On an idle core this returns at once.
-      if (n == 0)
-        std::this_thread::yield();
+      if (n == 0) {
+        if (++st.empty_polls % tuning::empty_polls_per_yield == 0)
+          std::this_thread::yield();
+      } else {
+        st.empty_polls = 0;
+      }
       schedule_poll(self);
       return;
     }
   }
   path.arm();
+  // The fabric's thread takes over (it notifies now that the CQ is armed).
+  path.set_polled(false);
   // Poll once more: a completion that arrived between the last poll and
   // arming would not notify.
   if (path.poll() > 0 && !path.down()
@@ -443,6 +462,41 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
   };
 }
 
+/// The transport actor, run one message at a time: its activation ends
+/// after a poll that handed completions on.  Those went to actors queued
+/// on this worker (the agent, a requester); a polling transport would
+/// otherwise go on polling, up to `scheduler.max-throughput` system calls,
+/// before they run.
+class transport_runner
+    : public caf::stateful_actor<transport_state, transport_actor::base> {
+public:
+  using super = caf::stateful_actor<transport_state, transport_actor::base>;
+
+  transport_runner(caf::actor_config& cfg,
+                   caf::expected<std::shared_ptr<link>> opened, polling how)
+      : super(cfg), opened_(std::move(opened)), how_(how) {}
+
+  behavior_type make_behavior() override {
+    return transport_impl(this, std::move(opened_), how_);
+  }
+
+  /// Called by a CAF worker (one thread at a time); see run_activation.
+  caf::resumable::resume_result resume(caf::execution_unit* ctx,
+                                       size_t max_throughput) override {
+    // Not after a result other than resume_later: the actor may already
+    // run on another worker then, or its state be gone.
+    if (!getf(is_terminated_flag))
+      state.yield_now = false;
+    return run_activation(
+        max_throughput, [&] { return super::resume(ctx, 1); },
+        [&] { return state.yield_now; });
+  }
+
+private:
+  caf::expected<std::shared_ptr<link>> opened_;
+  polling how_;
+};
+
 } // namespace
 
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
@@ -457,7 +511,7 @@ transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
       = link::open(std::move(dev), std::shared_ptr<queue_pair>{std::move(qp)});
   auto opened = l ? opened_link{std::shared_ptr<link>{std::move(*l)}}
                   : opened_link{std::move(l.error())};
-  return sys.spawn(transport_impl, std::move(opened), how);
+  return sys.spawn<transport_runner>(std::move(opened), how);
 }
 
 } // namespace rdmactor::transport

@@ -1357,6 +1357,141 @@ BOOST_AUTO_TEST_CASE(device_plan_applies_to_new_queue_pairs) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// -- a polling owner reads its socket itself
+// -----------------------------------
+
+BOOST_AUTO_TEST_SUITE(polled_owner)
+
+/// Calls `progress` on `qp` and collects its completions until `n` arrived
+/// or `timeout` passed; `also` is progressed as well (the peer's owner).
+std::vector<work_completion>
+progress_until(transport::queue_pair& qp, size_t n,
+               transport::queue_pair* also = nullptr,
+               std::chrono::milliseconds timeout = 10s) {
+  std::vector<work_completion> out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+    qp.progress();
+    if (also != nullptr)
+      also->progress();
+    drain_cq(qp, out);
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(a_polled_owner_receives_on_its_own_thread) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  p.server->set_polled(true);
+  auto src = make_buffer(*dev, 1000, 0);
+  auto dst = make_buffer(*dev, 1000, local_write);
+  fill_pattern(src.data(), 1000, 7);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto ssg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+  // The event loop leaves the socket to the owner: nothing completes
+  // until the owner makes progress.
+  std::this_thread::sleep_for(100ms);
+  std::vector<work_completion> none;
+  BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  auto got = progress_until(*p.server, 1);
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(got[0].wr_id == 1u);
+  BOOST_TEST(got[0].status == wc_status::success);
+  BOOST_TEST(got[0].byte_len == 1000u);
+  BOOST_TEST(has_pattern(dst.data(), 1000, 7));
+  // The ACK the sender waits for goes out from the owner's timers (it
+  // sends nothing the ACK could ride on).
+  auto sent = progress_until(*p.client, 1, p.server.get());
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].wr_id == 2u);
+  BOOST_TEST(sent[0].status == wc_status::success);
+}
+
+BOOST_AUTO_TEST_CASE(an_owner_that_stops_polling_hands_the_socket_back) {
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  p.server->set_polled(true);
+  auto src = make_buffer(*dev, 64, 0);
+  auto dst = make_buffer(*dev, 64, local_write);
+  fill_pattern(src.data(), 64, 9);
+  auto rsg = dst.whole();
+  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+  auto ssg = src.whole();
+  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+  std::this_thread::sleep_for(100ms);
+  std::vector<work_completion> none;
+  BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  // What arrived while the owner polled is read by the loop once it
+  // stops, and notifies the armed CQ.
+  BOOST_REQUIRE(!p.server->arm_cq());
+  p.server->set_polled(false);
+  auto got = wait_completions(*p.server, 1, 5s);
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(got[0].status == wc_status::success);
+  BOOST_TEST(has_pattern(dst.data(), 64, 9));
+  auto sent = wait_completions(*p.client, 1, 5s);
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].status == wc_status::success);
+  // Polling again: the next message is the owner's to read again.
+  p.server->set_polled(true);
+  BOOST_REQUIRE(!p.server->post_recv(3, &rsg, 1));
+  BOOST_REQUIRE(!p.client->post_send(4, &ssg, 1));
+  auto again = progress_until(*p.server, 1);
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].wr_id == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_polled_owner_that_stalls_still_sees_the_peer_go) {
+  // An owner that polls but makes no progress (a worker busy elsewhere):
+  // the loop still reads the end of the connection and fails the QP.
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  p.server->set_polled(true);
+  p.client.reset();
+  BOOST_TEST(wait_error(*p.server));
+}
+
+BOOST_AUTO_TEST_CASE(a_polled_owner_serves_reads_and_answers_many_sends) {
+  // Inbound READs are answered and a stream of SENDs completes in order
+  // with the owner doing all the reading.
+  auto dev = open_soft(soft_options());
+  auto p = connect_pair(*dev);
+  p.server->set_polled(true);
+  auto remote = make_buffer(*dev, 4096, remote_read);
+  fill_pattern(remote.data(), 4096, 3);
+  auto local = make_buffer(*dev, 4096, local_write);
+  auto lsg = local.whole();
+  BOOST_REQUIRE(
+      !p.client->post_read(1, &lsg, 1, remote.addr(), remote.mr->rkey()));
+  auto read = progress_until(*p.client, 1, p.server.get());
+  BOOST_REQUIRE_EQUAL(read.size(), 1u);
+  BOOST_TEST(read[0].status == wc_status::success);
+  BOOST_TEST(has_pattern(local.data(), 4096, 3));
+  constexpr uint64_t n = 200;
+  auto dst = make_buffer(*dev, 64 * n, local_write);
+  auto src = make_buffer(*dev, 64, 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    auto r = dst.sge_of(64 * i, 64);
+    BOOST_REQUIRE(!p.server->post_recv(100 + i, &r, 1));
+  }
+  auto ssg = src.whole();
+  for (uint64_t i = 0; i < n; ++i)
+    BOOST_REQUIRE(
+        !p.client->post_send(1000 + i, &ssg, 1, std::nullopt, i + 1 == n));
+  auto got = progress_until(*p.server, n);
+  BOOST_REQUIRE_EQUAL(got.size(), n);
+  for (uint64_t i = 0; i < n; ++i)
+    BOOST_TEST(got[i].wr_id == 100 + i);
+  auto sent = progress_until(*p.client, 1, p.server.get());
+  BOOST_REQUIRE_EQUAL(sent.size(), 1u);
+  BOOST_TEST(sent[0].wr_id == 1000 + n - 1);
+  BOOST_TEST(sent[0].status == wc_status::success);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // -- documented soft-fabric choices
 // ---------------------------------------------
 

@@ -398,8 +398,9 @@ void soft_queue_pair::respond_locked(wire::header h, const range_list& payload,
   if (tx_.empty() && outstanding_.empty())
     note_progress(now);
   tx_.push(h, payload, now, inline_bytes);
-  // The loop writes the answers to one batch of inbound frames at once.
-  if (std::this_thread::get_id() == loop_id_ && batching_responses_)
+  // The reader writes the answers to one batch of inbound frames at once.
+  if (batching_thread_.load(std::memory_order_relaxed)
+      == std::this_thread::get_id())
     return;
   pump_locked(now);
   if (!tx_.empty())
@@ -413,8 +414,10 @@ void soft_queue_pair::owe_ack_locked(time_point now) {
   }
   if (owed_acks_ == 1) {
     ack_deadline_ = now + std::chrono::microseconds{limits::ack_delay_us};
-    if (std::this_thread::get_id() != loop_id_)
-      wake(); // the loop recomputes its timeout
+    // The loop recomputes its timeout; a polling owner runs the timers
+    // itself, and wakes the loop when it stops polling.
+    if (std::this_thread::get_id() != loop_id_ && !polled_.load())
+      wake();
   }
 }
 

@@ -162,6 +162,20 @@ public:
     return pending_.size() + (stalled_.load() ? 1 : 0);
   }
 
+  /// The owner polls the CQ from now on (true) or waits for notifications
+  /// (false).  While it polls, `progress` reads the socket on the owner's
+  /// thread and the event loop stops watching it for input (at its next
+  /// round), so a completion costs no thread hand-off.  Switching off
+  /// wakes the loop, which reads again from then on (also what arrived in
+  /// between: its epoll set is level-triggered).  Caller: the owner.
+  void set_polled(bool on) override;
+
+  /// While polled: reads and executes what the peer sent (up to one
+  /// service call's worth), runs the timers and writes the answers.
+  /// Returns at once when the loop is reading (a broken connection) or
+  /// the QP is not polled.  Caller: the owner, before `poll_cq`.
+  void progress() override;
+
   // -- event loop interface (loop thread only) -------------------------------
 
   /// Does everything due: timers, writing queued frames, reading and
@@ -325,12 +339,25 @@ private:
   std::optional<time_point> write_broken_deadline_;
   bool cq_overrun_ = false;
   bool destroying_ = false;
+  /// The loop watches the socket for writability (it writes what is left
+  /// in tx_ when the socket drains).
+  bool loop_writes_ = false;
   outbound_stream tx_;
   /// The loop does not read: the current request can neither run nor be
   /// buffered.  Written by the loop under mutex_.
   std::atomic<bool> stalled_{false};
 
-  // -- loop thread (placement also under placement_mutex_) -----------------
+  // -- the reader: the loop, or the owner while it polls -------------------
+  //
+  // The receive state below belongs to whoever holds rx_mutex_: the loop
+  // thread in `service`, or the owner in `progress` while it polls
+  // (`set_polled`).  Placement also takes placement_mutex_.
+
+  /// Held while reading and executing inbound frames (before mutex_).
+  std::mutex rx_mutex_;
+  /// The owner polls the CQ and reads the socket itself (`set_polled`);
+  /// the loop then leaves the socket alone while the QP runs.
+  std::atomic<bool> polled_{false};
 
   /// Held by the loop while it touches memory of a posted work request, so
   /// that `fail_locked` never flushes work whose memory is being written.
@@ -349,9 +376,10 @@ private:
 
   /// The loop thread's id.
   const std::thread::id loop_id_;
-  /// The loop is executing one read's worth of inbound frames: their
-  /// answers wait in tx_ until it is done.  Loop thread only.
-  bool batching_responses_ = false;
+  /// The thread that is executing one read's worth of inbound frames (the
+  /// loop or the polling owner): their answers wait in tx_ until it is
+  /// done and writes them at once.  Default-constructed when none.
+  std::atomic<std::thread::id> batching_thread_{};
 
   std::atomic<clock_type::rep> last_progress_{0};
   loop_hook hook_;

@@ -28,10 +28,22 @@ constexpr int max_steps_per_wakeup = 256;
 service_result soft_queue_pair::service(uint32_t revents) {
   service_result res;
   auto now = clock_type::now();
-  if (stalled_.load() && phase_.load() == phase::running)
-    decide_request(now);
+  // While the owner polls a running QP, it reads the socket (`progress`);
+  // the loop only reads when the peer closed or the connection broke, so
+  // that the end is seen even when the owner makes no progress.
+  constexpr uint32_t ended = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+  bool owner_reads = polled_.load() && phase_.load() == phase::running
+                     && (revents & ended) == 0;
+  std::unique_lock<std::mutex> rx{rx_mutex_, std::defer_lock};
+  if (!owner_reads) {
+    rx.lock();
+    if (stalled_.load() && phase_.load() == phase::running)
+      decide_request(now);
+  }
   // Frames already in the read buffer do not make the socket readable.
-  bool rx_ready = phase_.load() == phase::running && buffered_work();
+  bool rx_ready
+      = !owner_reads && phase_.load() == phase::running && buffered_work();
+  bool may_read = false;
   uint32_t events = 0;
   {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -60,22 +72,26 @@ service_result soft_queue_pair::service(uint32_t revents) {
           return res;
         }
       }
-      events = EPOLLIN;
-    } else if (!stalled_.load()) {
-      events = EPOLLIN;
+      may_read = true;
+    } else {
+      may_read = !stalled_.load();
     }
+    if (may_read)
+      events = ph == phase::running && polled_.load() ? EPOLLRDHUP : EPOLLIN;
     if (tx_.blocked())
       events |= EPOLLOUT;
+    loop_writes_ = (events & EPOLLOUT) != 0;
     res.deadline = next_deadline_locked(now);
   }
   res.interest = events;
-  if (rx_ready || (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-    if ((events & EPOLLIN) != 0) {
+  if (!owner_reads && (rx_ready || (revents & (EPOLLIN | ended)))) {
+    if (may_read) {
       // Answers to the frames of one read go out together, in one write,
       // when the loop services this queue pair again.
-      batching_responses_ = true;
+      batching_thread_.store(std::this_thread::get_id(),
+                             std::memory_order_relaxed);
       on_readable();
-      batching_responses_ = false;
+      batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
       res.again = true;
     } else if (revents & (EPOLLHUP | EPOLLERR)) {
       // Not reading (stalled) and the connection is gone.
@@ -85,6 +101,38 @@ service_result soft_queue_pair::service(uint32_t revents) {
     }
   }
   return res;
+}
+
+void soft_queue_pair::set_polled(bool on) {
+  if (polled_.exchange(on) == on || on)
+    return;
+  // The loop watches the socket again and recomputes its timers.
+  wake();
+}
+
+void soft_queue_pair::progress() {
+  if (!polled_.load())
+    return;
+  std::unique_lock<std::mutex> rx{rx_mutex_, std::try_to_lock};
+  if (!rx.owns_lock())
+    return; // the loop reads what a broken connection left
+  auto now = clock_type::now();
+  if (phase_.load() == phase::running) {
+    if (stalled_.load())
+      decide_request(now);
+    if (!stalled_.load()) {
+      batching_thread_.store(std::this_thread::get_id(),
+                             std::memory_order_relaxed);
+      on_readable();
+      batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
+    }
+  }
+  rx.unlock();
+  std::lock_guard<std::mutex> guard{mutex_};
+  check_timers_locked(now);
+  pump_locked(now);
+  if (!tx_.empty() && !loop_writes_)
+    wake(); // blocked: the loop writes the rest when the socket drains
 }
 
 bool soft_queue_pair::buffered_work() const noexcept {

@@ -33,7 +33,8 @@ struct polling {
 };
 
 /// What `requested` amounts to on a device: `adaptive` becomes `event`
-/// where polling does not pay (`polling_pays` is false: the soft fabric);
+/// where polling does not pay (`polling_pays` is false; both of our
+/// fabrics say true);
 /// `event` and `busy` are taken as they are.  Connections apply it; the
 /// transport actor does what it is given.
 template <class Device>

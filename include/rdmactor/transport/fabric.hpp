@@ -282,6 +282,21 @@ public:
     return false;
   }
 
+  /// Tells the fabric that the owner polls the CQ continuously from now on
+  /// (true) or waits for notifications (false).  A fabric that plays the
+  /// NIC on host threads (soft) then does its receive work in `progress`,
+  /// on the owner's thread, instead of on its own thread.  Default:
+  /// ignored (a NIC needs no host thread).  Caller: the owner.
+  virtual void set_polled(bool on) {
+    static_cast<void>(on);
+  }
+
+  /// While polled: moves the fabric's work forward on the caller's thread
+  /// (soft: reads the socket, executes inbound frames, writes answers);
+  /// completions then show in `poll_cq`.  Never blocks.  Default: nothing
+  /// to do.  Caller: the owner, before polling.
+  virtual void progress() {}
+
   /// Moves the QP to the error state and disconnects; outstanding work
   /// completes with `work_request_flushed`.  Idempotent.  Any thread.
   virtual void close() = 0;
@@ -331,12 +346,12 @@ public:
   virtual std::string name() const = 0;
 
   /// Whether polling a CQ of this device beats waiting for its event:
-  /// true when completions are produced without the host threads a
-  /// polling actor would spin on (a NIC; rxe, whose kernel work preempts
-  /// user threads).  The soft fabric says false: its completions come from
-  /// its own event-loop threads, which a spinning CAF worker delays.  The
-  /// `adaptive` completion mode polls only where this is true (see
-  /// `effective_polling`).
+  /// true when completions are produced without host threads that a
+  /// polling actor would spin past (a NIC; rxe, whose kernel work preempts
+  /// user threads; soft, whose polling owner does the receive work itself
+  /// in `progress`).  A fabric whose completions come from its own threads
+  /// only should say false.  The `adaptive` completion mode polls only
+  /// where this is true (see `effective_polling`).
   virtual bool polling_pays() const noexcept {
     return true;
   }
