@@ -1379,22 +1379,36 @@ progress_until(transport::queue_pair& qp, size_t n,
   return out;
 }
 
+/// A connected pair whose server polls (`set_polled(true)`) and has one
+/// SEND of `size` patterned bytes (seed `seed`) waiting on its socket:
+/// receive 1, send 2.  The event loop leaves the socket to the owner, so
+/// after 100 ms nothing has completed yet (checked).
+struct polled_pair {
+  transport::device_ptr dev;
+  qp_pair p;
+  reg_buffer src;
+  reg_buffer dst;
+
+  polled_pair(size_t size, uint32_t seed)
+      : dev(open_soft(soft_options())), p(connect_pair(*dev)),
+        src(make_buffer(*dev, size, 0)),
+        dst(make_buffer(*dev, size, local_write)) {
+    p.server->set_polled(true);
+    fill_pattern(src.data(), size, seed);
+    auto rsg = dst.whole();
+    BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
+    auto ssg = src.whole();
+    BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
+    std::this_thread::sleep_for(100ms);
+    std::vector<work_completion> none;
+    BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  }
+};
+
 BOOST_AUTO_TEST_CASE(a_polled_owner_receives_on_its_own_thread) {
-  auto dev = open_soft(soft_options());
-  auto p = connect_pair(*dev);
-  p.server->set_polled(true);
-  auto src = make_buffer(*dev, 1000, 0);
-  auto dst = make_buffer(*dev, 1000, local_write);
-  fill_pattern(src.data(), 1000, 7);
-  auto rsg = dst.whole();
-  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
-  auto ssg = src.whole();
-  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
-  // The event loop leaves the socket to the owner: nothing completes
-  // until the owner makes progress.
-  std::this_thread::sleep_for(100ms);
-  std::vector<work_completion> none;
-  BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  polled_pair pp{1000, 7};
+  auto& p = pp.p;
+  auto& dst = pp.dst;
   auto got = progress_until(*p.server, 1);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
   BOOST_TEST(got[0].wr_id == 1u);
@@ -1410,19 +1424,11 @@ BOOST_AUTO_TEST_CASE(a_polled_owner_receives_on_its_own_thread) {
 }
 
 BOOST_AUTO_TEST_CASE(an_owner_that_stops_polling_hands_the_socket_back) {
-  auto dev = open_soft(soft_options());
-  auto p = connect_pair(*dev);
-  p.server->set_polled(true);
-  auto src = make_buffer(*dev, 64, 0);
-  auto dst = make_buffer(*dev, 64, local_write);
-  fill_pattern(src.data(), 64, 9);
+  polled_pair pp{64, 9};
+  auto& p = pp.p;
+  auto& dst = pp.dst;
   auto rsg = dst.whole();
-  BOOST_REQUIRE(!p.server->post_recv(1, &rsg, 1));
-  auto ssg = src.whole();
-  BOOST_REQUIRE(!p.client->post_send(2, &ssg, 1));
-  std::this_thread::sleep_for(100ms);
-  std::vector<work_completion> none;
-  BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  auto ssg = pp.src.whole();
   // What arrived while the owner polled is read by the loop once it
   // stops, and notifies the armed CQ.
   BOOST_REQUIRE(!p.server->arm_cq());
