@@ -32,4 +32,9 @@ size_t waiting_for_receive(const queue_pair& qp) {
   return soft != nullptr ? soft->waiting_for_receive() : 0;
 }
 
+uint64_t frames_read_by_owner(const queue_pair& qp) {
+  auto* soft = dynamic_cast<const soft_queue_pair*>(&qp);
+  return soft != nullptr ? soft->frames_read_by_owner() : 0;
+}
+
 } // namespace rdmactor::transport::soft

@@ -52,4 +52,9 @@ caf::error set_faults(queue_pair& qp, const fault_plan& plan);
 /// `qp` is not a soft queue pair.
 size_t waiting_for_receive(const queue_pair& qp);
 
+/// How many inbound frames the owner of `qp` read itself, in `progress`
+/// while it polled (the rest were read by the event loop): for tests of
+/// who reads.  Thread-safe.  0 when `qp` is not a soft queue pair.
+uint64_t frames_read_by_owner(const queue_pair& qp);
+
 } // namespace rdmactor::transport::soft

@@ -78,6 +78,12 @@ constexpr uint32_t max_owed_acks = 16;
 
 static_assert(max_owed_acks <= 255, "owed ACKs ride in a frame's u8 field");
 
+/// How long a polling owner may make no progress (`queue_pair::progress`)
+/// before the event loop reads its socket again, in milliseconds: a
+/// worker held elsewhere must not stop the acknowledgements a NIC would
+/// send on its own.
+constexpr uint32_t owner_stall_ms = 10;
+
 /// Upper bound of a timeout taken from the peer's hello, in milliseconds.
 constexpr uint32_t max_peer_timeout_ms = 10 * 60 * 1000;
 

@@ -157,6 +157,10 @@ public:
   /// How many inbound requests wait for a posted receive (receiver not
   /// ready): the ones buffered, plus the one the loop stopped reading at.
   /// Any thread (see faults.hpp).
+  uint64_t frames_read_by_owner() const noexcept {
+    return owner_frames_.load(std::memory_order_relaxed);
+  }
+
   size_t waiting_for_receive() const {
     std::lock_guard<std::mutex> guard{mutex_};
     return pending_.size() + (stalled_.load() ? 1 : 0);
@@ -172,8 +176,9 @@ public:
 
   /// While polled: reads and executes what the peer sent (up to one
   /// service call's worth), runs the timers and writes the answers.
-  /// Returns at once when the loop is reading (a broken connection) or
-  /// the QP is not polled.  Caller: the owner, before `poll_cq`.
+  /// Returns at once when the loop is reading (a broken connection, or an
+  /// owner that made no progress for `limits::owner_stall_ms`) or the QP
+  /// is not polled.  Caller: the owner, before `poll_cq`.
   void progress() override;
 
   // -- event loop interface (loop thread only) -------------------------------
@@ -356,8 +361,13 @@ private:
   /// Held while reading and executing inbound frames (before mutex_).
   std::mutex rx_mutex_;
   /// The owner polls the CQ and reads the socket itself (`set_polled`);
-  /// the loop then leaves the socket alone while the QP runs.
+  /// the loop then leaves the socket alone while the QP runs, unless the
+  /// owner made no progress for `limits::owner_stall_ms`.
   std::atomic<bool> polled_{false};
+  /// When the owner last called `progress` (or started polling).
+  std::atomic<clock_type::rep> owner_progress_{0};
+  /// Inbound frames the owner read (`frames_read_by_owner`).
+  std::atomic<uint64_t> owner_frames_{0};
 
   /// Held by the loop while it touches memory of a posted work request, so
   /// that `fail_locked` never flushes work whose memory is being written.

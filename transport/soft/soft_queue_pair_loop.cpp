@@ -31,8 +31,15 @@ service_result soft_queue_pair::service(uint32_t revents) {
   // While the owner polls a running QP, it reads the socket (`progress`);
   // the loop only reads when the peer closed or the connection broke, so
   // that the end is seen even when the owner makes no progress.
+  // An owner that made no progress for a while (its worker is held
+  // elsewhere) gets the loop's help: it reads, and acknowledges, as a NIC
+  // would, until the owner progresses again.
   constexpr uint32_t ended = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
-  bool owner_reads = polled_.load() && phase_.load() == phase::running
+  const auto stall = std::chrono::milliseconds{limits::owner_stall_ms};
+  auto owner_at = time_point{
+      clock_type::duration{owner_progress_.load(std::memory_order_relaxed)}};
+  bool owner_polls = polled_.load() && now - owner_at < stall;
+  bool owner_reads = owner_polls && phase_.load() == phase::running
                      && (revents & ended) == 0;
   std::unique_lock<std::mutex> rx{rx_mutex_, std::defer_lock};
   if (!owner_reads) {
@@ -77,11 +84,14 @@ service_result soft_queue_pair::service(uint32_t revents) {
       may_read = !stalled_.load();
     }
     if (may_read)
-      events = ph == phase::running && polled_.load() ? EPOLLRDHUP : EPOLLIN;
+      events = ph == phase::running && owner_polls ? EPOLLRDHUP : EPOLLIN;
     if (tx_.blocked())
       events |= EPOLLOUT;
     loop_writes_ = (events & EPOLLOUT) != 0;
     res.deadline = next_deadline_locked(now);
+    if (owner_polls && ph == phase::running
+        && (!res.deadline || owner_at + stall < *res.deadline))
+      res.deadline = owner_at + stall; // is the owner still there?
   }
   res.interest = events;
   if (!owner_reads && (rx_ready || (revents & (EPOLLIN | ended)))) {
@@ -104,6 +114,9 @@ service_result soft_queue_pair::service(uint32_t revents) {
 }
 
 void soft_queue_pair::set_polled(bool on) {
+  if (on)
+    owner_progress_.store(clock_type::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
   if (polled_.exchange(on) == on || on)
     return;
   // The loop watches the socket again and recomputes its timers.
@@ -117,14 +130,19 @@ void soft_queue_pair::progress() {
   if (!rx.owns_lock())
     return; // the loop reads what a broken connection left
   auto now = clock_type::now();
+  owner_progress_.store(now.time_since_epoch().count(),
+                        std::memory_order_relaxed);
   if (phase_.load() == phase::running) {
     if (stalled_.load())
       decide_request(now);
     if (!stalled_.load()) {
+      auto seq = rx_seq_;
       batching_thread_.store(std::this_thread::get_id(),
                              std::memory_order_relaxed);
       on_readable();
       batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
+      if (rx_seq_ != seq)
+        owner_frames_.fetch_add(rx_seq_ - seq, std::memory_order_relaxed);
     }
   }
   rx.unlock();
