@@ -153,10 +153,6 @@ public:
   /// off before arming's last poll.
   void set_polled(bool on);
 
-  bool polled() const noexcept {
-    return polled_;
-  }
-
   /// Reposts the receive buffers released since the last call (and sends
   /// the credits they free when due); returns how many.  Before it returns
   /// it asks for a wake-up (`set_wake`) for when enough buffers are

@@ -157,13 +157,15 @@ public:
   /// How many inbound requests wait for a posted receive (receiver not
   /// ready): the ones buffered, plus the one the loop stopped reading at.
   /// Any thread (see faults.hpp).
-  uint64_t frames_read_by_owner() const noexcept {
-    return owner_frames_.load(std::memory_order_relaxed);
-  }
-
   size_t waiting_for_receive() const {
     std::lock_guard<std::mutex> guard{mutex_};
     return pending_.size() + (stalled_.load() ? 1 : 0);
+  }
+
+  /// Inbound frames the owner read in `progress` (see faults.hpp).  Any
+  /// thread.
+  uint64_t frames_read_by_owner() const noexcept {
+    return owner_frames_.load(std::memory_order_relaxed);
   }
 
   /// The owner polls the CQ from now on (true) or waits for notifications
@@ -280,6 +282,10 @@ private:
   // -- loop thread ----------------------------------------------------------
 
   bool buffered_work() const noexcept;
+  /// Reads and executes one service call's worth of inbound frames with
+  /// their answers batched (written by the caller afterwards); returns how
+  /// many frames it read.  With rx_mutex_ held.
+  uint32_t read_batch();
   void on_readable();
   void discard_input();
   bool step_header();

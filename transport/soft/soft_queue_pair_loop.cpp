@@ -29,11 +29,9 @@ service_result soft_queue_pair::service(uint32_t revents) {
   service_result res;
   auto now = clock_type::now();
   // While the owner polls a running QP, it reads the socket (`progress`);
-  // the loop only reads when the peer closed or the connection broke, so
-  // that the end is seen even when the owner makes no progress.
-  // An owner that made no progress for a while (its worker is held
-  // elsewhere) gets the loop's help: it reads, and acknowledges, as a NIC
-  // would, until the owner progresses again.
+  // the loop reads only when the peer closed or the connection broke, or
+  // when the owner made no progress for owner_stall_ms (its worker is held
+  // elsewhere): then it reads and acknowledges, as a NIC would.
   constexpr uint32_t ended = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
   const auto stall = std::chrono::milliseconds{limits::owner_stall_ms};
   auto owner_at = time_point{
@@ -98,10 +96,7 @@ service_result soft_queue_pair::service(uint32_t revents) {
     if (may_read) {
       // Answers to the frames of one read go out together, in one write,
       // when the loop services this queue pair again.
-      batching_thread_.store(std::this_thread::get_id(),
-                             std::memory_order_relaxed);
-      on_readable();
-      batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
+      read_batch();
       res.again = true;
     } else if (revents & (EPOLLHUP | EPOLLERR)) {
       // Not reading (stalled) and the connection is gone.
@@ -136,13 +131,7 @@ void soft_queue_pair::progress() {
     if (stalled_.load())
       decide_request(now);
     if (!stalled_.load()) {
-      auto seq = rx_seq_;
-      batching_thread_.store(std::this_thread::get_id(),
-                             std::memory_order_relaxed);
-      on_readable();
-      batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
-      if (rx_seq_ != seq)
-        owner_frames_.fetch_add(rx_seq_ - seq, std::memory_order_relaxed);
+      owner_frames_.fetch_add(read_batch(), std::memory_order_relaxed);
     }
   }
   rx.unlock();
@@ -151,6 +140,14 @@ void soft_queue_pair::progress() {
   pump_locked(now);
   if (!tx_.empty() && !loop_writes_)
     wake(); // blocked: the loop writes the rest when the socket drains
+}
+
+uint32_t soft_queue_pair::read_batch() {
+  auto seq = rx_seq_;
+  batching_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  on_readable();
+  batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
+  return rx_seq_ - seq;
 }
 
 bool soft_queue_pair::buffered_work() const noexcept {
