@@ -149,6 +149,29 @@ void arm_sweep(self_ptr self) {
   self->delayed_send(self, sweep_interval(self), timeout_atom::value);
 }
 
+/// Sends the gathered SendData acknowledgements, unless our next SendData
+/// may carry them (`agent_core::acks_may_ride`): then the flush is held
+/// back twice, without a timer.  First this activation ends, so the user
+/// actors we just handed data to (queued first on this worker) run and
+/// may answer with a send; then, if messages wait in our mailbox (such an
+/// answer), the flush goes behind them.  Acknowledgements a send took
+/// leave nothing to flush.  The cost where nobody answers: one more trip
+/// through the worker's queue before the response goes.
+void on_flush_acks(self_ptr self) {
+  auto& st = self->state;
+  auto hold = st.core->acks_may_ride()
+              && (st.ack_flush_holds == 0
+                  || (st.ack_flush_holds == 1 && !self->mailbox().empty()));
+  if (hold) {
+    ++st.ack_flush_holds;
+    st.yield_now = true;
+    self->send(self, flush_acks_atom::value);
+    return;
+  }
+  st.ack_flush_holds = 0;
+  st.core->flush_acks();
+}
+
 /// Deadlines use the actor system's clock (steady_clock, or the test
 /// coordinator's simulated one in the fuzz target).
 clock_type::time_point deadline(self_ptr self) {
@@ -483,7 +506,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
           release(self, token, false);
       },
       [self](timeout_atom) { sweep(self); },
-      [self](flush_acks_atom) { self->state.core->flush_acks(); },
+      [self](flush_acks_atom) { on_flush_acks(self); },
       [self](transport::recv_atom, local_mr& buf) {
         self->state.core->on_frame(buf, self->clock().now());
         after_frame(self);
@@ -552,13 +575,16 @@ public:
                                        size_t max_throughput) override {
     // Not after a result other than resume_later: the actor may already
     // run on another worker then, or its state be gone.
-    if (!getf(is_terminated_flag))
+    if (!getf(is_terminated_flag)) {
       state.activation_delivered_bytes = 0;
+      state.yield_now = false;
+    }
     return run_activation(
         max_throughput, [&] { return super::resume(ctx, 1); },
         [&] {
-          return state.activation_delivered_bytes
-                 >= tuning::agent_yield_after_bytes;
+          return state.yield_now
+                 || state.activation_delivered_bytes
+                        >= tuning::agent_yield_after_bytes;
         });
   }
 

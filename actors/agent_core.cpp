@@ -498,9 +498,11 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     ++job->chunks;
     ++job->outstanding;
     auto id = new_request_id();
-    send_request(job->imm ? pb::make_send_data(id, len, *job->imm)
-                          : pb::make_send_data(id, len),
-                 std::move(*chunk), chunk_answer(job, len), now_);
+    auto msg = job->imm ? pb::make_send_data(id, len, *job->imm)
+                        : pb::make_send_data(id, len);
+    attach_acks(msg, job->chunk_max - len);
+    send_request(std::move(msg), std::move(*chunk), chunk_answer(job, len),
+                 now_);
   }
 }
 

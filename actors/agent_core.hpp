@@ -352,6 +352,13 @@ public:
   /// by the owner after `sink::schedule_ack_flush`); nothing after close.
   void flush_acks();
 
+  /// Whether gathered acknowledgements wait that our next SendData may
+  /// carry instead of a response of their own (the peer's Hello offered
+  /// EXT_PIGGYBACK_ACKS).  The owner may then hold a scheduled
+  /// `flush_acks` back a little, giving the user who took the data a
+  /// chance to answer with a send of its own (see the agent actor).
+  bool acks_may_ride() const noexcept;
+
   /// Completes every request whose deadline is at or before `now` with
   /// `request_timeout`.  Returns the earliest deadline left, or
   /// `time_point::max()` when nothing waits.  Called by the owner's sweep.
@@ -619,6 +626,8 @@ private:
   void ack_send_data(uint64_t id);
   void on_response(const protocol::Response& res);
   void on_also_acked(const protocol::Response& res);
+  void attach_acks(protocol::Message& msg, size_t room);
+  void on_piggybacked_acks(const protocol::SendData& req);
   bool release_late_alloc(const protocol::Response& res);
   void on_hello(const protocol::Hello& hello);
   void on_goodbye(const protocol::Goodbye& bye);

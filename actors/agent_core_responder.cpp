@@ -333,6 +333,7 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
       on_send_mr(id, req.send_mr());
       break;
     case pb::Request::kSendData:
+      on_piggybacked_acks(req.send_data());
       on_send_data(id, req.send_data(), buf, frame);
       break;
     case pb::Request::kRenewLease:
@@ -386,6 +387,65 @@ void agent_core::ack_send_data(uint64_t id) {
   if (!acks_flush_scheduled_) {
     acks_flush_scheduled_ = true;
     out_.schedule_ack_flush();
+  }
+}
+
+// The largest SendData header with acknowledgements still goes in the
+// transport's header slot (no spill into pool memory).
+static_assert(pb::max_frame_overhead + pb::imm_frame_overhead
+                  + pb::piggyback_ack_overhead(tuning::max_acks_per_response)
+              <= transport::max_send_header_bytes);
+
+bool agent_core::acks_may_ride() const noexcept {
+  return !acks_.empty() && !closed_ && peer_offers(pb::EXT_PIGGYBACK_ACKS);
+}
+
+/// Moves gathered acknowledgements onto our SendData `msg` (as many as
+/// `room` bytes of its frame take, at most max_acks_per_response), so they
+/// need no response of their own.
+void agent_core::attach_acks(pb::Message& msg, size_t room) {
+  if (!acks_may_ride() || room < pb::piggyback_ack_overhead(1))
+    return;
+  auto fit = (room - pb::piggyback_ack_overhead(0)) / 8;
+  auto n = std::min({acks_.size(), fit, tuning::max_acks_per_response});
+  auto* sd = msg.mutable_request()->mutable_send_data();
+  for (size_t i = 0; i < n; ++i)
+    sd->add_acked(acks_[i]);
+  acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
+  counters_.piggybacked_acks_sent += n;
+}
+
+/// Completes the requests of ours that the peer's SendData acknowledges
+/// (SendData.acked): OK, as a SendDataResponse would.  Ids that are not
+/// pending are counted and dropped like any unknown id; a list longer than
+/// the protocol allows is dropped whole.
+void agent_core::on_piggybacked_acks(const pb::SendData& req) {
+  if (req.acked_size() == 0)
+    return;
+  if (static_cast<size_t>(req.acked_size()) > tuning::max_acks_per_response) {
+    ++counters_.protocol_errors;
+    if (auto v = may_log(spdlog::level::warn))
+      log().warn("agent {}: a SendData acknowledged {} requests (at most {}); "
+                 "ignored them{}",
+                 link_.peer, req.acked_size(), tuning::max_acks_per_response,
+                 suppressed_note(v.denied_before));
+    count_noise("a SendData that acknowledged too many requests");
+    return;
+  }
+  static const pb::Response ok = [] {
+    pb::Response r;
+    r.mutable_send_data()->set_status(pb::OK);
+    return r;
+  }();
+  for (auto id : req.acked()) {
+    if (pending_.count(id) == 0) {
+      ++counters_.protocol_errors;
+      if (!forget_late(id))
+        count_noise("an acknowledgement of an unknown request");
+      continue;
+    }
+    ++counters_.piggybacked_acks_received;
+    complete(id, &ok, caf::error{});
   }
 }
 

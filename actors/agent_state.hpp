@@ -147,6 +147,11 @@ struct agent_state {
   /// `tuning::agent_yield_after_bytes` the agent gives its worker back
   /// (agent_runner::resume in agent.cpp).
   size_t activation_delivered_bytes = 0;
+  /// End the running activation after this message (agent_runner).
+  bool yield_now = false;
+  /// How often the scheduled `flush_acks_atom` was held back so far (see
+  /// the handler in agent.cpp); 0 when none is on its way.
+  uint8_t ack_flush_holds = 0;
   /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
   /// keeps the timer, since a delayed message to ourselves would keep a
   /// connection whose last handle went open until it is due).

@@ -34,6 +34,15 @@ constexpr size_t max_frame_overhead
 /// `max_frame_overhead`: SendData.imm (tag + varint32) and has_imm.
 constexpr size_t imm_frame_overhead = 1 + 5 + 2;
 
+/// What `n` acknowledgements riding on a SendData (SendData.acked, packed)
+/// add to its frame: the field's tag and length (2 bytes while the list
+/// stays below 16 KiB), 8 bytes per id, and one more byte for each of the
+/// two enclosing lengths (Message.request, Request.send_data) once they
+/// pass 127 bytes.
+constexpr size_t piggyback_ack_overhead(size_t n) {
+  return 1 + 2 + 8 * n + 2;
+}
+
 /// Upper bound of header + encoded Message for any ActorMessage frame:
 /// Message.actor_message (tag + length), five varint fields (tag + value)
 /// and `down` (tag + 1 byte).

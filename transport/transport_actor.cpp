@@ -80,9 +80,8 @@ struct transport_state : link_observer {
   std::chrono::steady_clock::time_point last_activity;
   /// A `poll_atom` to ourselves is in the mailbox.
   bool poll_pending = false;
-  /// The last message handed completions on (to the subscriber or a
-  /// requester): the activation ends so that they run now, on this worker,
-  /// before our next poll (see transport_runner).
+  /// The last message was a poll: the activation ends so that what waits
+  /// on this worker runs before our next poll (see transport_runner).
   bool yield_now = false;
   /// Empty polls in a row (see tuning::empty_polls_per_yield).
   uint32_t empty_polls = 0;
@@ -217,8 +216,7 @@ void drain_cq(self_ptr self) {
     path.set_polled(true);
   path.reclaim();
   auto n = path.poll();
-  if (n > 0)
-    st.yield_now = true;
+  st.yield_now = true;
   if (path.down())
     return;
   if (st.how.mode != completion_mode::event) {
@@ -463,10 +461,13 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
 }
 
 /// The transport actor, run one message at a time: its activation ends
-/// after a poll that handed completions on.  Those went to actors queued
-/// on this worker (the agent, a requester); a polling transport would
-/// otherwise go on polling, up to `scheduler.max-throughput` system calls,
-/// before they run.
+/// after every poll.  Completions it handed on went to actors queued on
+/// this worker (the agent, a requester), and an empty poll must not keep
+/// them waiting either: an agent that ended its activation to let a user
+/// answer first (a held acknowledgement flush, agent.cpp) queues behind
+/// us.  A polling transport would otherwise go on polling, up to
+/// `scheduler.max-throughput` system calls, before they run (measured:
+/// send ping-pong 8 B p50 72 us instead of 31 us).
 class transport_runner
     : public caf::stateful_actor<transport_state, transport_actor::base> {
 public:

@@ -59,7 +59,9 @@ caf::behavior server_impl(server_ptr self, connection_actor conn) {
   return {
       [self](data_atom, local_mr& chunk) {
         if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
-          self->request(self->state.conn, server_timeout, send_data_atom::value,
+          // No CAF timeout: rdmactor answers within request-timeout-ms
+          // (see no_caf_timeout in connection_driver.cpp).
+          self->request(self->state.conn, caf::infinite, send_data_atom::value,
                         std::move(chunk))
               .then([](uint64_t) {},
                     [self](caf::error& err) { fatal(self, err); });

@@ -18,6 +18,13 @@ namespace {
 
 using clock_type = run_progress::clock_type;
 
+/// Calls on a connection carry no CAF timeout: rdmactor answers every one
+/// within request-timeout-ms itself (the agent's sweep), and the run as a
+/// whole has its deadline (wait_for_run).  A CAF timeout would cost CAF's
+/// clock thread two wake-ups per call (one to add the timer, one to drop
+/// it), on the critical path of a ping-pong.
+constexpr auto no_caf_timeout = caf::infinite;
+
 struct driver_state {
   connection_actor conn;
   run_progress run;
@@ -74,30 +81,29 @@ void issue(driver_ptr self) {
   auto done = [self, t0](uint64_t) { on_done(self, t0); };
   switch (st.run.spec().op) {
     case bench_op::write:
-      self->request(st.conn, st.run.spec().op_timeout, write_atom::value,
-                    st.local, st.remote)
+      self->request(st.conn, no_caf_timeout, write_atom::value, st.local,
+                    st.remote)
           .then(done, on_error(self));
       break;
     case bench_op::read:
-      self->request(st.conn, st.run.spec().op_timeout, read_atom::value,
-                    st.local, st.remote)
+      self->request(st.conn, no_caf_timeout, read_atom::value, st.local,
+                    st.remote)
           .then(done, on_error(self));
       break;
     case bench_op::fetch_add:
-      self->request(st.conn, st.run.spec().op_timeout, fetch_add_atom::value,
-                    st.remote, uint64_t{1})
+      self->request(st.conn, no_caf_timeout, fetch_add_atom::value, st.remote,
+                    uint64_t{1})
           .then(done, on_error(self));
       break;
     case bench_op::cas:
       // Compares with 0 and swaps in 0: the word stays 0, so every CAS
       // succeeds and does the full work (compare, store, old value).
-      self->request(st.conn, st.run.spec().op_timeout, compare_swap_atom::value,
+      self->request(st.conn, no_caf_timeout, compare_swap_atom::value,
                     st.remote, uint64_t{0}, uint64_t{0})
           .then(done, on_error(self));
       break;
     default:
-      self->request(st.conn, st.run.spec().op_timeout, send_data_atom::value,
-                    st.local)
+      self->request(st.conn, no_caf_timeout, send_data_atom::value, st.local)
           .then(done, on_error(self));
   }
 }
@@ -126,8 +132,7 @@ void ping(driver_ptr self) {
   st.run.issued();
   ++st.run.acks_pending;
   st.t_op = clock_type::now();
-  self->request(st.conn, st.run.spec().op_timeout, send_data_atom::value,
-                st.local)
+  self->request(st.conn, no_caf_timeout, send_data_atom::value, st.local)
       .then(
           [self](uint64_t) {
             --self->state.run.acks_pending;
@@ -143,7 +148,7 @@ void start(driver_ptr self) {
   if (spec.op == bench_op::send && spec.mode == bench_mode::lat) {
     // The echoes are pushed to this driver (subscribe_data), as CAF io
     // pushes the echo to its caller.
-    self->request(self->state.conn, spec.op_timeout, subscribe_data_atom::value,
+    self->request(self->state.conn, no_caf_timeout, subscribe_data_atom::value,
                   caf::actor_cast<data_subscriber>(self))
         .then([self](uint64_t) { ping(self); }, on_error(self));
     return;
@@ -156,7 +161,7 @@ void start(driver_ptr self) {
 /// Allocates the memory of the run, then starts it.
 void setup(driver_ptr self) {
   auto& st = self->state;
-  self->request(st.conn, st.run.spec().op_timeout, peer_atom::value)
+  self->request(st.conn, no_caf_timeout, peer_atom::value)
       .then(
           [self](transport::link_params& link) {
             auto& st = self->state;
@@ -164,9 +169,8 @@ void setup(driver_ptr self) {
                              - protocol::max_frame_overhead;
             st.chunks_per_msg
                 = (st.run.spec().size + chunk_max - 1) / chunk_max;
-            self->request(st.conn, st.run.spec().op_timeout,
-                          alloc_local_mr_atom::value, st.run.spec().size,
-                          uint64_t{64})
+            self->request(st.conn, no_caf_timeout, alloc_local_mr_atom::value,
+                          st.run.spec().size, uint64_t{64})
                 .then(
                     [self](local_mr& mr) {
                       auto& st = self->state;
@@ -180,7 +184,7 @@ void setup(driver_ptr self) {
                         start(self);
                         return;
                       }
-                      self->request(st.conn, st.run.spec().op_timeout,
+                      self->request(st.conn, no_caf_timeout,
                                     request_remote_mr_atom::value, spec.size,
                                     uint64_t{64})
                           .then(

@@ -31,6 +31,10 @@ struct agent_stats {
   /// (cumulative acknowledgements sent), and the peer's to us.
   uint64_t merged_acks_sent = 0;
   uint64_t merged_acks_received = 0;
+  /// SendData requests we acknowledged on a SendData of our own
+  /// (SendData.acked, EXT_PIGGYBACK_ACKS), and the peer's to us.
+  uint64_t piggybacked_acks_sent = 0;
+  uint64_t piggybacked_acks_received = 0;
   /// Keepalive Pings we sent (after keepalive-ms of silence from the peer).
   uint64_t keepalive_pings = 0;
   /// Immediate values (write_with_imm, send_data with a value) queued for
@@ -74,7 +78,8 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.rendezvous_read, x.rendezvous_bytes, x.actor_buffered,
            x.actor_buffered_max, x.actor_queued, x.actor_queued_bytes,
            x.actor_in_flight, x.actor_send_refused, x.actor_acks_sent,
-           x.actor_acks_received);
+           x.actor_acks_received, x.piggybacked_acks_sent,
+           x.piggybacked_acks_received);
 }
 
 } // namespace rdmactor

@@ -190,6 +190,55 @@ BOOST_AUTO_TEST_CASE(a_data_subscriber_gets_every_chunk_pushed_in_order) {
                caf::after(std::chrono::milliseconds(100)) >> [] {});
 }
 
+// A user actor on the server echoes every chunk it is pushed with a
+// send_data of its own: the server's acknowledgement of each ping rides on
+// that echo (SendData.acked, EXT_PIGGYBACK_ACKS) instead of a response of
+// its own, and the client's send_data calls still complete.
+BOOST_AUTO_TEST_CASE(an_echo_carries_the_acknowledgement_of_the_ping) {
+  two_nodes t;
+  auto conn = t.server_conn;
+  auto echo
+      = t.sys.spawn([conn](caf::event_based_actor* self) -> caf::behavior {
+          return {[self, conn](data_atom, local_mr& chunk) {
+            self->request(conn, caf::infinite, send_data_atom::value,
+                          std::move(chunk))
+                .then([](uint64_t) {},
+                      [](caf::error& err) { BOOST_FAIL(render(err)); });
+          }};
+        });
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(echo)));
+  caf::scoped_actor sub{t.sys};
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.client_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(sub)));
+  constexpr int rounds = 50;
+  for (int i = 0; i < rounds; ++i) {
+    auto src = alloc(t, t.client_conn, 16);
+    fill(src, static_cast<uint8_t>(i));
+    auto sent
+        = call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src);
+    BOOST_REQUIRE_MESSAGE(sent, render(sent));
+    BOOST_REQUIRE_EQUAL(*sent, 16u);
+    local_mr back;
+    sub->receive([&](data_atom, local_mr& mr) { back = std::move(mr); },
+                 caf::after(std::chrono::seconds(10 * timeout_scale())) >>
+                     [] { BOOST_FAIL("no echo"); });
+    BOOST_REQUIRE(same(back, src));
+  }
+  auto server = call<agent_stats>(t.sys, t.server_conn, stats_atom::value);
+  auto client = call<agent_stats>(t.sys, t.client_conn, stats_atom::value);
+  BOOST_REQUIRE(server && client);
+  // Scheduling decides how many ride; without the extension none would.
+  BOOST_TEST_MESSAGE("acknowledgements on echoes: "
+                     << server->piggybacked_acks_sent << " of " << rounds);
+  BOOST_TEST(server->piggybacked_acks_sent >= 1u);
+  BOOST_TEST(client->piggybacked_acks_received
+             == server->piggybacked_acks_sent);
+  BOOST_TEST(client->protocol_errors == 0u);
+  BOOST_TEST(server->protocol_errors == 0u);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_CASE(a_subscriber_that_terminates_ends_its_subscription) {
   two_nodes t;
   auto sub = t.sys.spawn([](caf::event_based_actor*) -> caf::behavior {

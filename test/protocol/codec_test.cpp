@@ -394,6 +394,25 @@ BOOST_AUTO_TEST_CASE(max_frame_overhead_bounds_send_data) {
   BOOST_CHECK_GE(res.payload_capacity, fits);
 }
 
+BOOST_AUTO_TEST_CASE(piggyback_ack_overhead_bounds_acks_on_send_data) {
+  bytes buf(max_len);
+  for (size_t n = 1; n <= rdmactor::tuning::max_acks_per_response; ++n) {
+    for (bool imm : {false, true}) {
+      auto msg = imm ? make_send_data(u64_max, u64_max, 0xffffffffu)
+                     : make_send_data(u64_max, u64_max);
+      for (size_t i = 0; i < n; ++i)
+        msg.mutable_request()->mutable_send_data()->add_acked(u64_max - i);
+      auto res = encode(msg, buf.data(), buf.size(), max_len);
+      BOOST_REQUIRE(res.code == errc::none);
+      auto bound = max_frame_overhead + piggyback_ack_overhead(n)
+                   + (imm ? imm_frame_overhead : 0);
+      BOOST_TEST_CONTEXT("acks " << n << ", imm " << imm) {
+        BOOST_CHECK_LE(res.header_len, bound);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(status_mapping)

@@ -568,6 +568,135 @@ BOOST_AUTO_TEST_CASE(a_full_cumulative_response_goes_at_once) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// -- acknowledgements on SendData (EXT_PIGGYBACK_ACKS) ------------------------
+
+namespace {
+
+/// A Hello that offers cumulative acks and, if `ride`, acks on SendData.
+pb::Message piggyback_hello(bool ride) {
+  auto h = hello(pb::protocol_version, true);
+  if (ride)
+    h.mutable_hello()->set_extensions(pb::EXT_PIGGYBACK_ACKS);
+  return h;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(piggybacked_acks, fixture)
+
+BOOST_AUTO_TEST_CASE(our_hello_offers_acks_on_send_data) {
+  core->start();
+  BOOST_REQUIRE(!out.posted.empty());
+  BOOST_REQUIRE(out.posted.front().msg.has_hello());
+  auto ext = out.posted.front().msg.hello().extensions();
+  BOOST_TEST((ext & pb::EXT_PIGGYBACK_ACKS) != 0u);
+}
+
+BOOST_AUTO_TEST_CASE(gathered_acks_ride_on_our_next_send_data) {
+  receive(piggyback_hello(true));
+  receive(pb::make_send_data(1, 1), "a");
+  receive(pb::make_send_data(2, 1), "b");
+  BOOST_TEST(out.posted.empty());
+  BOOST_TEST(out.ack_flushes == 1);
+  BOOST_TEST(core->acks_may_ride());
+  auto mr = pool->allocate(8, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  auto& sd = out.posted[0].msg.request().send_data();
+  BOOST_REQUIRE(sd.acked_size() == 2);
+  BOOST_TEST(sd.acked(0) == 1u);
+  BOOST_TEST(sd.acked(1) == 2u);
+  BOOST_TEST(out.posted[0].payload.size() == 8u);
+  BOOST_TEST(core->stats().piggybacked_acks_sent == 2u);
+  BOOST_TEST(!core->acks_may_ride());
+  // The flush the owner still runs finds nothing to send.
+  core->flush_acks();
+  BOOST_TEST(out.posted.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
+  receive(piggyback_hello(true));
+  receive(pb::make_send_data(1, 1), "a");
+  auto chunk_max = max_message_len - pb::max_frame_overhead;
+  auto mr = pool->allocate(chunk_max, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
+  BOOST_TEST(core->acks_may_ride());
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 2u);
+  BOOST_TEST(last_response().request_id() == 1u);
+  // Room for some: as many as fit ride, the rest waits for the flush.
+  for (uint64_t id = 2; id <= 5; ++id)
+    receive(pb::make_send_data(id, 1), "z");
+  auto room = pb::piggyback_ack_overhead(2);
+  auto mr2 = pool->allocate(chunk_max - room, 64, transport::access::all);
+  BOOST_REQUIRE(mr2);
+  core->send_data(*mr2, t0, [](caf::expected<uint64_t>) {});
+  BOOST_REQUIRE(out.posted.size() == 3u);
+  BOOST_TEST(out.posted[2].msg.request().send_data().acked_size() == 2);
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 4u);
+  BOOST_TEST(last_response().request_id() == 4u);
+  BOOST_TEST(last_response().send_data().also_acked_size() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(without_the_offer_acks_get_a_response) {
+  receive(piggyback_hello(false));
+  receive(pb::make_send_data(1, 1), "a");
+  BOOST_TEST(!core->acks_may_ride());
+  auto mr = pool->allocate(8, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  BOOST_REQUIRE(out.posted.size() == 1u);
+  BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 2u);
+  BOOST_TEST(last_response().request_id() == 1u);
+  BOOST_TEST(core->stats().piggybacked_acks_sent == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(acks_on_the_peers_send_data_complete_our_requests) {
+  outcome a, b, c;
+  auto ia = pending_send_data(a);
+  auto ib = pending_send_data(b);
+  pending_send_data(c);
+  auto msg = pb::make_send_data(77, 3);
+  auto* sd = msg.mutable_request()->mutable_send_data();
+  sd->add_acked(ia);
+  sd->add_acked(ib);
+  sd->add_acked(12345); // not ours
+  receive(msg, "xyz");
+  BOOST_TEST(a.called);
+  BOOST_TEST(!a.err);
+  BOOST_TEST(b.called);
+  BOOST_TEST(!b.err);
+  BOOST_TEST(!c.called);
+  BOOST_TEST(core->stats().piggybacked_acks_received == 2u);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+  // The SendData that carried them is served as usual.
+  BOOST_REQUIRE(out.data.size() == 1u);
+  BOOST_TEST(out.data[0].size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(too_many_acks_on_a_send_data_complete_nothing) {
+  outcome a;
+  auto ia = pending_send_data(a);
+  auto msg = pb::make_send_data(77, 1);
+  auto* sd = msg.mutable_request()->mutable_send_data();
+  for (size_t i = 0; i <= tuning::max_acks_per_response; ++i)
+    sd->add_acked(ia);
+  receive(msg, "x");
+  BOOST_TEST(!a.called);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+  BOOST_TEST(core->stats().piggybacked_acks_received == 0u);
+  BOOST_REQUIRE(out.data.size() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // -- requests to the peer -----------------------------------------------------
 
 BOOST_FIXTURE_TEST_SUITE(requests_out, fixture)
