@@ -191,6 +191,24 @@ std::vector<seed> seeds() {
     p.user(user_op::stats);
     add("hostile_actor_acks", p);
   }
+  {
+    // Acknowledgements on the peer's SendData: of the agent's own
+    // send_data, of an unknown id, and a list over the limit.
+    program p;
+    p.user(user_op::send_data, 64);
+    p.operation(op::acked_send_data)
+        .u8(1)
+        .u8(2)
+        .u8(0)
+        .u8(0xff)
+        .u64(4242)
+        .u16(16);
+    p.operation(op::acked_send_data).u8(0).u8(19);
+    for (int i = 0; i < 19; ++i)
+      p.u8(0);
+    p.u16(8);
+    add("piggybacked_acks", p);
+  }
   return out;
 }
 

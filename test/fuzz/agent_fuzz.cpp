@@ -510,13 +510,17 @@ private:
     return in.u64();
   }
 
-  void respond(program_reader& in) {
+  /// One of the agent's requests (u8 which), or an explicit u64 id after
+  /// 0xff or while the agent has sent none.
+  uint64_t pick_request_id(program_reader& in) {
     auto which = in.u8();
-    uint64_t id = 0;
     if (agent_requests_.empty() || which == 0xff)
-      id = in.u64();
-    else
-      id = agent_requests_[which % agent_requests_.size()];
+      return in.u64();
+    return agent_requests_[which % agent_requests_.size()];
+  }
+
+  void respond(program_reader& in) {
+    auto id = pick_request_id(in);
     auto body = in.u8() % 5;
     auto status_byte = in.u8() % 13;
     auto status = status_byte <= pb::INTERNAL
@@ -731,6 +735,21 @@ private:
         ack.mutable_actor_ack()->set_messages(in.u32());
         ack.mutable_actor_ack()->set_bytes(in.u32());
         send_frame(ack);
+        break;
+      }
+      case op::acked_send_data: {
+        if (in.u8() & 1)
+          send_frame(pb::make_hello(pb::protocol_version, max_message_len,
+                                    recv_depth, true, pb::EXT_PIGGYBACK_ACKS));
+        auto n = in.u8() % 20;
+        std::vector<uint64_t> ids;
+        for (int i = 0; i < n; ++i)
+          ids.push_back(pick_request_id(in));
+        uint64_t len = in.u16() % max_message_len;
+        auto msg = pb::make_send_data(next_id_++, len);
+        for (auto id : ids)
+          msg.mutable_request()->mutable_send_data()->add_acked(id);
+        send_frame(msg, len);
         break;
       }
       default:

@@ -44,6 +44,12 @@ enum class op : uint8_t {
   /// control, window u8 messages u16 bytes), u32 messages, u32 bytes: the
   /// peer sends ActorAck (a hostile one acks more than was sent).
   actor_ack,
+  /// u8 flags (bit 0: first a Hello offering cumulative and piggybacked
+  /// acknowledgements), u8 count (modulo 20: may pass the limit of 16),
+  /// then per id u8 which (as in `respond`: one of the agent's requests,
+  /// 0xff: u64 id follows), then u16 length: the peer sends SendData of
+  /// that length carrying those acknowledgements (SendData.acked).
+  acked_send_data,
   count,
 };
 
