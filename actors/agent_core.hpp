@@ -628,6 +628,8 @@ private:
   void on_also_acked(const protocol::Response& res);
   void attach_acks(protocol::Message& msg, size_t room);
   void on_piggybacked_acks(const protocol::SendData& req);
+  void complete_acked(const google::protobuf::RepeatedField<uint64_t>& ids,
+                      const protocol::Response& res, uint64_t& taken);
   bool release_late_alloc(const protocol::Response& res);
   void on_hello(const protocol::Hello& hello);
   void on_goodbye(const protocol::Goodbye& bye);

@@ -437,15 +437,24 @@ void agent_core::on_piggybacked_acks(const pb::SendData& req) {
     r.mutable_send_data()->set_status(pb::OK);
     return r;
   }();
-  for (auto id : req.acked()) {
+  complete_acked(req.acked(), ok, counters_.piggybacked_acks_received);
+}
+
+/// Completes each pending request in `ids` with `res` (an OK
+/// SendDataResponse), counting it in `taken`; ids that are not pending are
+/// counted and dropped like any unknown id.
+void agent_core::complete_acked(
+    const google::protobuf::RepeatedField<uint64_t>& ids,
+    const pb::Response& res, uint64_t& taken) {
+  for (auto id : ids) {
     if (pending_.count(id) == 0) {
       ++counters_.protocol_errors;
       if (!forget_late(id))
         count_noise("an acknowledgement of an unknown request");
       continue;
     }
-    ++counters_.piggybacked_acks_received;
-    complete(id, &ok, caf::error{});
+    ++taken;
+    complete(id, &res, caf::error{});
   }
 }
 
@@ -465,16 +474,8 @@ void agent_core::on_also_acked(const pb::Response& res) {
     count_noise("a refusal that acknowledged more requests");
     return;
   }
-  for (auto id : res.send_data().also_acked()) {
-    if (pending_.count(id) == 0) {
-      ++counters_.protocol_errors;
-      if (!forget_late(id))
-        count_noise("an acknowledgement of an unknown request");
-      continue;
-    }
-    ++counters_.merged_acks_received;
-    complete(id, &res, caf::error{});
-  }
+  complete_acked(res.send_data().also_acked(), res,
+                 counters_.merged_acks_received);
 }
 
 // -- responses and Hello ------------------------------------------------------

@@ -265,6 +265,14 @@ struct fixture {
     core->on_frame(frame(msg, payload), t0);
   }
 
+  /// Starts the core and returns the Hello it posted.
+  const pb::Hello& our_hello() {
+    core->start();
+    BOOST_REQUIRE(!out.posted.empty());
+    BOOST_REQUIRE(out.posted.front().msg.has_hello());
+    return out.posted.front().msg.hello();
+  }
+
   /// The response of the last posted frame.
   const pb::Response& last_response() {
     BOOST_REQUIRE(!out.posted.empty());
@@ -585,11 +593,7 @@ pb::Message piggyback_hello(bool ride) {
 BOOST_FIXTURE_TEST_SUITE(piggybacked_acks, fixture)
 
 BOOST_AUTO_TEST_CASE(our_hello_offers_acks_on_send_data) {
-  core->start();
-  BOOST_REQUIRE(!out.posted.empty());
-  BOOST_REQUIRE(out.posted.front().msg.has_hello());
-  auto ext = out.posted.front().msg.hello().extensions();
-  BOOST_TEST((ext & pb::EXT_PIGGYBACK_ACKS) != 0u);
+  BOOST_TEST((our_hello().extensions() & pb::EXT_PIGGYBACK_ACKS) != 0u);
 }
 
 BOOST_AUTO_TEST_CASE(gathered_acks_ride_on_our_next_send_data) {
@@ -1389,9 +1393,7 @@ struct rendezvous_fixture : fixture {
 BOOST_FIXTURE_TEST_SUITE(rendezvous, rendezvous_fixture)
 
 BOOST_AUTO_TEST_CASE(our_hello_offers_rendezvous_up_to_the_max_message_len) {
-  core->start();
-  BOOST_REQUIRE(!out.posted.empty());
-  auto& h = out.posted.front().msg.hello();
+  auto& h = our_hello();
   BOOST_TEST((h.extensions() & pb::EXT_RENDEZVOUS) != 0u);
   BOOST_TEST(h.max_rendezvous_bytes() == opts.max_message_len_bytes);
   // Eager size = max message length: no offer.
