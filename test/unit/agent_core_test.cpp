@@ -590,7 +590,16 @@ pb::Message piggyback_hello(bool ride) {
 
 } // namespace
 
-BOOST_FIXTURE_TEST_SUITE(piggybacked_acks, fixture)
+/// The fixture, plus our own send_data of `len` bytes (answer ignored).
+struct piggyback_fixture : fixture {
+  void send_ours(size_t len) {
+    auto mr = pool->allocate(len, 64, transport::access::all);
+    BOOST_REQUIRE(mr);
+    core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  }
+};
+
+BOOST_FIXTURE_TEST_SUITE(piggybacked_acks, piggyback_fixture)
 
 BOOST_AUTO_TEST_CASE(our_hello_offers_acks_on_send_data) {
   BOOST_TEST((our_hello().extensions() & pb::EXT_PIGGYBACK_ACKS) != 0u);
@@ -603,9 +612,7 @@ BOOST_AUTO_TEST_CASE(gathered_acks_ride_on_our_next_send_data) {
   BOOST_TEST(out.posted.empty());
   BOOST_TEST(out.ack_flushes == 1);
   BOOST_TEST(core->acks_may_ride());
-  auto mr = pool->allocate(8, 64, transport::access::all);
-  BOOST_REQUIRE(mr);
-  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  send_ours(8);
   BOOST_REQUIRE(out.posted.size() == 1u);
   auto& sd = out.posted[0].msg.request().send_data();
   BOOST_REQUIRE(sd.acked_size() == 2);
@@ -623,9 +630,7 @@ BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
   receive(piggyback_hello(true));
   receive(pb::make_send_data(1, 1), "a");
   auto chunk_max = max_message_len - pb::max_frame_overhead;
-  auto mr = pool->allocate(chunk_max, 64, transport::access::all);
-  BOOST_REQUIRE(mr);
-  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  send_ours(chunk_max);
   BOOST_REQUIRE(out.posted.size() == 1u);
   BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
   BOOST_TEST(core->acks_may_ride());
@@ -636,9 +641,7 @@ BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
   for (uint64_t id = 2; id <= 5; ++id)
     receive(pb::make_send_data(id, 1), "z");
   auto room = pb::piggyback_ack_overhead(2);
-  auto mr2 = pool->allocate(chunk_max - room, 64, transport::access::all);
-  BOOST_REQUIRE(mr2);
-  core->send_data(*mr2, t0, [](caf::expected<uint64_t>) {});
+  send_ours(chunk_max - room);
   BOOST_REQUIRE(out.posted.size() == 3u);
   BOOST_TEST(out.posted[2].msg.request().send_data().acked_size() == 2);
   core->flush_acks();
@@ -651,9 +654,7 @@ BOOST_AUTO_TEST_CASE(without_the_offer_acks_get_a_response) {
   receive(piggyback_hello(false));
   receive(pb::make_send_data(1, 1), "a");
   BOOST_TEST(!core->acks_may_ride());
-  auto mr = pool->allocate(8, 64, transport::access::all);
-  BOOST_REQUIRE(mr);
-  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  send_ours(8);
   BOOST_REQUIRE(out.posted.size() == 1u);
   BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
   core->flush_acks();
