@@ -154,17 +154,20 @@ void arm_sweep(self_ptr self) {
 /// back twice, without a timer.  First this activation ends, so the user
 /// actors we just handed data to (queued first on this worker) run and
 /// may answer with a send; then, if messages wait in our mailbox (such an
-/// answer), the flush goes behind them.  Acknowledgements a send took
-/// leave nothing to flush.  The cost where nobody answers: one more trip
-/// through the worker's queue before the response goes.
+/// answer), the flush goes behind them and this activation goes on with
+/// them (ending it there too cost one more activation per round trip, to
+/// no purpose: what may carry the acks is already queued).
+/// Acknowledgements a send took leave nothing to flush.  The cost where
+/// nobody answers: one more trip through the worker's queue before the
+/// response goes.
 void on_flush_acks(self_ptr self) {
   auto& st = self->state;
   auto hold = st.core->acks_may_ride()
               && (st.ack_flush_holds == 0
                   || (st.ack_flush_holds == 1 && !self->mailbox().empty()));
   if (hold) {
-    ++st.ack_flush_holds;
-    st.yield_now = true;
+    if (st.ack_flush_holds++ == 0)
+      st.yield_now = true;
     self->send(self, flush_acks_atom::value);
     return;
   }
