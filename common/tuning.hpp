@@ -25,6 +25,15 @@ constexpr size_t cq_batch = 32;
 /// reads the socket".
 constexpr uint32_t empty_polls_per_yield = 16;
 
+/// A polling transport actor with nothing in flight reads the clock for
+/// its `poll-budget-us` only every this many polls; completions and posts
+/// in between only mark activity, stamped at the next reading.  The budget
+/// may run this many polls long.  In the Soft-RoCE VM the clock source is
+/// the HPET and one `steady_clock::now()` is a system call of ~3 us, read
+/// on every poll it was the top symbol of a raw ping-pong's profile (10 %);
+/// docs/benchmarks.md, "The clock in the VM".
+constexpr uint32_t polls_per_clock_read = 16;
+
 /// Operations that may wait for credits or send-queue entries; more fail
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;

@@ -75,9 +75,14 @@ struct transport_state : link_observer {
 
   /// How completions are awaited (see completion_mode.hpp).
   polling how;
-  /// adaptive: the last completion or post; polling goes on for
-  /// poll_budget_us after it.
+  /// adaptive: the last completion or post, as of the last clock reading;
+  /// polling goes on for poll_budget_us after it.
   std::chrono::steady_clock::time_point last_activity;
+  /// A completion or post since the last clock reading: the next reading
+  /// stamps `last_activity` (see tuning::polls_per_clock_read).
+  bool active_since_reading = false;
+  /// Polls since the last clock reading.
+  uint32_t polls_since_reading = 0;
   /// A `poll_atom` to ourselves is in the mailbox.
   bool poll_pending = false;
   /// The last message was a poll: the activation ends so that what waits
@@ -183,13 +188,13 @@ void on_posted(self_ptr self) {
   auto& st = self->state;
   if (st.how.mode == completion_mode::event || st.down())
     return;
-  st.last_activity = std::chrono::steady_clock::now();
+  st.active_since_reading = true;
   schedule_poll(self);
 }
 
 /// True while the polling modes keep polling instead of arming the CQ.
-bool keep_polling(const transport_state& st,
-                  std::chrono::steady_clock::time_point now) {
+/// Reads the clock only every `tuning::polls_per_clock_read` calls.
+bool keep_polling(transport_state& st) {
   switch (st.how.mode) {
     case completion_mode::event:
       return false;
@@ -198,9 +203,19 @@ bool keep_polling(const transport_state& st,
     case completion_mode::adaptive:
       break;
   }
-  return st.path->in_flight() > 0
-         || now - st.last_activity
-                < std::chrono::microseconds{st.how.poll_budget_us};
+  if (st.path->in_flight() > 0)
+    return true;
+  if (++st.polls_since_reading < tuning::polls_per_clock_read)
+    return true;
+  st.polls_since_reading = 0;
+  auto now = std::chrono::steady_clock::now();
+  if (st.active_since_reading) {
+    st.active_since_reading = false;
+    st.last_activity = now;
+    return true;
+  }
+  return now - st.last_activity
+         < std::chrono::microseconds{st.how.poll_budget_us};
 }
 
 /// Handles every completion there is, then either polls again later (see
@@ -220,10 +235,9 @@ void drain_cq(self_ptr self) {
   if (path.down())
     return;
   if (st.how.mode != completion_mode::event) {
-    auto now = std::chrono::steady_clock::now();
     if (n > 0)
-      st.last_activity = now;
-    if (keep_polling(st, now)) {
+      st.active_since_reading = true;
+    if (keep_polling(st)) {
       // An empty poll offers the core to runnable threads (a fabric's own
       // thread, or workers when there are more threads than cores):
       // spinning past them is what makes polling slower than events on a
@@ -245,7 +259,7 @@ void drain_cq(self_ptr self) {
   // arming would not notify.
   if (path.poll() > 0 && !path.down()
       && st.how.mode != completion_mode::event) {
-    st.last_activity = std::chrono::steady_clock::now();
+    st.active_since_reading = true;
     schedule_poll(self);
   }
 }
