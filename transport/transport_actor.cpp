@@ -377,6 +377,11 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
                             : make_error(errc::closed, "transport closed"));
   });
   return {
+      // Polls first (CAF tries the handlers in order; see agent.cpp).
+      [self](poll_atom) {
+        self->state.poll_pending = false;
+        drain_cq(self);
+      },
       [self](send_atom, std::vector<uint8_t>& header, local_mr& payload) {
         return request_op(self, op_kind::send, std::move(header),
                           std::move(payload), mr_token{});
@@ -416,10 +421,6 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
       [self](cq_event_atom) {
         // The notification consumed the arming.
         self->state.path->notified();
-        drain_cq(self);
-      },
-      [self](poll_atom) {
-        self->state.poll_pending = false;
         drain_cq(self);
       },
       [self](repost_atom, uint32_t) {
