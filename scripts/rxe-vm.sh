@@ -33,6 +33,8 @@
 #   RXE_VM_RW       host directories to mount writable (default: none)
 #   RXE_VM_KVER     kernel version to boot (default: newest with rdma_rxe)
 #   RXE_VM_VERBOSE  1: print the boot steps and timings to stderr
+#   RXE_VM_APPEND   extra kernel command line arguments (default: none),
+#                   e.g. "tsc=reliable clocksource=tsc" (scripts/bench.sh)
 #
 # The initramfs is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/rdmactor-vm
 # and rebuilt when the kernel, its modules or this script change.
@@ -338,7 +340,7 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
   -accel tcg -cpu max -smp "$cpus" -m "$mem" \
   -nic none -display none -vga none -monitor none -no-reboot \
   "${boot_args[@]}" -initrd "$initrd" \
-  -append "console=ttyS0 panic=-1 $quiet rdinit=/init" \
+  -append "console=ttyS0 panic=-1 $quiet ${RXE_VM_APPEND:-} rdinit=/init" \
   -serial "file:$ctl/console.log" \
   -chardev "file,id=out,path=$ctl/out" -serial chardev:out \
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
