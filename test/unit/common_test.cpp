@@ -5,11 +5,14 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include <sys/resource.h>
 
 #include <caf/actor_system.hpp>
+#include <caf/config.hpp>
+#include <caf/logger.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <string>
 
@@ -484,6 +487,28 @@ BOOST_AUTO_TEST_CASE(a_dry_mailbox_or_an_end_returns_at_once_unasked) {
     BOOST_TEST(a.asked == 1u);
   }
 }
+
+#if CAF_LOG_LEVEL == CAF_LOG_LEVEL_QUIET
+BOOST_AUTO_TEST_CASE(an_activation_detaches_its_thread_from_cafs_logger) {
+  // libcaf logs nothing here, yet tags every activation for its logger
+  // while the thread has one (a mutex and a hash map per activation).
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  bool before = false;
+  bool after = true;
+  std::thread worker{[&] {
+    caf::logger::set_current_actor_system(&sys); // as a CAF worker starts
+    before = caf::logger::current_logger() != nullptr;
+    fake_actor a;
+    run_activation(
+        1, [&] { return a.resume_one(); }, [] { return false; });
+    after = caf::logger::current_logger() != nullptr;
+  }};
+  worker.join();
+  BOOST_TEST(before);
+  BOOST_TEST(!after);
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(the_agent_yields_after_about_one_large_message) {
   // Below it, small messages never end an activation early (8 per
