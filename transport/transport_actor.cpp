@@ -83,8 +83,13 @@ struct transport_state : link_observer {
   bool active_since_reading = false;
   /// Polls since the last clock reading.
   uint32_t polls_since_reading = 0;
-  /// A `poll_atom` to ourselves is in the mailbox.
-  bool poll_pending = false;
+  /// The next poll runs in `transport_runner::resume`, without a message
+  /// (the runner's flag: it outlives this state, see there).
+  std::atomic<bool>* poll_wanted = nullptr;
+  /// `drain_cq` runs from `resume`, outside any message handler.
+  bool in_direct_poll = false;
+  /// The link went down during such a poll: quit from a handler.
+  bool quit_deferred = false;
   /// The last message was a poll: the activation ends so that what waits
   /// on this worker runs before our next poll (see transport_runner).
   bool yield_now = false;
@@ -165,20 +170,27 @@ struct transport_state : link_observer {
   void on_down(const caf::error& cause) override {
     if (auto sub = subscriber_now())
       self->send(sub, qp_down_atom::value, cause);
+    if (in_direct_poll) {
+      // Outside a handler CAF would not clean up after `quit`: let the
+      // poll handler quit.
+      quit_deferred = true;
+      self->send(self, poll_atom::value);
+      return;
+    }
     self->quit(cause);
   }
 };
 
-/// Sends ourselves the next poll unless one is in the mailbox already.
-/// The message goes behind whatever else waits for this actor, and CAF
-/// gives the worker to other actors after `scheduler.max-throughput`
-/// messages, so polling never holds a worker for good.
+/// Asks for the next poll.  It runs when this activation ends, in
+/// `transport_runner::resume` and without a message (a message and its
+/// dispatch cost about twice the poll itself), behind whatever else waits
+/// for this actor or on this worker; CAF gives the worker to other actors
+/// in between, so polling never holds a worker for good.
 void schedule_poll(self_ptr self) {
   auto& st = self->state;
-  if (st.poll_pending || st.down())
+  if (st.down())
     return;
-  st.poll_pending = true;
-  self->send(self, poll_atom::value);
+  st.poll_wanted->store(true, std::memory_order_relaxed);
 }
 
 /// Work was posted: in the polling modes, start polling now rather than
@@ -379,7 +391,10 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
   return {
       // Polls first (CAF tries the handlers in order; see agent.cpp).
       [self](poll_atom) {
-        self->state.poll_pending = false;
+        if (self->state.quit_deferred) {
+          self->quit(self->state.path->failure());
+          return;
+        }
         drain_cq(self);
       },
       [self](send_atom, std::vector<uint8_t>& header, local_mr& payload) {
@@ -483,6 +498,17 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
 /// us.  A polling transport would otherwise go on polling, up to
 /// `scheduler.max-throughput` system calls, before they run (measured:
 /// send ping-pong 8 B p50 72 us instead of 31 us).
+///
+/// Polls run here, not as messages (`schedule_poll` sets `poll_wanted_`):
+/// a poll message cost a mailbox element, CAF's dispatch and its `resume`
+/// bookkeeping, about twice the poll (callgrind, docs/benchmarks.md, "Polls
+/// without messages").  The rule that keeps this safe: CAF resumes an
+/// actor only while it is scheduled, and `resume` returning
+/// `awaiting_message` gives that up (the mailbox is blocked; the next
+/// message schedules it again, maybe on another worker).  So a wanted poll
+/// either keeps the actor scheduled (`resume_later`, after taking back a
+/// mailbox that nobody wrote to since it was blocked) or becomes a message
+/// when someone did.
 class transport_runner
     : public caf::stateful_actor<transport_state, transport_actor::base> {
 public:
@@ -493,6 +519,7 @@ public:
       : super(cfg), opened_(std::move(opened)), how_(how) {}
 
   behavior_type make_behavior() override {
+    state.poll_wanted = &poll_wanted_;
     return transport_impl(this, std::move(opened_), how_);
   }
 
@@ -501,16 +528,53 @@ public:
                                        size_t max_throughput) override {
     // Not after a result other than resume_later: the actor may already
     // run on another worker then, or its state be gone.
-    if (!getf(is_terminated_flag))
+    if (!getf(is_terminated_flag)) {
       state.yield_now = false;
-    return run_activation(
+      // A wanted poll runs here when nothing else waits, or when the last
+      // activation ran messages: under a stream of messages, polls and
+      // messages take turns, so the stream cannot hold the poll (and the
+      // credits it reaps) off.
+      if ((!polled_last_ || mailbox().empty())
+          && poll_wanted_.exchange(false)) {
+        polled_last_ = true;
+        detach_caf_logger();
+        context(ctx);
+        state.in_direct_poll = true;
+        drain_cq(this);
+        state.in_direct_poll = false;
+        if (poll_wanted_.load(std::memory_order_relaxed))
+          return caf::resumable::resume_later;
+      }
+    }
+    polled_last_ = false;
+    auto result = run_activation(
         max_throughput, [&] { return super::resume(ctx, 1); },
         [&] { return state.yield_now; });
+    // From here on only the flag and the mailbox: after awaiting_message
+    // another worker may run this actor.
+    if (result != caf::resumable::awaiting_message
+        || !poll_wanted_.exchange(false))
+      return result;
+    if (mailbox().try_unblock()) {
+      // Nobody wrote to the mailbox since CAF blocked it: still ours.
+      poll_wanted_.store(true, std::memory_order_relaxed);
+      return caf::resumable::resume_later;
+    }
+    // A message came and scheduled us again: the poll goes behind it.
+    caf::anon_send(caf::actor_cast<transport_actor>(this), poll_atom::value);
+    return result;
   }
 
 private:
   caf::expected<std::shared_ptr<link>> opened_;
   polling how_;
+  /// A poll is wanted (`schedule_poll`).  A member of the actor, not of
+  /// its state: after `awaiting_message` the state may be gone (CAF
+  /// destroys it when the actor exits on another worker), the actor not
+  /// (the worker holds a reference while it runs `resume`).
+  std::atomic<bool> poll_wanted_{false};
+  /// The last activation was a poll without a message.
+  bool polled_last_ = false;
 };
 
 } // namespace
