@@ -8,6 +8,7 @@
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
+#include "transport/direct_poll.hpp"
 
 namespace rdmactor {
 
@@ -28,19 +29,26 @@ namespace agent_detail {
 
 void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
   // No answer wanted: a failed send takes the connection down (qp_down).
-  self_->send(self_->state.transport, transport::post_atom::value,
-              std::move(header), std::move(payload));
+  auto& st = self_->state;
+  if (st.driver.driving()) {
+    st.driver.path().submit(transport::op_kind::send, std::move(header),
+                            std::move(payload), mr_token{}, 0);
+    st.driver.posted();
+    return;
+  }
+  // Shutting down: the transport has the link (behind our Goodbye).
+  self_->send(st.transport, transport::post_atom::value, std::move(header),
+              std::move(payload));
 }
 
 void actor_sink::read(local_mr dst, const mr_token& src,
                       std::function<void(const caf::error&)> done) {
-  // The transport answers every READ, or fails it when the link goes;
-  // when this actor goes first, the answer (and `done`) goes with it.
-  self_
-      ->request(self_->state.transport, caf::infinite,
-                transport::read_atom::value, std::move(dst), src)
-      .then([done](uint64_t) { done(caf::error{}); },
-            [done](caf::error& err) { done(err); });
+  // The link answers every READ; when it goes down, or this actor goes
+  // first, `done` goes with it.
+  submit_op(self_, transport::op_kind::read, std::move(dst), src, std::nullopt,
+            [done](caf::expected<uint64_t> result) {
+              done(result ? caf::error{} : result.error());
+            });
 }
 
 void actor_sink::deliver_data(local_mr chunk) {
@@ -107,8 +115,13 @@ void actor_sink::deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
 }
 
 void actor_sink::disconnect(const caf::error& reason) {
-  // The transport's exit comes back to us (linked) and shuts us down.
-  self_->send_exit(self_->state.transport, reason);
+  // Maybe from inside the link's poll: shut down from a handler, and drop
+  // what the peer sends meanwhile.
+  auto& st = self_->state;
+  if (st.link_failing)
+    return;
+  st.link_failing = true;
+  self_->send(self_, transport::qp_down_atom::value, reason);
 }
 
 void actor_sink::schedule_ack_flush() {
@@ -216,6 +229,9 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
       drain_one_sided(self, st.drain_reason, st.drain_error, true);
     return;
   }
+  // The transport takes the link over with our next message to it (the
+  // Goodbye, or our exit): it closes the queue pair.
+  st.return_link();
   const auto& peer = core.link().peer;
   auto code = code_of(cause);
   // `reason`: what the agent quits with (the down reason users see);
@@ -301,14 +317,22 @@ void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
 
 namespace {
 
-agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
+agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
                                       link_params link, memory_pool_ptr pool,
                                       allocator_actor allocator, options opts,
                                       actor_directory_ptr node_actors) {
   auto& st = self->state;
-  st.transport = std::move(transport);
+  st.transport = std::move(parked.transport);
+  st.handoff = std::move(parked.handoff);
   st.allocator = std::move(allocator);
   st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
+  st.driver.init(transport::usable_polling(self->home_system(), parked.how),
+                 st.poll_wanted);
+  if (st.handoff) {
+    if (auto dl = st.handoff->take())
+      st.driver.start(std::move(dl), st.events,
+                      caf::actor_cast<caf::weak_actor_ptr>(self));
+  }
   start_remote_actors(self, std::move(node_actors));
   self->link_to(st.transport);
   // An exit from anyone but our transport is a local close (the user's
@@ -366,12 +390,26 @@ agent_actor::behavior_type agent_impl(self_ptr self, transport_actor transport,
       // (a type check each, then the atom), so a frame, a held ack flush or
       // a send found at the end of this list cost about a hundred failed
       // matches per send round trip (callgrind).
+      [self](transport::poll_atom) {
+        self->state.driver.drain();
+        self->state.yield_now = true;
+        after_poll(self, true);
+      },
+      [self](transport::cq_event_atom) {
+        // The notification consumed the arming.
+        self->state.driver.notified();
+        after_poll(self, true);
+      },
+      [self](flush_acks_atom) { on_flush_acks(self); },
+      [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
+      [self](transport::repost_atom, uint32_t) {
+        self->state.driver.reclaim();
+      },
+      // Frames from the transport: only after it took the link over.
       [self](transport::recv_atom, local_mr& buf) {
         self->state.core->on_frame(buf, self->clock().now());
         after_frame(self);
       },
-      [self](flush_acks_atom) { on_flush_acks(self); },
-      [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
       [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
              const std::vector<char>& bytes, bool down) {
         post_actor_message(self, target, sender, mid, bytes, down);
@@ -571,15 +609,15 @@ class agent_runner
 public:
   using super = caf::stateful_actor<agent_state, agent_actor::base>;
 
-  agent_runner(caf::actor_config& cfg, transport_actor transport,
-               link_params link, memory_pool_ptr pool,
-               allocator_actor allocator, options opts,
+  agent_runner(caf::actor_config& cfg, parked_link transport, link_params link,
+               memory_pool_ptr pool, allocator_actor allocator, options opts,
                actor_directory_ptr node_actors)
       : super(cfg), transport_(std::move(transport)), link_(std::move(link)),
         pool_(std::move(pool)), allocator_(std::move(allocator)),
         opts_(std::move(opts)), node_actors_(std::move(node_actors)) {}
 
   behavior_type make_behavior() override {
+    state.poll_wanted = &polls_.wanted;
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),
                       std::move(node_actors_));
@@ -591,21 +629,33 @@ public:
                                        size_t max_throughput) override {
     // Not after a result other than resume_later: the actor may already
     // run on another worker then, or its state be gone.
-    if (!getf(is_terminated_flag)) {
+    bool alive = !getf(is_terminated_flag);
+    if (alive) {
       state.activation_delivered_bytes = 0;
       state.yield_now = false;
     }
-    return run_activation(
-        max_throughput, [&] { return super::resume(ctx, 1); },
+    return transport::resume_with_polls<agent_actor>(
+        this, polls_, alive,
         [&] {
-          return state.yield_now
-                 || state.activation_delivered_bytes
-                        >= tuning::agent_yield_after_bytes;
+          detach_caf_logger();
+          context(ctx);
+          state.driver.drain();
+          after_poll(this, false);
+        },
+        [&] {
+          return run_activation(
+              max_throughput, [&] { return super::resume(ctx, 1); },
+              [&] {
+                return state.yield_now
+                       || state.activation_delivered_bytes
+                              >= tuning::agent_yield_after_bytes;
+              });
         });
   }
 
 private:
-  transport_actor transport_;
+  parked_link transport_;
+  transport::direct_poll polls_;
   link_params link_;
   memory_pool_ptr pool_;
   allocator_actor allocator_;
@@ -618,7 +668,7 @@ private:
 } // namespace agent_detail
 
 agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::transport_actor transport,
+                        transport::parked_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors) {

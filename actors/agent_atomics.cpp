@@ -40,21 +40,25 @@ caf::expected<mr_token> atomic_word(self_ptr self, const char* what,
   return token;
 }
 
-/// Posts an atomic and keeps `word` alive until the transport answers (as
-/// `one_sided` does for WRITE and READ: the ReleaseMR of a dropped handle
-/// must not overtake the operation).  `post(token)` sends the request to
-/// the transport and returns its handle.  The transport answers every
-/// operation, or fails it when the connection goes, so no timeout of its
-/// own is needed; the user's request has one.
-template <class Post>
+/// Posts an atomic `kind` on the agent's link and keeps `word` alive until
+/// it completes (as `one_sided` does for WRITE and READ: the ReleaseMR of a
+/// dropped handle must not overtake the operation).  The link answers
+/// every operation, or the drain fails it when the connection goes, so no
+/// timeout of its own is needed; the user's request has one.
 caf::result<uint64_t> atomic(self_ptr self, const char* what, remote_mr word,
-                             Post post) {
+                             transport::op_kind kind, uint64_t compare_add,
+                             uint64_t swap) {
   auto token = atomic_word(self, what, word);
   if (!token)
     return std::move(token.error());
   return run_one_sided(self, std::move(word), [&](auto finish) {
-    post(*token).then([finish](uint64_t old) mutable { finish(old); },
-                      [finish](caf::error& err) mutable { finish(err); });
+    submit_atomic_op(self, kind, *token, compare_add, swap,
+                     [finish](caf::expected<uint64_t> old) mutable {
+                       if (old)
+                         finish(*old);
+                       else
+                         finish(old.error());
+                     });
   });
 }
 
@@ -62,21 +66,15 @@ caf::result<uint64_t> atomic(self_ptr self, const char* what, remote_mr word,
 
 caf::result<uint64_t> fetch_add_on_peer(self_ptr self, remote_mr word,
                                         uint64_t add) {
-  return atomic(self, "fetch_add", std::move(word), [self, add](mr_token t) {
-    return self->request(self->state.transport, caf::infinite,
-                         fetch_add_atom::value, t, add);
-  });
+  return atomic(self, "fetch_add", std::move(word),
+                transport::op_kind::fetch_add, add, 0);
 }
 
 caf::result<uint64_t> compare_swap_on_peer(self_ptr self, remote_mr word,
                                            uint64_t expected,
                                            uint64_t desired) {
   return atomic(self, "compare_swap", std::move(word),
-                [self, expected, desired](mr_token t) {
-                  return self->request(self->state.transport, caf::infinite,
-                                       compare_swap_atom::value, t, expected,
-                                       desired);
-                });
+                transport::op_kind::compare_swap, expected, desired);
 }
 
 } // namespace rdmactor::agent_detail

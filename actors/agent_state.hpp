@@ -22,10 +22,12 @@
 #include "actors/remote_actors.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
+#include "transport/link_driver.hpp"
 
 namespace rdmactor::agent_detail {
 
 using transport::link_params;
+using transport::parked_link;
 using transport::transport_actor;
 
 using clock_type = std::chrono::steady_clock;
@@ -133,10 +135,77 @@ private:
   self_ptr self_;
 };
 
-struct agent_state {
-  explicit agent_state(self_ptr self) : sink(self) {}
+/// What an operation's caller hears when it completes: the bytes moved
+/// (an atomic: the word's old value), or why it failed.
+using op_done = std::function<void(caf::expected<uint64_t>)>;
 
+/// The callers of operations in flight on the agent's link, by the cookie
+/// the link reports them with (slot + 1; 0 is "nobody waits").
+class op_table {
+public:
+  uint64_t add(op_done fn) {
+    if (free_.empty()) {
+      slots_.push_back(std::move(fn));
+      return slots_.size();
+    }
+    auto i = free_.back();
+    free_.pop_back();
+    slots_[i] = std::move(fn);
+    return i + 1;
+  }
+
+  /// Removes and returns the caller of `cookie` (empty for an unknown one).
+  op_done take(uint64_t cookie) {
+    if (cookie == 0 || cookie > slots_.size() || !slots_[cookie - 1])
+      return op_done{};
+    auto i = static_cast<size_t>(cookie - 1);
+    auto fn = std::move(slots_[i]);
+    slots_[i] = op_done{};
+    free_.push_back(i);
+    return fn;
+  }
+
+private:
+  std::vector<op_done> slots_;
+  std::vector<size_t> free_;
+};
+
+/// Hears the agent's link (agent.cpp): frames go to the core, completions
+/// to their callers, a failure becomes a `qp_down_atom` to the agent.
+/// Called from inside the link's calls, on the agent's activation.
+class link_events final : public transport::link_observer {
+public:
+  explicit link_events(self_ptr self) : self_(self) {}
+
+  void on_done(uint64_t cookie, caf::expected<uint64_t> result) override;
+  void on_message(local_mr msg) override;
+  void on_imm(uint32_t imm, uint32_t bytes) override;
+  void on_down(const caf::error& cause) override;
+
+private:
+  self_ptr self_;
+};
+
+struct agent_state {
+  explicit agent_state(self_ptr self) : events(self), sink(self) {}
+
+  /// The transport actor, parked: it relays keepalive ticks, and takes the
+  /// link over when the agent is done with it (graceful close, draining).
   transport_actor transport;
+  /// Drives the connection's link while the agent lives: posts and polls
+  /// from the agent's own activations (transport/link_driver.hpp).
+  transport::link_driver driver;
+  /// Where the link came from and goes back to (`return_link`).
+  std::shared_ptr<transport::link_handoff> handoff;
+  link_events events;
+  op_table ops;
+  /// The runner's poll flag (transport/direct_poll.hpp).
+  std::atomic<bool>* poll_wanted = nullptr;
+  /// Frames arrived since `after_poll` last ran.
+  bool frames_seen = false;
+  /// The link failed or the core asked to disconnect: frames from now on
+  /// are dropped (a `qp_down_atom` to ourselves shuts down).
+  bool link_failing = false;
   actor_sink sink;
   /// Remote actors of this connection (actors/agent_remote_actors.cpp).
   remote_actors_ptr actors;
@@ -194,12 +263,21 @@ struct agent_state {
   /// the transport: it closes the QP when it sees our exit (or when the
   /// graceful close ends), and only then may the memory get a new owner.
   ~agent_state() {
+    return_link();
     if (!core)
       return;
     if (!core->closed())
       close_gracefully(transport, *core,
                        "the last handle to the connection went");
     hand_to_transport(transport, core->take_owned());
+  }
+
+  /// Stops driving the link and leaves it for the transport actor, which
+  /// takes it over with the next message it gets from us (or our exit).
+  /// Idempotent.  After it, posts go to the transport as messages.
+  void return_link() {
+    if (handoff)
+      handoff->put(driver.stop());
   }
 
   /// Asks `tr` to post our Goodbye and close once the peer closed its side
@@ -339,6 +417,27 @@ caf::result<uint64_t> fetch_add_on_peer(self_ptr self, remote_mr word,
                                         uint64_t add);
 caf::result<uint64_t> compare_swap_on_peer(self_ptr self, remote_mr word,
                                            uint64_t expected, uint64_t desired);
+
+// -- the link (agent_link.cpp) ------------------------------------------------
+
+/// Posts an operation a caller waits for (a WRITE, READ or WRITE with
+/// immediate data) on the agent's link; `done` hears how it ended.  Once
+/// the link went back to the transport (shut down), `done` hears `closed`
+/// at once.  From a handler of the agent.
+void submit_op(self_ptr self, transport::op_kind kind, local_mr local,
+               const mr_token& remote, std::optional<uint32_t> imm,
+               op_done done);
+
+/// Posts an atomic on the 8-byte word `word` names; as `submit_op`.
+void submit_atomic_op(self_ptr self, transport::op_kind kind,
+                      const mr_token& word, uint64_t compare_add, uint64_t swap,
+                      op_done done);
+
+/// Runs after the link was polled: what frames that arrived ask of the
+/// actor (`after_frame`).  `in_handler`: called from a message handler;
+/// otherwise (a poll in `resume`) a shutdown they ask for is left to the
+/// `poll_atom` handler, since CAF cleans up after `quit` only there.
+void after_poll(self_ptr self, bool in_handler);
 
 // -- shutdown (agent.cpp) -----------------------------------------------------
 

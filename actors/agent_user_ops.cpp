@@ -272,24 +272,27 @@ caf::error check_one_sided(self_ptr self, const char* what,
   return {};
 }
 
-/// Posts a WRITE or READ and keeps `remote` alive until the transport
-/// answers: a user may drop its `remote_mr` right after the call, and the
-/// ReleaseMR that its last handle sends must not overtake the operation
-/// (the peer would reuse the memory while we still access it).  The
-/// transport answers every operation, or fails it when the connection
-/// goes, so the request needs no timeout of its own; the user's request
-/// has one.
-template <class Atom>
-caf::result<uint64_t> one_sided(self_ptr self, Atom a, const char* what,
-                                local_mr local, remote_mr remote) {
+/// Posts a WRITE or READ on the agent's link and keeps `remote` alive
+/// until it completes: a user may drop its `remote_mr` right after the
+/// call, and the ReleaseMR that its last handle sends must not overtake the
+/// operation (the peer would reuse the memory while we still access it).
+/// The link answers every operation, or the drain fails it when the
+/// connection goes, so the request needs no timeout of its own; the user's
+/// request has one.
+caf::result<uint64_t> one_sided(self_ptr self, transport::op_kind kind,
+                                const char* what, local_mr local,
+                                remote_mr remote) {
   if (auto err = check_one_sided(self, what, local, remote))
     return err;
   auto token = remote.token();
   return run_one_sided(self, std::move(remote), [&](auto finish) {
-    self->request(self->state.transport, caf::infinite, a, std::move(local),
-                  token)
-        .then([finish](uint64_t n) mutable { finish(n); },
-              [finish](caf::error& err) mutable { finish(err); });
+    submit_op(self, kind, std::move(local), token, std::nullopt,
+              [finish](caf::expected<uint64_t> n) mutable {
+                if (n)
+                  finish(*n);
+                else
+                  finish(n.error());
+              });
   });
 }
 
@@ -363,23 +366,26 @@ caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
             finish(err);
             return;
           }
-          self->request(self->state.transport, caf::infinite,
-                        write_with_imm_atom::value, std::move(src), token, imm)
-              .then([finish](uint64_t n) mutable { finish(n); },
-                    [finish](caf::error& e) mutable { finish(e); });
+          submit_op(self, transport::op_kind::write, std::move(src), token, imm,
+                    [finish](caf::expected<uint64_t> n) mutable {
+                      if (n)
+                        finish(*n);
+                      else
+                        finish(n.error());
+                    });
         });
   });
 }
 
 caf::result<uint64_t> write_to_peer(self_ptr self, local_mr src,
                                     remote_mr dst) {
-  return one_sided(self, write_atom::value, "write", std::move(src),
+  return one_sided(self, transport::op_kind::write, "write", std::move(src),
                    std::move(dst));
 }
 
 caf::result<uint64_t> read_from_peer(self_ptr self, local_mr dst,
                                      remote_mr src) {
-  return one_sided(self, read_atom::value, "read", std::move(dst),
+  return one_sided(self, transport::op_kind::read, "read", std::move(dst),
                    std::move(src));
 }
 

@@ -14,12 +14,12 @@ spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
                  actor_directory_ptr node_actors) {
   auto link = transport::link_params_of(*qp);
   auto how = transport::effective_polling(*dev, transport::polling_of(opts));
-  // The transport posts its receives before this returns, so a peer may
-  // talk to us as soon as the caller learns about the connection.
-  auto transport
-      = transport::spawn_transport(sys, std::move(dev), std::move(qp), how);
-  // The agent plays the connection: users' calls reach the transport in
-  // two hops (user -> agent -> transport), answers come back in two.
+  // The receives are posted before this returns, so a peer may talk to us
+  // as soon as the caller learns about the connection.
+  auto transport = transport::spawn_parked_transport(sys, std::move(dev),
+                                                     std::move(qp), how);
+  // The agent plays the connection and drives its link: users' calls reach
+  // the queue pair in one hop (user -> agent), answers come back in one.
   return caf::actor_cast<connection_actor>(
       spawn_agent(sys, std::move(transport), std::move(link), std::move(pool),
                   std::move(allocator), opts, std::move(node_actors)));

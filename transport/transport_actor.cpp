@@ -16,8 +16,9 @@
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
+#include "transport/direct_poll.hpp"
 #include "transport/link.hpp"
-#include "transport/poller.hpp"
+#include "transport/link_driver.hpp"
 
 namespace rdmactor::transport {
 
@@ -67,34 +68,24 @@ using self_ptr = transport_actor::stateful_pointer<transport_state>;
 
 struct transport_state : link_observer {
   self_ptr self = nullptr;
-  /// The data path (transport/link.hpp); null when it failed to open.
-  std::shared_ptr<link> path;
-  /// Only when the fabric cannot notify the actor itself (verbs).
-  std::unique_ptr<cq_poller> poller;
+  /// Drives the data path (transport/link_driver.hpp); drives nothing when
+  /// the link failed to open, or while it is parked (an agent drives it).
+  link_driver driver;
+  /// Parked: where the agent leaves its link when it is done with it.
+  std::shared_ptr<link_handoff> handoff;
+  /// Parked: the connection's parameters (for `subscribe`).
+  link_params parked_params;
   reply_table replies;
 
-  /// How completions are awaited (see completion_mode.hpp).
-  polling how;
-  /// adaptive: the last completion or post, as of the last clock reading;
-  /// polling goes on for poll_budget_us after it.
-  std::chrono::steady_clock::time_point last_activity;
-  /// A completion or post since the last clock reading: the next reading
-  /// stamps `last_activity` (see tuning::polls_per_clock_read).
-  bool active_since_reading = false;
-  /// Polls since the last clock reading.
-  uint32_t polls_since_reading = 0;
-  /// The next poll runs in `transport_runner::resume`, without a message
-  /// (the runner's flag: it outlives this state, see there).
+  /// The runner's poll flag (transport/direct_poll.hpp).
   std::atomic<bool>* poll_wanted = nullptr;
-  /// `drain_cq` runs from `resume`, outside any message handler.
+  /// `drain` runs from `resume`, outside any message handler.
   bool in_direct_poll = false;
   /// The link went down during such a poll: quit from a handler.
   bool quit_deferred = false;
   /// The last message was a poll: the activation ends so that what waits
   /// on this worker runs before our next poll (see transport_runner).
   bool yield_now = false;
-  /// Empty polls in a row (see tuning::empty_polls_per_yield).
-  uint32_t empty_polls = 0;
 
   /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
   transport_subscriber subscriber;
@@ -114,14 +105,12 @@ struct transport_state : link_observer {
 
   static inline const char* name = "rdmactor.transport";
 
-  ~transport_state() override {
-    // Stop the poller before the QP it polls goes away (with the link).
-    poller.reset();
-    path.reset();
+  bool down() const {
+    return driver.down();
   }
 
-  bool down() const {
-    return !path || path->down();
+  link& path() {
+    return driver.path();
   }
 
   /// The subscriber, if there is one and it still lives.
@@ -181,99 +170,32 @@ struct transport_state : link_observer {
   }
 };
 
-/// Asks for the next poll.  It runs when this activation ends, in
-/// `transport_runner::resume` and without a message (a message and its
-/// dispatch cost about twice the poll itself), behind whatever else waits
-/// for this actor or on this worker; CAF gives the worker to other actors
-/// in between, so polling never holds a worker for good.
-void schedule_poll(self_ptr self) {
-  auto& st = self->state;
-  if (st.down())
-    return;
-  st.poll_wanted->store(true, std::memory_order_relaxed);
-}
-
-/// Work was posted: in the polling modes, start polling now rather than
-/// wait for the completion event (a thread hand-off, on verbs also a
-/// system call to re-arm).
-void on_posted(self_ptr self) {
-  auto& st = self->state;
-  if (st.how.mode == completion_mode::event || st.down())
-    return;
-  st.active_since_reading = true;
-  schedule_poll(self);
-}
-
-/// True while the polling modes keep polling instead of arming the CQ.
-/// Reads the clock only every `tuning::polls_per_clock_read` calls.
-bool keep_polling(transport_state& st) {
-  switch (st.how.mode) {
-    case completion_mode::event:
-      return false;
-    case completion_mode::busy:
-      return true;
-    case completion_mode::adaptive:
-      break;
-  }
-  if (st.path->in_flight() > 0)
-    return true;
-  if (++st.polls_since_reading < tuning::polls_per_clock_read)
-    return true;
-  st.polls_since_reading = 0;
-  auto now = std::chrono::steady_clock::now();
-  if (st.active_since_reading) {
-    st.active_since_reading = false;
-    st.last_activity = now;
-    return true;
-  }
-  return now - st.last_activity
-         < std::chrono::microseconds{st.how.poll_budget_us};
-}
-
-/// Handles every completion there is, then either polls again later (see
-/// `keep_polling`) or arms the CQ so that the next completion wakes us.
+/// Drains the CQ (link_driver::drain); the activation ends after it.
 void drain_cq(self_ptr self) {
+  self->state.driver.drain();
+  self->state.yield_now = true;
+}
+
+/// Starts driving `dl` (at spawn, or when a parked transport takes over an
+/// agent's link); quits when it is down already.  From a handler.
+void start_driving(self_ptr self, std::unique_ptr<driven_link> dl) {
   auto& st = self->state;
-  if (st.down())
-    return;
-  auto& path = *st.path;
-  // Polling: the fabric works on our thread (soft: we read the socket)
-  // instead of handing each completion over from its own.
-  if (st.how.mode != completion_mode::event)
-    path.set_polled(true);
-  path.reclaim();
-  auto n = path.poll();
-  st.yield_now = true;
+  auto& path = *dl->path;
+  st.driver.start(std::move(dl), st,
+                  caf::actor_cast<caf::weak_actor_ptr>(self));
   if (path.down())
+    self->quit(path.failure());
+}
+
+/// A parked transport takes over what the agent left (see
+/// `spawn_parked_transport`); first thing in every handler that touches
+/// the link.
+void adopt(self_ptr self) {
+  auto& st = self->state;
+  if (!st.handoff || st.driver.driving())
     return;
-  if (st.how.mode != completion_mode::event) {
-    if (n > 0)
-      st.active_since_reading = true;
-    if (keep_polling(st)) {
-      // An empty poll offers the core to runnable threads (a fabric's own
-      // thread, or workers when there are more threads than cores):
-      // spinning past them is what makes polling slower than events on a
-      // loaded machine.  On an idle core this returns at once.
-      if (n == 0) {
-        if (++st.empty_polls % tuning::empty_polls_per_yield == 0)
-          std::this_thread::yield();
-      } else {
-        st.empty_polls = 0;
-      }
-      schedule_poll(self);
-      return;
-    }
-  }
-  path.arm();
-  // The fabric's thread takes over (it notifies now that the CQ is armed).
-  path.set_polled(false);
-  // Poll once more: a completion that arrived between the last poll and
-  // arming would not notify.
-  if (path.poll() > 0 && !path.down()
-      && st.how.mode != completion_mode::event) {
-    st.active_since_reading = true;
-    schedule_poll(self);
-  }
+  if (auto dl = st.handoff->take())
+    start_driving(self, std::move(dl));
 }
 
 /// Queues an operation for a requester and returns its promise.
@@ -281,18 +203,16 @@ caf::typed_response_promise<uint64_t>
 request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
            local_mr local, mr_token remote,
            std::optional<uint32_t> imm = std::nullopt) {
+  adopt(self);
   auto& st = self->state;
   auto rp = self->make_response_promise<uint64_t>();
-  st.path->submit(kind, std::move(header), std::move(local), remote,
-                  st.replies.add(rp), imm);
-  if (st.how.mode != completion_mode::event) {
-    on_posted(self);
-  } else if (st.path->armed() != link::armed_for::all) {
-    // Armed for receives only: widen it for this requester, then poll for
-    // a completion that came between the post and the arming.
-    st.path->arm();
-    st.path->poll();
+  if (!st.driver.driving()) {
+    rp.deliver(make_error(errc::closed, "transport closed"));
+    return rp;
   }
+  st.path().submit(kind, std::move(header), std::move(local), remote,
+                   st.replies.add(rp), imm);
+  st.driver.requested();
   return rp;
 }
 
@@ -300,15 +220,15 @@ request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
 caf::typed_response_promise<uint64_t>
 request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
                uint64_t swap) {
+  adopt(self);
   auto& st = self->state;
   auto rp = self->make_response_promise<uint64_t>();
-  st.path->submit_atomic(kind, word, compare_add, swap, st.replies.add(rp));
-  if (st.how.mode != completion_mode::event) {
-    on_posted(self);
-  } else if (st.path->armed() != link::armed_for::all) {
-    st.path->arm();
-    st.path->poll();
+  if (!st.driver.driving()) {
+    rp.deliver(make_error(errc::closed, "transport closed"));
+    return rp;
   }
+  st.path().submit_atomic(kind, word, compare_add, swap, st.replies.add(rp));
+  st.driver.requested();
   return rp;
 }
 
@@ -316,6 +236,8 @@ request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
 /// in the state, strongly or weakly) and returns the link parameters.
 link_params subscribe(self_ptr self, const transport_subscriber& sub) {
   auto& st = self->state;
+  if (!st.driver.driving())
+    return st.parked_params; // parked: the agent drives the link for now
   if (sub) {
     for (auto& ev : st.early) {
       if (ev.msg.valid())
@@ -324,75 +246,53 @@ link_params subscribe(self_ptr self, const transport_subscriber& sub) {
         self->send(sub, imm_arrived_atom::value, ev.imm, ev.bytes);
     }
     st.early.clear();
-    if (st.path->down())
-      self->send(sub, qp_down_atom::value, st.path->failure());
+    if (st.path().down())
+      self->send(sub, qp_down_atom::value, st.path().failure());
   }
-  return st.path->params();
+  return st.path().params();
 }
 
+/// What a transport starts with: a link to drive now, or (parked) a place
+/// where an agent leaves its link later.
+struct transport_start {
+  caf::expected<std::unique_ptr<driven_link>> opened;
+  std::shared_ptr<link_handoff> handoff;
+  link_params parked_params;
+};
+
 transport_actor::behavior_type
-transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
-               polling how) {
+transport_impl(self_ptr self, transport_start start, polling how) {
   auto& st = self->state;
   st.self = self;
-  st.how = how;
-  if (how.mode != completion_mode::event
-      && self->home_system().scheduler().max_throughput()
-             == std::numeric_limits<size_t>::max()) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true))
-      log().warn("completion-mode={} needs a bounded scheduler.max-throughput "
-                 "(a polling actor must give its worker back); it is "
-                 "unbounded, so completions use completion-mode=event. Use "
-                 "rdmactor::config or set scheduler.max-throughput (e.g. 8)",
-                 to_string(how.mode));
-    st.how.mode = completion_mode::event;
-  }
-  if (!opened) {
+  if (!start.opened) {
     log().error("transport: cannot open the connection's data path: {}",
-                render(opened.error()));
-    self->quit(opened.error());
+                render(start.opened.error()));
+    self->quit(start.opened.error());
     return transport_actor::behavior_type::make_empty_behavior();
   }
-  st.path = std::move(*opened);
-  auto& path = *st.path;
-  path.set_observer(&st);
-  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  path.set_wake([weak] {
-    if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<transport_actor>(strong),
-                     repost_atom::value, uint32_t{0});
-  });
-  // Completion notifications: straight from the fabric's thread where it
-  // can (soft: its event loop; verbs: the device's completion engine), else
-  // a poller thread on the CQ's fd (a fabric without set_cq_notify).
-  auto notify = [weak] {
-    if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<transport_actor>(strong),
-                     cq_event_atom::value);
-  };
-  if (!path.qp().set_cq_notify(notify))
-    st.poller = std::make_unique<cq_poller>(path.qp(), notify);
-  // Arm now (busy: never); messages that arrived between posting the
-  // receives (spawn_transport) and arming did not notify: look once.
-  if (st.how.mode != completion_mode::busy)
-    path.arm();
-  st.last_activity = std::chrono::steady_clock::now();
-  schedule_poll(self);
+  st.driver.init(usable_polling(self->home_system(), how), st.poll_wanted);
+  st.handoff = std::move(start.handoff);
+  st.parked_params = std::move(start.parked_params);
+  if (*start.opened)
+    start_driving(self, std::move(*start.opened));
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // During a graceful close the agent's exit follows its close request:
     // the wait for the peer (bounded by the close timeout) goes on.
     if (self->state.closing)
       return;
-    if (auto& path = self->state.path)
-      path->fail(msg.reason ? msg.reason
-                            : make_error(errc::closed, "transport closed"));
+    adopt(self);
+    auto reason = msg.reason ? msg.reason
+                             : make_error(errc::closed, "transport closed");
+    if (self->state.driver.driving())
+      self->state.path().fail(std::move(reason)); // quits from on_down
+    else
+      self->quit(std::move(reason));
   });
   return {
       // Polls first (CAF tries the handlers in order; see agent.cpp).
       [self](poll_atom) {
         if (self->state.quit_deferred) {
-          self->quit(self->state.path->failure());
+          self->quit(self->state.path().failure());
           return;
         }
         drain_cq(self);
@@ -402,9 +302,13 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
                           std::move(payload), mr_token{});
       },
       [self](post_atom, std::vector<uint8_t>& header, local_mr& payload) {
-        self->state.path->submit(op_kind::send, std::move(header),
-                                 std::move(payload), mr_token{}, 0);
-        on_posted(self);
+        adopt(self);
+        auto& st = self->state;
+        if (!st.driver.driving())
+          return;
+        st.path().submit(op_kind::send, std::move(header), std::move(payload),
+                         mr_token{}, 0);
+        st.driver.posted();
       },
       [self](write_atom, local_mr& src, mr_token dst) {
         return request_op(self, op_kind::write, {}, std::move(src), dst);
@@ -435,19 +339,16 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
       },
       [self](cq_event_atom) {
         // The notification consumed the arming.
-        self->state.path->notified();
-        drain_cq(self);
+        self->state.driver.notified();
+        self->state.yield_now = true;
       },
-      [self](repost_atom, uint32_t) {
-        auto& st = self->state;
-        if (!st.down())
-          st.path->reclaim();
-      },
+      [self](repost_atom, uint32_t) { self->state.driver.reclaim(); },
       [self](close_atom, std::vector<uint8_t>& header, uint32_t timeout_ms,
              uint8_t marker) {
         auto& st = self->state;
         if (st.closing)
           return;
+        adopt(self);
         st.closing = true;
         st.goodbye_marker = marker;
         // Nobody listens any more: what the peer still sends is dropped.
@@ -458,10 +359,10 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
           self->quit(make_error(errc::closed, "transport closed"));
           return;
         }
-        st.path->set_closing();
-        st.path->submit(op_kind::send, std::move(header), local_mr{},
-                        mr_token{}, 0);
-        on_posted(self);
+        st.path().set_closing();
+        st.path().submit(op_kind::send, std::move(header), local_mr{},
+                         mr_token{}, 0);
+        st.driver.posted();
         self->delayed_send(self, std::chrono::milliseconds{timeout_ms},
                            close_timeout_atom::value);
       },
@@ -479,11 +380,11 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
       [self](close_timeout_atom) {
         // The peer did not close its side in time (or cannot: frozen,
         // gone), or said Goodbye itself: close ours now.
-        if (auto& path = self->state.path)
-          path->fail(make_error(errc::closed,
-                                "graceful close: the peer said Goodbye too or "
-                                "did not close its side within "
-                                "close-timeout-ms"));
+        if (self->state.driver.driving())
+          self->state.path().fail(make_error(
+              errc::closed, "graceful close: the peer said Goodbye too or "
+                            "did not close its side within "
+                            "close-timeout-ms"));
         else
           self->quit(make_error(errc::closed, "transport closed"));
       },
@@ -493,34 +394,21 @@ transport_impl(self_ptr self, caf::expected<std::shared_ptr<link>> opened,
 /// The transport actor, run one message at a time: its activation ends
 /// after every poll.  Completions it handed on went to actors queued on
 /// this worker (the agent, a requester), and an empty poll must not keep
-/// them waiting either: an agent that ended its activation to let a user
-/// answer first (a held acknowledgement flush, agent.cpp) queues behind
-/// us.  A polling transport would otherwise go on polling, up to
-/// `scheduler.max-throughput` system calls, before they run (measured:
-/// send ping-pong 8 B p50 72 us instead of 31 us).
-///
-/// Polls run here, not as messages (`schedule_poll` sets `poll_wanted_`):
-/// a poll message cost a mailbox element, CAF's dispatch and its `resume`
-/// bookkeeping, about twice the poll (callgrind, docs/benchmarks.md, "Polls
-/// without messages").  The rule that keeps this safe: CAF resumes an
-/// actor only while it is scheduled, and `resume` returning
-/// `awaiting_message` gives that up (the mailbox is blocked; the next
-/// message schedules it again, maybe on another worker).  So a wanted poll
-/// either keeps the actor scheduled (`resume_later`, after taking back a
-/// mailbox that nobody wrote to since it was blocked) or becomes a message
-/// when someone did.
+/// them waiting either.  A polling transport would otherwise go on
+/// polling, up to `scheduler.max-throughput` system calls, before they run
+/// (measured: send ping-pong 8 B p50 72 us instead of 31 us).  Polls run
+/// without messages (transport/direct_poll.hpp).
 class transport_runner
     : public caf::stateful_actor<transport_state, transport_actor::base> {
 public:
   using super = caf::stateful_actor<transport_state, transport_actor::base>;
 
-  transport_runner(caf::actor_config& cfg,
-                   caf::expected<std::shared_ptr<link>> opened, polling how)
-      : super(cfg), opened_(std::move(opened)), how_(how) {}
+  transport_runner(caf::actor_config& cfg, transport_start start, polling how)
+      : super(cfg), start_(std::move(start)), how_(how) {}
 
   behavior_type make_behavior() override {
-    state.poll_wanted = &poll_wanted_;
-    return transport_impl(this, std::move(opened_), how_);
+    state.poll_wanted = &polls_.wanted;
+    return transport_impl(this, std::move(start_), how_);
   }
 
   /// Called by a CAF worker (one thread at a time); see run_activation.
@@ -528,70 +416,70 @@ public:
                                        size_t max_throughput) override {
     // Not after a result other than resume_later: the actor may already
     // run on another worker then, or its state be gone.
-    if (!getf(is_terminated_flag)) {
+    bool alive = !getf(is_terminated_flag);
+    if (alive)
       state.yield_now = false;
-      // A wanted poll runs here when nothing else waits, or when the last
-      // activation ran messages: under a stream of messages, polls and
-      // messages take turns, so the stream cannot hold the poll (and the
-      // credits it reaps) off.
-      if ((!polled_last_ || mailbox().empty())
-          && poll_wanted_.exchange(false)) {
-        polled_last_ = true;
-        detach_caf_logger();
-        context(ctx);
-        state.in_direct_poll = true;
-        drain_cq(this);
-        state.in_direct_poll = false;
-        if (poll_wanted_.load(std::memory_order_relaxed))
-          return caf::resumable::resume_later;
-      }
-    }
-    polled_last_ = false;
-    auto result = run_activation(
-        max_throughput, [&] { return super::resume(ctx, 1); },
-        [&] { return state.yield_now; });
-    // From here on only the flag and the mailbox: after awaiting_message
-    // another worker may run this actor.
-    if (result != caf::resumable::awaiting_message
-        || !poll_wanted_.exchange(false))
-      return result;
-    if (mailbox().try_unblock()) {
-      // Nobody wrote to the mailbox since CAF blocked it: still ours.
-      poll_wanted_.store(true, std::memory_order_relaxed);
-      return caf::resumable::resume_later;
-    }
-    // A message came and scheduled us again: the poll goes behind it.
-    caf::anon_send(caf::actor_cast<transport_actor>(this), poll_atom::value);
-    return result;
+    return resume_with_polls<transport_actor>(
+        this, polls_, alive,
+        [&] {
+          detach_caf_logger();
+          context(ctx);
+          state.in_direct_poll = true;
+          state.driver.drain();
+          state.in_direct_poll = false;
+        },
+        [&] {
+          return run_activation(
+              max_throughput, [&] { return super::resume(ctx, 1); },
+              [&] { return state.yield_now; });
+        });
   }
 
 private:
-  caf::expected<std::shared_ptr<link>> opened_;
+  transport_start start_;
   polling how_;
-  /// A poll is wanted (`schedule_poll`).  A member of the actor, not of
-  /// its state: after `awaiting_message` the state may be gone (CAF
-  /// destroys it when the actor exits on another worker), the actor not
-  /// (the worker holds a reference while it runs `resume`).
-  std::atomic<bool> poll_wanted_{false};
-  /// The last activation was a poll without a message.
-  bool polled_last_ = false;
+  transport::direct_poll polls_;
 };
+
+/// Opens the data path of `qp` on the calling thread: registers and posts
+/// its receives before anything lets our side talk to the peer, so the
+/// peer's first messages find buffers.  The peer may send as soon as the
+/// connection is established, slightly earlier; the QP's RNR retries bridge
+/// that gap.
+caf::expected<std::unique_ptr<driven_link>> open_link(device_ptr dev,
+                                                      queue_pair_ptr qp) {
+  auto l
+      = link::open(std::move(dev), std::shared_ptr<queue_pair>{std::move(qp)});
+  if (!l)
+    return std::move(l.error());
+  auto dl = std::make_unique<driven_link>();
+  dl->path = std::shared_ptr<link>{std::move(*l)};
+  return dl;
+}
 
 } // namespace
 
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp, polling how) {
-  // The receives are posted here, on the spawning thread, before the actor
-  // (and anything that lets our side talk to the peer) exists, so the
-  // peer's first messages find buffers.  The peer may send as soon as the
-  // connection is established, slightly earlier; the QP's RNR retries
-  // bridge that gap.
-  using opened_link = caf::expected<std::shared_ptr<link>>;
-  auto l
-      = link::open(std::move(dev), std::shared_ptr<queue_pair>{std::move(qp)});
-  auto opened = l ? opened_link{std::shared_ptr<link>{std::move(*l)}}
-                  : opened_link{std::move(l.error())};
-  return sys.spawn<transport_runner>(std::move(opened), how);
+  transport_start start{open_link(std::move(dev), std::move(qp)), nullptr,
+                        link_params{}};
+  return sys.spawn<transport_runner>(std::move(start), how);
+}
+
+parked_link spawn_parked_transport(caf::actor_system& sys, device_ptr dev,
+                                   queue_pair_ptr qp, polling how) {
+  auto params = link_params_of(*qp);
+  auto opened = open_link(std::move(dev), std::move(qp));
+  parked_link result;
+  result.handoff = std::make_shared<link_handoff>();
+  result.how = how;
+  if (opened) {
+    result.handoff->put(std::move(*opened));
+    opened = std::unique_ptr<driven_link>{};
+  }
+  transport_start start{std::move(opened), result.handoff, std::move(params)};
+  result.transport = sys.spawn<transport_runner>(std::move(start), how);
+  return result;
 }
 
 } // namespace rdmactor::transport

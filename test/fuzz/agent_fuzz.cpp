@@ -272,11 +272,12 @@ public:
         w_.dev->registry, transport::conn_params{max_message_len, recv_depth});
     // Events, not polling: the test coordinator runs until no message is
     // left, and a polling transport always has its next poll queued.
-    tr_ = transport::spawn_transport(
+    auto parked = transport::spawn_parked_transport(
         w_.sys, w_.dev, std::make_unique<fake_queue_pair>(link_),
         transport::polling{transport::completion_mode::event, 0});
+    tr_ = parked.transport;
     agent_ = spawn_agent(
-        w_.sys, tr_,
+        w_.sys, std::move(parked),
         transport::link_params{max_message_len, recv_depth, "fuzzer"}, w_.pool,
         w_.allocator, opts_);
     settle();
@@ -321,8 +322,9 @@ public:
 private:
   // -- running the actors ---------------------------------------------------
 
-  /// Runs every actor until nothing moves; wakes the transport while its
-  /// CQ holds completions (the fake CQ fd never signals).
+  /// Runs every actor until nothing moves; wakes the link's driver (the
+  /// agent, or the transport once it took the link over) while its CQ
+  /// holds completions (the fake CQ fd never signals).
   void settle() {
     uint64_t kicked_at = ~uint64_t{0};
     for (int round = 0; round < max_rounds; ++round) {
@@ -330,6 +332,9 @@ private:
       collect();
       if (link_->has_completions() && tr_ && link_->polls != kicked_at) {
         kicked_at = link_->polls;
+        if (agent_)
+          caf::anon_send(caf::actor_cast<caf::actor>(agent_),
+                         transport::cq_event_atom::value);
         caf::anon_send(tr_, transport::cq_event_atom::value);
         continue;
       }

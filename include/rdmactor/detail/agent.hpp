@@ -315,7 +315,9 @@ using agent_actor = connection_actor::extend<
                    std::vector<char>, bool>,
     caf::reacts_to<actor_out_atom, uint64_t, uint64_t, uint64_t, local_mr,
                    bool>,
-    caf::reacts_to<actor_ack_atom>>;
+    caf::reacts_to<actor_ack_atom>, caf::reacts_to<transport::poll_atom>,
+    caf::reacts_to<transport::cq_event_atom>,
+    caf::reacts_to<transport::repost_atom, uint32_t>>;
 
 /// Spawns the agent of one peer on top of `transport` (which it subscribes
 /// to without keeping itself alive through it, and links to).  `link`
@@ -325,7 +327,7 @@ using agent_actor = connection_actor::extend<
 /// `node_actors`: the actors the node published (every connection serves
 /// them; null: none).
 agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::transport_actor transport,
+                        transport::parked_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors = nullptr);

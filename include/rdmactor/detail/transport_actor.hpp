@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -127,5 +128,30 @@ using transport_actor = caf::typed_actor<
 /// awaited.
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp, polling how = polling{});
+
+class link_handoff;
+
+/// A connection's data path for an agent to drive, and the transport actor
+/// that takes it over when the agent is done (`spawn_parked_transport`).
+struct parked_link {
+  transport_actor transport;
+  /// Holds the opened link until the agent takes it; the agent leaves it
+  /// here again when it shuts down.  Nothing in it when opening failed.
+  std::shared_ptr<link_handoff> handoff;
+  /// How the agent awaits completions (`spawn_parked_transport`'s `how`).
+  polling how;
+};
+
+/// Opens the data path of `qp` as `spawn_transport` does (receives posted
+/// on the calling thread), but leaves the link in `handoff` for an agent
+/// to drive (the agent polls its CQ and posts from its own activations).
+/// The transport actor waits parked: it relays ticks and answers
+/// `subscribe_weak` with the link's parameters, and takes the link from
+/// `handoff` when the agent leaves it there and then sends it anything that
+/// needs the link (`close_atom`, `post_atom`, a request, an exit).  It
+/// quits at once when the link cannot be opened, with the cause.  `how` is
+/// for the link's last owner; the agent drives it with its own.
+parked_link spawn_parked_transport(caf::actor_system& sys, device_ptr dev,
+                                   queue_pair_ptr qp, polling how = polling{});
 
 } // namespace rdmactor::transport

@@ -1,0 +1,114 @@
+// The agent drives its connection's link (transport/link_driver.hpp): it
+// posts from its own activations and polls its CQ itself, so frames reach
+// the core without a message from a transport actor, and posts leave
+// without one to it.
+#include "actors/agent_state.hpp"
+
+namespace rdmactor::agent_detail {
+
+// -- link_events --------------------------------------------------------------
+
+void link_events::on_done(uint64_t cookie, caf::expected<uint64_t> result) {
+  auto& st = self_->state;
+  auto fn = st.ops.take(cookie);
+  if (!fn)
+    return;
+  // The link is going down: the fabric may still place data until the
+  // transport has closed the queue pair.  The operations of users are
+  // failed by the drain once it has (drain_one_sided); the agent's own
+  // READs end with it.
+  if (!result && st.driver.down())
+    return;
+  fn(std::move(result));
+}
+
+void link_events::on_message(local_mr msg) {
+  auto& st = self_->state;
+  auto& core = *st.core;
+  if (st.link_failing || core.closed() || core.peer_said_goodbye())
+    return; // the buffer is reposted with `msg`
+  core.on_frame(msg, self_->clock().now());
+  st.frames_seen = true;
+}
+
+void link_events::on_imm(uint32_t imm, uint32_t bytes) {
+  auto& st = self_->state;
+  auto& core = *st.core;
+  if (st.link_failing || core.closed() || core.peer_said_goodbye())
+    return;
+  core.on_write_imm(imm, bytes, self_->clock().now());
+}
+
+void link_events::on_down(const caf::error& cause) {
+  // Not from inside the link's call: the shutdown hands the link on.
+  auto& st = self_->state;
+  if (st.link_failing)
+    return;
+  st.link_failing = true;
+  self_->send(self_, transport::qp_down_atom::value, cause);
+}
+
+// -- operations ---------------------------------------------------------------
+
+namespace {
+
+/// The error of an operation posted after the link went back to the
+/// transport.
+caf::error closed_link(self_ptr self) {
+  return make_error(errc::closed, "the connection to "
+                                      + self->state.core->link().peer
+                                      + " is closing");
+}
+
+/// After a submit with a cookie: polling starts, or (event mode) the CQ's
+/// arming is widened and polled once; frames that poll found are handled
+/// by a `poll_atom` handler, outside the caller's handler.
+void after_request(self_ptr self) {
+  auto& st = self->state;
+  st.driver.requested();
+  if (st.frames_seen)
+    self->send(self, transport::poll_atom::value);
+}
+
+} // namespace
+
+void submit_op(self_ptr self, transport::op_kind kind, local_mr local,
+               const mr_token& remote, std::optional<uint32_t> imm,
+               op_done done) {
+  auto& st = self->state;
+  if (!st.driver.driving()) {
+    done(closed_link(self));
+    return;
+  }
+  auto cookie = st.ops.add(std::move(done));
+  st.driver.path().submit(kind, {}, std::move(local), remote, cookie, imm);
+  after_request(self);
+}
+
+void submit_atomic_op(self_ptr self, transport::op_kind kind,
+                      const mr_token& word, uint64_t compare_add, uint64_t swap,
+                      op_done done) {
+  auto& st = self->state;
+  if (!st.driver.driving()) {
+    done(closed_link(self));
+    return;
+  }
+  auto cookie = st.ops.add(std::move(done));
+  st.driver.path().submit_atomic(kind, word, compare_add, swap, cookie);
+  after_request(self);
+}
+
+void after_poll(self_ptr self, bool in_handler) {
+  auto& st = self->state;
+  if (!st.frames_seen)
+    return;
+  if (!in_handler && st.core->peer_said_goodbye() && !st.core->closed()) {
+    // The shutdown quits: from the poll handler, where CAF cleans up.
+    self->send(self, transport::poll_atom::value);
+    return;
+  }
+  st.frames_seen = false;
+  after_frame(self);
+}
+
+} // namespace rdmactor::agent_detail

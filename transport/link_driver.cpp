@@ -1,0 +1,215 @@
+#include "transport/link_driver.hpp"
+
+#include <limits>
+#include <thread>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
+#include <caf/send.hpp>
+
+#include "common/logging.hpp"
+#include "common/tuning.hpp"
+#include "rdmactor/transport/atoms.hpp"
+
+namespace rdmactor::transport {
+
+// -- wake_target --------------------------------------------------------------
+
+void wake_target::set(caf::weak_actor_ptr who) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  who_ = std::move(who);
+}
+
+caf::strong_actor_ptr wake_target::driver() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return who_.lock();
+}
+
+void wake_target::cq_event() {
+  if (auto strong = driver())
+    caf::anon_send(caf::actor_cast<caf::actor>(std::move(strong)),
+                   cq_event_atom::value);
+}
+
+void wake_target::repost() {
+  if (auto strong = driver())
+    caf::anon_send(caf::actor_cast<caf::actor>(std::move(strong)),
+                   repost_atom::value, uint32_t{0});
+}
+
+// -- link_handoff -------------------------------------------------------------
+
+void link_handoff::put(std::unique_ptr<driven_link> dl) {
+  if (!dl)
+    return;
+  std::lock_guard<std::mutex> guard{mtx_};
+  dl_ = std::move(dl);
+}
+
+std::unique_ptr<driven_link> link_handoff::take() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return std::move(dl_);
+}
+
+// -- link_driver --------------------------------------------------------------
+
+void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
+                        caf::weak_actor_ptr owner) {
+  dl_ = std::move(dl);
+  auto& path = *dl_->path;
+  path.set_observer(&obs);
+  dl_->target->set(std::move(owner));
+  if (!dl_->wired) {
+    dl_->wired = true;
+    auto target = dl_->target;
+    path.set_wake([target] { target->repost(); });
+    // Completion notifications: straight from the fabric's thread where it
+    // can (soft: its event loop; verbs: the device's completion engine),
+    // else a poller thread on the CQ's fd.
+    auto notify = [target] { target->cq_event(); };
+    if (!path.qp().set_cq_notify(notify))
+      dl_->poller = std::make_unique<cq_poller>(path.qp(), notify);
+  }
+  if (path.down())
+    return;
+  // Arm now (busy: never).  A notification armed by the previous owner
+  // may have gone to it: arm again rather than trust it.
+  path.notified();
+  if (how_.mode != completion_mode::busy)
+    path.arm();
+  last_activity_ = std::chrono::steady_clock::now();
+  // Messages that arrived before arming did not notify: look once.
+  schedule_poll();
+}
+
+std::unique_ptr<driven_link> link_driver::stop() {
+  if (dl_)
+    dl_->path->set_observer(nullptr);
+  return std::move(dl_);
+}
+
+void link_driver::schedule_poll() noexcept {
+  if (down())
+    return;
+  poll_wanted_->store(true, std::memory_order_relaxed);
+}
+
+void link_driver::posted() {
+  if (how_.mode == completion_mode::event || down())
+    return;
+  active_since_reading_ = true;
+  schedule_poll();
+}
+
+void link_driver::requested() {
+  if (down())
+    return;
+  if (how_.mode != completion_mode::event) {
+    posted();
+  } else if (path().armed() != link::armed_for::all) {
+    // Armed for receives only: widen it for this requester, then poll for
+    // a completion that came between the post and the arming.
+    path().arm();
+    path().poll();
+  }
+}
+
+/// True while the polling modes keep polling instead of arming the CQ.
+/// Reads the clock only every `tuning::polls_per_clock_read` calls.
+bool link_driver::keep_polling() {
+  switch (how_.mode) {
+    case completion_mode::event:
+      return false;
+    case completion_mode::busy:
+      return true;
+    case completion_mode::adaptive:
+      break;
+  }
+  if (path().in_flight() > 0)
+    return true;
+  if (++polls_since_reading_ < tuning::polls_per_clock_read)
+    return true;
+  polls_since_reading_ = 0;
+  auto now = std::chrono::steady_clock::now();
+  if (active_since_reading_) {
+    active_since_reading_ = false;
+    last_activity_ = now;
+    return true;
+  }
+  return now - last_activity_ < std::chrono::microseconds{how_.poll_budget_us};
+}
+
+size_t link_driver::drain() {
+  if (down())
+    return 0;
+  auto& path = *dl_->path;
+  // Polling: the fabric works on our thread (soft: we read the socket)
+  // instead of handing each completion over from its own.
+  if (how_.mode != completion_mode::event)
+    path.set_polled(true);
+  path.reclaim();
+  auto n = path.poll();
+  if (path.down())
+    return n;
+  if (how_.mode != completion_mode::event) {
+    if (n > 0)
+      active_since_reading_ = true;
+    if (keep_polling()) {
+      // An empty poll offers the core to runnable threads (a fabric's own
+      // thread, or workers when there are more threads than cores):
+      // spinning past them is what makes polling slower than events on a
+      // loaded machine.  On an idle core this returns at once.
+      if (n == 0) {
+        if (++empty_polls_ % tuning::empty_polls_per_yield == 0)
+          std::this_thread::yield();
+      } else {
+        empty_polls_ = 0;
+      }
+      schedule_poll();
+      return n;
+    }
+  }
+  path.arm();
+  // The fabric's thread takes over (it notifies now that the CQ is armed).
+  path.set_polled(false);
+  // Poll once more: a completion that arrived between the last poll and
+  // arming would not notify.
+  auto late = path.poll();
+  if (late > 0 && !path.down() && how_.mode != completion_mode::event) {
+    active_since_reading_ = true;
+    schedule_poll();
+  }
+  return n + late;
+}
+
+size_t link_driver::notified() {
+  if (!dl_)
+    return 0;
+  dl_->path->notified();
+  return drain();
+}
+
+void link_driver::reclaim() {
+  if (!down())
+    dl_->path->reclaim();
+}
+
+polling usable_polling(caf::actor_system& sys, polling how) {
+  if (how.mode != completion_mode::event
+      && sys.scheduler().max_throughput()
+             == std::numeric_limits<size_t>::max()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log().warn("completion-mode={} needs a bounded scheduler.max-throughput "
+                 "(a polling actor must give its worker back); it is "
+                 "unbounded, so completions use completion-mode=event. Use "
+                 "rdmactor::config or set scheduler.max-throughput (e.g. 8)",
+                 to_string(how.mode));
+    how.mode = completion_mode::event;
+  }
+  return how;
+}
+
+} // namespace rdmactor::transport

@@ -1,0 +1,161 @@
+#pragma once
+
+// Drives one link (transport/link.hpp) for the actor that owns it: when to
+// poll, when to arm, and where the fabric's wake-ups go.  The agent drives
+// its connection's link while the connection lives; the transport actor
+// drives a raw user's link, and takes an agent's over to close it.  Not
+// installed.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include <caf/fwd.hpp>
+#include <caf/weak_intrusive_ptr.hpp>
+
+#include "rdmactor/detail/completion_mode.hpp"
+#include "transport/link.hpp"
+#include "transport/poller.hpp"
+
+namespace rdmactor::transport {
+
+/// Where the fabric's wake-ups of a link go: the actor that drives it now.
+/// Called on the fabric's threads (and a poller's); retargeted, under its
+/// mutex, when the link changes hands.
+class wake_target {
+public:
+  /// Sends the wake-ups to `who` from now on (null: to nobody).
+  void set(caf::weak_actor_ptr who);
+  /// Sends `cq_event_atom` to the driver: completions are ready.
+  void cq_event();
+  /// Sends `(repost_atom, 0)` to the driver: receive buffers were released.
+  void repost();
+
+private:
+  caf::strong_actor_ptr driver();
+
+  std::mutex mtx_;
+  caf::weak_actor_ptr who_;
+};
+
+/// An opened link and its wake-up wiring: what passes from one driver to
+/// the next.  Destroying it stops the poller, then closes the queue pair.
+struct driven_link {
+  std::shared_ptr<link> path;
+  std::shared_ptr<wake_target> target = std::make_shared<wake_target>();
+  /// Only where the fabric cannot notify the driver itself.
+  std::unique_ptr<cq_poller> poller;
+  /// The link's wake and the CQ's notification lead to `target`.
+  bool wired = false;
+
+  ~driven_link() {
+    poller.reset();
+    path.reset();
+  }
+};
+
+/// The place where an agent leaves its link for the transport actor that
+/// closes it (see `spawn_parked_transport`).  Thread-safe.
+class link_handoff {
+public:
+  /// Leaves `dl` for the transport (null: nothing).
+  void put(std::unique_ptr<driven_link> dl);
+  /// What was left, or null.
+  std::unique_ptr<driven_link> take();
+
+private:
+  std::mutex mtx_;
+  std::unique_ptr<driven_link> dl_;
+};
+
+/// The completion logic of one link's owner: drains the CQ, keeps polling
+/// or arms it (see completion_mode.hpp), and starts polling after a post.
+///
+/// Called only by the owning actor, from its activations.  A poll it wants
+/// runs at the end of the activation: it sets the owner's flag (see
+/// transport/direct_poll.hpp), which the owner's `resume` reads.
+class link_driver {
+public:
+  /// Sets the polling mode and the owner's poll flag (which outlives this).
+  void init(polling how, std::atomic<bool>* poll_wanted) noexcept {
+    how_ = how;
+    poll_wanted_ = poll_wanted;
+  }
+
+  /// Starts driving `dl`: `obs` hears the link's events, `owner` gets the
+  /// fabric's wake-ups from now on.  Arms the CQ (except in busy mode) and
+  /// asks for a poll, which finds what came while nobody drove the link.
+  void start(std::unique_ptr<driven_link> dl, link_observer& obs,
+             caf::weak_actor_ptr owner);
+
+  /// Stops driving and returns the link for the next owner (null when none
+  /// was driven).  Its observer is cleared; wake-ups still reach this owner
+  /// until the next one starts.
+  std::unique_ptr<driven_link> stop();
+
+  /// A link is driven (`start` and no `stop` since).
+  bool driving() const noexcept {
+    return dl_ != nullptr;
+  }
+
+  /// No link, or it is down.
+  bool down() const noexcept {
+    return !dl_ || dl_->path->down();
+  }
+
+  /// The driven link; only while `driving()`.
+  link& path() noexcept {
+    return *dl_->path;
+  }
+
+  const polling& how() const noexcept {
+    return how_;
+  }
+
+  /// Call after a submit that nobody waits for: in the polling modes,
+  /// start polling now rather than wait for the completion event (a
+  /// thread hand-off, on verbs also a system call to re-arm).
+  void posted();
+
+  /// Call after a submit with a cookie: as `posted`; in event mode it
+  /// widens an arming for receives only and polls once for a completion
+  /// that came between the post and the arming.
+  void requested();
+
+  /// Handles every completion there is, then either asks for the next poll
+  /// (see `keep_polling`) or arms the CQ.  Returns the completions handled.
+  size_t drain();
+
+  /// The armed notification fired: drains.
+  size_t notified();
+
+  /// Reposts released receive buffers (the link's wake).
+  void reclaim();
+
+  /// Asks for a poll at the end of this activation (nothing when down).
+  void schedule_poll() noexcept;
+
+private:
+  bool keep_polling();
+
+  std::unique_ptr<driven_link> dl_;
+  polling how_;
+  std::atomic<bool>* poll_wanted_ = nullptr;
+  /// adaptive: the last completion or post, as of the last clock reading;
+  /// polling goes on for poll_budget_us after it.
+  std::chrono::steady_clock::time_point last_activity_;
+  /// A completion or post since the last clock reading: the next reading
+  /// stamps `last_activity_` (see tuning::polls_per_clock_read).
+  bool active_since_reading_ = false;
+  /// Polls since the last clock reading.
+  uint32_t polls_since_reading_ = 0;
+  /// Empty polls in a row (see tuning::empty_polls_per_yield).
+  uint32_t empty_polls_ = 0;
+};
+
+/// `how`, or event mode where the scheduler's max-throughput is unbounded
+/// (a polling actor must give its worker back); says so once per process.
+polling usable_polling(caf::actor_system& sys, polling how);
+
+} // namespace rdmactor::transport
