@@ -98,9 +98,10 @@ struct agent_state;
 using self_ptr = agent_actor::stateful_pointer<agent_state>;
 
 /// Carries out the core's effects with the actor (definitions in
-/// agent.cpp): posts go to the transport, deliveries to the user
-/// mailboxes or the data subscriber, a disconnect is an exit to the
-/// transport, flushes and sweeps are messages to the actor itself.
+/// agent.cpp): posts go to the agent's link (to the transport once it took
+/// the link over), deliveries to the user mailboxes or the data
+/// subscriber, a disconnect is a `qp_down_atom` to the actor itself, and
+/// so are flushes and sweeps.
 class actor_sink final : public agent_core::sink {
 public:
   explicit actor_sink(self_ptr self) : self_(self) {}

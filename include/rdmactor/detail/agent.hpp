@@ -303,8 +303,9 @@ using connection_actor = peer_operations::extend<
     caf::replies_to<lookup_atom, std::string,
                     std::vector<std::string>>::with<caf::actor>>;
 
-/// The agent's full interface: the connection's plus what the transport
-/// and the agent itself send it.
+/// The agent's full interface: the connection's plus what the transport,
+/// the fabric (`cq_event_atom`, `repost_atom`: wake-ups of the link it
+/// drives) and the agent itself send it.
 using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
@@ -319,11 +320,13 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<transport::cq_event_atom>,
     caf::reacts_to<transport::repost_atom, uint32_t>>;
 
-/// Spawns the agent of one peer on top of `transport` (which it subscribes
-/// to without keeping itself alive through it, and links to).  `link`
-/// holds the negotiated parameters of the connection; `allocator` serves
-/// `alloc_local_mr`.  The agent ends when the last handle to it goes, the
-/// transport fails, or it is sent an exit.
+/// Spawns the agent of one peer, which drives the link in `transport`
+/// (`spawn_parked_transport`): it posts and polls the CQ from its own
+/// activations, and leaves the link to the parked transport actor (which
+/// it subscribes to without keeping itself alive through it, and links to)
+/// when it shuts down.  `link` holds the negotiated parameters of the
+/// connection; `allocator` serves `alloc_local_mr`.  The agent ends when
+/// the last handle to it goes, the link fails, or it is sent an exit.
 /// `node_actors`: the actors the node published (every connection serves
 /// them; null: none).
 agent_actor spawn_agent(caf::actor_system& sys,
