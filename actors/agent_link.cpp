@@ -72,30 +72,39 @@ void after_request(self_ptr self) {
 
 } // namespace
 
-void submit_op(self_ptr self, transport::op_kind kind, local_mr local,
-               const mr_token& remote, std::optional<uint32_t> imm,
-               op_done done) {
+namespace {
+
+/// Registers `done` and calls `submit(cookie)` on the driven link, or
+/// answers `done` with `closed` once the link went back to the transport.
+template <class Submit>
+void submit_waited(self_ptr self, op_done done, Submit submit) {
   auto& st = self->state;
   if (!st.driver.driving()) {
     done(closed_link(self));
     return;
   }
-  auto cookie = st.ops.add(std::move(done));
-  st.driver.path().submit(kind, {}, std::move(local), remote, cookie, imm);
+  submit(st.driver.path(), st.ops.add(std::move(done)));
   after_request(self);
+}
+
+} // namespace
+
+void submit_op(self_ptr self, transport::op_kind kind, local_mr local,
+               const mr_token& remote, std::optional<uint32_t> imm,
+               op_done done) {
+  submit_waited(self, std::move(done),
+                [&](transport::link& path, uint64_t cookie) {
+                  path.submit(kind, {}, std::move(local), remote, cookie, imm);
+                });
 }
 
 void submit_atomic_op(self_ptr self, transport::op_kind kind,
                       const mr_token& word, uint64_t compare_add, uint64_t swap,
                       op_done done) {
-  auto& st = self->state;
-  if (!st.driver.driving()) {
-    done(closed_link(self));
-    return;
-  }
-  auto cookie = st.ops.add(std::move(done));
-  st.driver.path().submit_atomic(kind, word, compare_add, swap, cookie);
-  after_request(self);
+  submit_waited(self, std::move(done),
+                [&](transport::link& path, uint64_t cookie) {
+                  path.submit_atomic(kind, word, compare_add, swap, cookie);
+                });
 }
 
 void after_poll(self_ptr self, bool in_handler) {

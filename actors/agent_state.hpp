@@ -22,6 +22,7 @@
 #include "actors/remote_actors.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
+#include "transport/cookie_table.hpp"
 #include "transport/link_driver.hpp"
 
 namespace rdmactor::agent_detail {
@@ -140,36 +141,8 @@ private:
 /// (an atomic: the word's old value), or why it failed.
 using op_done = std::function<void(caf::expected<uint64_t>)>;
 
-/// The callers of operations in flight on the agent's link, by the cookie
-/// the link reports them with (slot + 1; 0 is "nobody waits").
-class op_table {
-public:
-  uint64_t add(op_done fn) {
-    if (free_.empty()) {
-      slots_.push_back(std::move(fn));
-      return slots_.size();
-    }
-    auto i = free_.back();
-    free_.pop_back();
-    slots_[i] = std::move(fn);
-    return i + 1;
-  }
-
-  /// Removes and returns the caller of `cookie` (empty for an unknown one).
-  op_done take(uint64_t cookie) {
-    if (cookie == 0 || cookie > slots_.size() || !slots_[cookie - 1])
-      return op_done{};
-    auto i = static_cast<size_t>(cookie - 1);
-    auto fn = std::move(slots_[i]);
-    slots_[i] = op_done{};
-    free_.push_back(i);
-    return fn;
-  }
-
-private:
-  std::vector<op_done> slots_;
-  std::vector<size_t> free_;
-};
+/// The callers of operations in flight on the agent's link.
+using op_table = transport::cookie_table<op_done>;
 
 /// Hears the agent's link (agent.cpp): frames go to the core, completions
 /// to their callers, a failure becomes a `qp_down_atom` to the agent.

@@ -16,6 +16,7 @@
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
+#include "transport/cookie_table.hpp"
 #include "transport/direct_poll.hpp"
 #include "transport/link.hpp"
 #include "transport/link_driver.hpp"
@@ -24,39 +25,8 @@ namespace rdmactor::transport {
 
 namespace {
 
-/// The promises of operations a requester waits for, by the cookie the
-/// link reports them with (slot + 1; 0 is "nobody waits").
-class reply_table {
-public:
-  using promise = caf::typed_response_promise<uint64_t>;
-
-  uint64_t add(promise rp) {
-    if (free_.empty()) {
-      slots_.push_back(std::move(rp));
-      return slots_.size();
-    }
-    auto i = free_.back();
-    free_.pop_back();
-    slots_[i] = std::move(rp);
-    return i + 1;
-  }
-
-  /// Removes and returns the promise of `cookie` (an empty one for an
-  /// unknown cookie).
-  promise take(uint64_t cookie) {
-    if (cookie == 0 || cookie > slots_.size())
-      return promise{};
-    auto i = static_cast<size_t>(cookie - 1);
-    auto rp = std::move(slots_[i]);
-    slots_[i] = promise{};
-    free_.push_back(i);
-    return rp;
-  }
-
-private:
-  std::vector<promise> slots_;
-  std::vector<size_t> free_;
-};
+/// The promises of operations a requester waits for.
+using reply_table = cookie_table<caf::typed_response_promise<uint64_t>>;
 
 struct transport_state;
 

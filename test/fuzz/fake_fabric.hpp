@@ -489,4 +489,19 @@ private:
   int cq_fd_;
 };
 
+/// A fake queue pair that records each arming of its CQ, and for what
+/// (unit tests of the link and its driver).
+class counting_queue_pair : public fake_queue_pair {
+public:
+  using fake_queue_pair::fake_queue_pair;
+
+  std::vector<transport::cq_events> arms;
+
+protected:
+  caf::error do_arm_cq(transport::cq_events which) override {
+    arms.push_back(which);
+    return {};
+  }
+};
+
 } // namespace rdmactor::fuzz

@@ -14,25 +14,12 @@
 
 using namespace rdmactor;
 using namespace rdmactor::transport;
+using rdmactor::fuzz::counting_queue_pair;
 using rdmactor::fuzz::fake_device;
 using rdmactor::fuzz::fake_link;
 using rdmactor::fuzz::fake_queue_pair;
 
 namespace {
-
-/// A fake queue pair that counts how often its CQ was armed, and for what.
-class counting_qp : public fake_queue_pair {
-public:
-  using fake_queue_pair::fake_queue_pair;
-
-  std::vector<cq_events> arms;
-
-protected:
-  caf::error do_arm_cq(cq_events which) override {
-    arms.push_back(which);
-    return {};
-  }
-};
 
 /// Records what the link reports.
 struct recorder : link_observer {
@@ -56,7 +43,7 @@ struct fixture {
     cp.recv_depth = 8;
     cp.max_message_len_bytes = 4096;
     peer = std::make_shared<fake_link>(dev->registry, cp);
-    qp = std::make_shared<counting_qp>(peer);
+    qp = std::make_shared<counting_queue_pair>(peer);
     auto opened = transport::link::open(dev, qp);
     BOOST_REQUIRE(opened);
     dl = std::make_unique<driven_link>();
@@ -82,7 +69,7 @@ struct fixture {
 
   std::shared_ptr<fake_device> dev = std::make_shared<fake_device>();
   std::shared_ptr<fake_link> peer;
-  std::shared_ptr<counting_qp> qp;
+  std::shared_ptr<counting_queue_pair> qp;
   std::unique_ptr<driven_link> dl;
   std::atomic<bool> wanted{false};
   link_driver driver;

@@ -19,6 +19,7 @@
 
 using namespace rdmactor;
 using namespace rdmactor::transport;
+using rdmactor::fuzz::counting_queue_pair;
 using rdmactor::fuzz::fake_device;
 using rdmactor::fuzz::fake_link;
 using rdmactor::fuzz::fake_queue_pair;
@@ -26,20 +27,6 @@ using rdmactor::fuzz::fake_queue_pair;
 namespace {
 
 constexpr uint32_t credit_only = credit_ledger::credit_only_bit;
-
-/// A fake queue pair that counts how often its CQ was armed.
-class counting_qp : public fake_queue_pair {
-public:
-  using fake_queue_pair::fake_queue_pair;
-
-  std::vector<cq_events> arms;
-
-protected:
-  caf::error do_arm_cq(cq_events which) override {
-    arms.push_back(which);
-    return {};
-  }
-};
 
 /// Records what the link reports.
 struct recorder : link_observer {
@@ -97,7 +84,7 @@ struct fixture {
     cp.recv_depth = recv_depth;
     cp.max_message_len_bytes = max_len;
     peer = std::make_shared<fake_link>(dev->registry, cp);
-    qp = std::make_shared<counting_qp>(peer);
+    qp = std::make_shared<counting_queue_pair>(peer);
     auto opened = transport::link::open(dev, qp);
     BOOST_REQUIRE(opened);
     l = std::move(*opened);
@@ -125,7 +112,7 @@ struct fixture {
 
   std::shared_ptr<fake_device> dev = std::make_shared<fake_device>();
   std::shared_ptr<fake_link> peer;
-  std::shared_ptr<counting_qp> qp;
+  std::shared_ptr<counting_queue_pair> qp;
   std::unique_ptr<transport::link> l;
   recorder rec;
 };
