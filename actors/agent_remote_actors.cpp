@@ -6,6 +6,7 @@
 
 #include "actors/agent_state.hpp"
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 
 namespace rdmactor::agent_detail {
@@ -31,8 +32,15 @@ bool assignable(const std::vector<std::string>& published,
 
 caf::error actor_sink::deliver_actor_message(const protocol::ActorMessage& m,
                                              const uint8_t* data, size_t len) {
-  self_->state.activation_delivered_bytes += len;
-  return self_->state.actors->on_frame(m, data, len, self_->context());
+  auto& st = self_->state;
+  st.activation_delivered_bytes += len;
+  // Inside a poll: past the activation's budget, the poll ends here so the
+  // targets (queued on this worker) free the messages before more come
+  // (agent_runner::resume).
+  if (st.activation_delivered_bytes >= tuning::agent_yield_after_bytes
+      && st.driver.driving())
+    st.driver.path().pause();
+  return st.actors->on_frame(m, data, len, self_->context());
 }
 
 void actor_sink::refuse_actor_message(const protocol::ActorMessage& m,

@@ -595,13 +595,29 @@ void link::on_completion(const work_completion& wc) {
 size_t link::poll() {
   work_completion wcs[tuning::cq_batch];
   size_t total = 0;
-  if (polled_ && !down_)
+  paused_ = false;
+  // What a paused poll left, first (completions come in order).
+  while (held_pos_ < held_.size() && !down_ && !paused_) {
+    ++total;
+    on_completion(held_[held_pos_++]);
+  }
+  if (held_pos_ >= held_.size()) {
+    held_.clear();
+    held_pos_ = 0;
+  }
+  if (polled_ && !down_ && !paused_)
     qp_->progress();
-  while (!down_) {
+  while (!down_ && !paused_) {
     auto n = qp_->poll_cq(wcs, tuning::cq_batch);
     total += n;
-    for (size_t i = 0; i < n && !down_; ++i)
+    for (size_t i = 0; i < n && !down_; ++i) {
       on_completion(wcs[i]);
+      if (paused_) {
+        held_.assign(wcs + i + 1, wcs + n);
+        held_pos_ = 0;
+        break;
+      }
+    }
     if (n < tuning::cq_batch)
       break;
   }

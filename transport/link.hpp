@@ -45,7 +45,7 @@ const char* to_string(op_kind k);
 /// Receives what a link reports.  Every call happens on the owner's
 /// thread, from inside a call into the link (`submit`, `poll`, `reclaim`,
 /// `arm`, `fail`); an observer may call the link again only through
-/// `submit` (it is reentrant) and must not destroy it.
+/// `submit` (it is reentrant) and `pause`, and must not destroy it.
 class link_observer {
 public:
   virtual ~link_observer() = default;
@@ -147,6 +147,18 @@ public:
   /// owner polls (`set_polled`), it first lets the fabric make progress on
   /// this thread (`queue_pair::progress`).
   size_t poll();
+  /// Ends the running `poll` after the completion being handled (called
+  /// by the observer, from inside it): the owner's turn ends, e.g. to let
+  /// the actors that took delivered messages run.  Completions the CQ
+  /// already gave up wait in the link and come first at the next `poll`;
+  /// `paused` tells the owner to poll again instead of arming.
+  void pause() noexcept {
+    paused_ = true;
+  }
+  /// The last `poll` ended early (`pause`).
+  bool paused() const noexcept {
+    return paused_;
+  }
 
   /// The owner polls from now on (true) or waits for the CQ's notification
   /// (false); passed to the queue pair (`queue_pair::set_polled`).  Switch
@@ -332,6 +344,12 @@ private:
   armed_for armed_ = armed_for::none;
   /// See `set_polled`.
   bool polled_ = false;
+  /// See `pause`.
+  bool paused_ = false;
+  /// Completions taken from the CQ and not yet handled (a paused poll),
+  /// from `held_pos_` on.
+  std::vector<work_completion> held_;
+  size_t held_pos_ = 0;
 };
 
 } // namespace rdmactor::transport

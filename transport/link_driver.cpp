@@ -113,6 +113,8 @@ void link_driver::requested() {
     // a completion that came between the post and the arming.
     path().arm();
     path().poll();
+    if (path().paused() && !path().down())
+      schedule_poll();
   }
 }
 
@@ -153,6 +155,11 @@ size_t link_driver::drain() {
   auto n = path.poll();
   if (path.down())
     return n;
+  if (path.paused()) {
+    // The observer ended this turn; the rest waits for the next poll.
+    schedule_poll();
+    return n;
+  }
   if (how_.mode != completion_mode::event) {
     if (n > 0)
       active_since_reading_ = true;
@@ -177,7 +184,9 @@ size_t link_driver::drain() {
   // Poll once more: a completion that arrived between the last poll and
   // arming would not notify.
   auto late = path.poll();
-  if (late > 0 && !path.down() && how_.mode != completion_mode::event) {
+  if (path.paused() && !path.down()) {
+    schedule_poll();
+  } else if (late > 0 && !path.down() && how_.mode != completion_mode::event) {
     active_since_reading_ = true;
     schedule_poll();
   }

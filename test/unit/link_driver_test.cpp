@@ -190,3 +190,36 @@ BOOST_AUTO_TEST_CASE(a_down_link_asks_for_no_more_polls) {
   f.driver.schedule_poll();
   BOOST_TEST(!f.take_poll());
 }
+
+/// Pauses the poll at its first message.
+struct pausing_recorder : recorder {
+  transport::link* path = nullptr;
+  void on_message(local_mr msg) override {
+    recorder::on_message(std::move(msg));
+    path->pause();
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_paused_poll_keeps_the_rest_for_the_next_poll) {
+  fixture f;
+  pausing_recorder rec;
+  rec.path = f.dl->path.get();
+  f.driver.init(polling{completion_mode::event, 0}, &f.wanted);
+  f.driver.start(std::move(f.dl), rec, caf::weak_actor_ptr{});
+  f.take_poll();
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST(f.deliver());
+  auto arms = f.qp->arms.size();
+  // Each poll ends after one message, asks for the next poll and does not
+  // arm (the rest waits in the link, not in the CQ).
+  for (size_t i = 1; i <= 3; ++i) {
+    f.driver.drain();
+    BOOST_TEST(rec.messages == i);
+    BOOST_TEST(f.take_poll());
+    BOOST_TEST(f.qp->arms.size() == arms);
+  }
+  // Nothing left: event mode arms again.
+  f.driver.drain();
+  BOOST_TEST(rec.messages == 3u);
+  BOOST_TEST(!f.take_poll());
+}
