@@ -115,13 +115,8 @@ void actor_sink::deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
 }
 
 void actor_sink::disconnect(const caf::error& reason) {
-  // Maybe from inside the link's poll: shut down from a handler, and drop
-  // what the peer sends meanwhile.
-  auto& st = self_->state;
-  if (st.link_failing)
-    return;
-  st.link_failing = true;
-  self_->send(self_, transport::qp_down_atom::value, reason);
+  // Maybe from inside the link's poll.
+  shut_down_later(self_, reason);
 }
 
 void actor_sink::schedule_ack_flush() {

@@ -22,30 +22,41 @@ void link_events::on_done(uint64_t cookie, caf::expected<uint64_t> result) {
   fn(std::move(result));
 }
 
+namespace {
+
+/// Whether what the peer sends still reaches the core: not once the link
+/// failed, the core closed or the peer said Goodbye.
+bool takes_frames(const agent_state& st) {
+  return !st.link_failing && !st.core->closed()
+         && !st.core->peer_said_goodbye();
+}
+
+} // namespace
+
 void link_events::on_message(local_mr msg) {
   auto& st = self_->state;
-  auto& core = *st.core;
-  if (st.link_failing || core.closed() || core.peer_said_goodbye())
+  if (!takes_frames(st))
     return; // the buffer is reposted with `msg`
-  core.on_frame(msg, self_->clock().now());
+  st.core->on_frame(msg, self_->clock().now());
   st.frames_seen = true;
 }
 
 void link_events::on_imm(uint32_t imm, uint32_t bytes) {
   auto& st = self_->state;
-  auto& core = *st.core;
-  if (st.link_failing || core.closed() || core.peer_said_goodbye())
-    return;
-  core.on_write_imm(imm, bytes, self_->clock().now());
+  if (takes_frames(st))
+    st.core->on_write_imm(imm, bytes, self_->clock().now());
 }
 
 void link_events::on_down(const caf::error& cause) {
-  // Not from inside the link's call: the shutdown hands the link on.
-  auto& st = self_->state;
+  shut_down_later(self_, cause);
+}
+
+void shut_down_later(self_ptr self, const caf::error& cause) {
+  auto& st = self->state;
   if (st.link_failing)
     return;
   st.link_failing = true;
-  self_->send(self_, transport::qp_down_atom::value, cause);
+  self->send(self, transport::qp_down_atom::value, cause);
 }
 
 // -- operations ---------------------------------------------------------------

@@ -407,6 +407,11 @@ void submit_atomic_op(self_ptr self, transport::op_kind kind,
                       const mr_token& word, uint64_t compare_add, uint64_t swap,
                       op_done done);
 
+/// Shuts down with `cause` from a handler (a `qp_down_atom` to the agent
+/// itself), for callers inside the link's calls, where handing the link
+/// on is not allowed; frames from now on are dropped.  Once.
+void shut_down_later(self_ptr self, const caf::error& cause);
+
 /// Runs after the link was polled: what frames that arrived ask of the
 /// actor (`after_frame`).  `in_handler`: called from a message handler;
 /// otherwise (a poll in `resume`) a shutdown they ask for is left to the

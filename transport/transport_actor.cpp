@@ -3,8 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <limits>
-#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
