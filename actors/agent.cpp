@@ -120,16 +120,9 @@ void actor_sink::disconnect(const caf::error& reason) {
 }
 
 void actor_sink::schedule_ack_flush() {
-  // Behind the frames queued in our mailbox now.  With nothing queued the
-  // flush would be our next message, and its first hold (on_flush_acks)
-  // would only end this activation: end it now and let the message be the
-  // second hold, one self-message fewer per echoed chunk.
-  auto& st = self_->state;
-  if (st.core->acks_may_ride() && self_->mailbox().empty()) {
-    st.ack_flush_holds = 1;
-    st.yield_now = true;
-  }
-  self_->send(self_, flush_acks_atom::value);
+  // The runner flushes once we went through the worker's queue (see
+  // flush_acks below): no message to ourselves.
+  self_->state.flush_wanted->store(true, std::memory_order_relaxed);
 }
 
 void actor_sink::schedule_sweep() {
@@ -165,30 +158,17 @@ void arm_sweep(self_ptr self) {
   self->delayed_send(self, sweep_interval(self), timeout_atom::value);
 }
 
-/// Sends the gathered SendData acknowledgements, unless our next SendData
-/// may carry them (`agent_core::acks_may_ride`): then the flush is held
-/// back twice, without a timer.  First this activation ends, so the user
-/// actors we just handed data to (queued first on this worker) run and
-/// may answer with a send; then, if messages wait in our mailbox (such an
-/// answer), the flush goes behind them and this activation goes on with
-/// them (ending it there too cost one more activation per round trip, to
-/// no purpose: what may carry the acks is already queued).
-/// Acknowledgements a send took leave nothing to flush.  The cost where
-/// nobody answers: one more trip through the worker's queue before the
-/// response goes.
-void on_flush_acks(self_ptr self) {
-  auto& st = self->state;
-  auto hold = st.core->acks_may_ride()
-              && (st.ack_flush_holds == 0
-                  || (st.ack_flush_holds == 1 && !self->mailbox().empty()));
-  if (hold) {
-    if (st.ack_flush_holds++ == 0)
-      st.yield_now = true;
-    self->send(self, flush_acks_atom::value);
-    return;
-  }
-  st.ack_flush_holds = 0;
-  st.core->flush_acks();
+/// Sends the gathered SendData acknowledgements (the runner's tail, see
+/// `resume_with_polls`, or a `flush_acks_atom` where the tail could not
+/// keep us scheduled).  The flush waits one trip through the worker's
+/// queue, so that the user actors we just handed data to (queued first on
+/// this worker) run and may answer with a send, and then, if messages wait
+/// in our mailbox (such an answer), it goes behind them: our next SendData
+/// may carry the acknowledgements (`agent_core::acks_may_ride`) and leave
+/// nothing to flush.  The cost where nobody answers: that one trip before
+/// the response goes.
+void flush_acks(self_ptr self) {
+  self->state.core->flush_acks();
 }
 
 /// Deadlines use the actor system's clock (steady_clock, or the test
@@ -395,7 +375,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
         self->state.driver.notified();
         after_poll(self, true);
       },
-      [self](flush_acks_atom) { on_flush_acks(self); },
+      [self](flush_acks_atom) { flush_acks(self); },
       [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
       [self](transport::repost_atom, uint32_t) {
         self->state.driver.reclaim();
@@ -613,6 +593,7 @@ public:
 
   behavior_type make_behavior() override {
     state.poll_wanted = &polls_.wanted;
+    state.flush_wanted = &polls_.tail;
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),
                       std::move(node_actors_));
@@ -629,13 +610,17 @@ public:
       state.activation_delivered_bytes = 0;
       state.yield_now = false;
     }
-    return transport::resume_with_polls<agent_actor>(
+    return transport::resume_with_polls<agent_actor, flush_acks_atom>(
         this, polls_, alive,
-        [&] {
+        [&](bool poll, bool tail) {
           detach_caf_logger();
           context(ctx);
-          state.driver.drain();
-          after_poll(this, false);
+          if (tail)
+            flush_acks(this);
+          if (poll) {
+            state.driver.drain();
+            after_poll(this, false);
+          }
         },
         [&] {
           return run_activation(

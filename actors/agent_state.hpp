@@ -175,6 +175,9 @@ struct agent_state {
   op_table ops;
   /// The runner's poll flag (transport/direct_poll.hpp).
   std::atomic<bool>* poll_wanted = nullptr;
+  /// The runner's tail flag: the held acknowledgement flush is wanted
+  /// (actor_sink::schedule_ack_flush, flush_acks in agent.cpp).
+  std::atomic<bool>* flush_wanted = nullptr;
   /// Frames arrived since `after_poll` last ran.
   bool frames_seen = false;
   /// The link failed or the core asked to disconnect: frames from now on
@@ -192,9 +195,6 @@ struct agent_state {
   size_t activation_delivered_bytes = 0;
   /// End the running activation after this message (agent_runner).
   bool yield_now = false;
-  /// How often the scheduled `flush_acks_atom` was held back so far (see
-  /// the handler in agent.cpp); 0 when none is on its way.
-  uint8_t ack_flush_holds = 0;
   /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
   /// keeps the timer, since a delayed message to ourselves would keep a
   /// connection whose last handle went open until it is due).

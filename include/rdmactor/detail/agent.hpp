@@ -117,10 +117,10 @@ using chunk_subscriber
 ///
 /// From the transport (also `imm_arrived_atom`: the peer's write with
 /// immediate data): `recv_atom`, `qp_down_atom`.  Internal:
-/// `flush_acks_atom`: sends the SendData acknowledgements gathered while
-/// the frames queued before it were handled (cumulative acknowledgements,
-/// for a peer whose Hello offered them), held back behind the user's next
-/// send for a peer that takes acknowledgements on SendData;
+/// `flush_acks_atom`: sends the SendData acknowledgements gathered
+/// (cumulative acknowledgements, for a peer whose Hello offered them); the
+/// agent's runner flushes without it (its tail, transport/direct_poll.hpp)
+/// and sends it only when a message races the tail;
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past
 /// request_timeout_ms (armed only while something waits);
