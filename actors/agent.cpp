@@ -1,6 +1,9 @@
 #include "rdmactor/detail/agent.hpp"
 
+#include <limits>
+
 #include <caf/actor_system.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
 
 #include "actors/agent_state.hpp"
 #include "actors/remote_mr_access.hpp"
@@ -292,6 +295,18 @@ void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
 
 namespace {
 
+/// The runner takes the CQ's notification without a message where the
+/// scheduler's max-throughput is bounded (rdmactor::config sets it): the
+/// flag waits for the end of an activation, and an unbounded one would
+/// hold it off for as long as messages keep coming.  Else `cq_event_atom`,
+/// which queues behind them.
+transport::direct_wake* direct_wake_for(self_ptr self) {
+  if (self->home_system().scheduler().max_throughput()
+      == std::numeric_limits<size_t>::max())
+    return nullptr;
+  return self->state.direct;
+}
+
 agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
                                       link_params link, memory_pool_ptr pool,
                                       allocator_actor allocator, options opts,
@@ -306,7 +321,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
   if (st.handoff) {
     if (auto dl = st.handoff->take())
       st.driver.start(std::move(dl), st.events,
-                      caf::actor_cast<caf::weak_actor_ptr>(self));
+                      caf::actor_cast<caf::weak_actor_ptr>(self),
+                      direct_wake_for(self));
   }
   start_remote_actors(self, std::move(node_actors));
   self->link_to(st.transport);
@@ -579,8 +595,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
 /// it returns `resume_later` (the worker runs the targets, which the
 /// deliveries put in its queue, and resumes the agent after them), else it
 /// runs up to the scheduler's `max-throughput` messages as CAF would.
-class agent_runner
-    : public caf::stateful_actor<agent_state, agent_actor::base> {
+class agent_runner : public caf::stateful_actor<agent_state, agent_actor::base>,
+                     public transport::direct_wake {
 public:
   using super = caf::stateful_actor<agent_state, agent_actor::base>;
 
@@ -594,6 +610,7 @@ public:
   behavior_type make_behavior() override {
     state.poll_wanted = &polls_.wanted;
     state.flush_wanted = &polls_.tail;
+    state.direct = this;
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),
                       std::move(node_actors_));
@@ -612,15 +629,17 @@ public:
     }
     return transport::resume_with_polls<agent_actor, flush_acks_atom>(
         this, polls_, alive,
-        [&](bool poll, bool tail) {
+        [&](const transport::due_work& w) {
           detach_caf_logger();
           context(ctx);
-          if (tail)
+          if (w.tail)
             flush_acks(this);
-          if (poll) {
+          if (w.notified)
+            state.driver.notified(); // drains too
+          else if (w.poll)
             state.driver.drain();
+          if (w.notified || w.poll)
             after_poll(this, false);
-          }
         },
         [&] {
           return run_activation(
@@ -631,6 +650,12 @@ public:
                               >= tuning::agent_yield_after_bytes;
               });
         });
+  }
+
+  /// The CQ's notification, on the fabric's thread: no `cq_event_atom`
+  /// (a mailbox element and CAF's dispatch per wake-up).
+  void wake_notified() noexcept override {
+    transport::wake_without_message(this, polls_);
   }
 
 private:

@@ -178,6 +178,8 @@ struct agent_state {
   /// The runner's tail flag: the held acknowledgement flush is wanted
   /// (actor_sink::schedule_ack_flush, flush_acks in agent.cpp).
   std::atomic<bool>* flush_wanted = nullptr;
+  /// The runner, which takes the CQ's notification without a message.
+  transport::direct_wake* direct = nullptr;
   /// Frames arrived since `after_poll` last ran.
   bool frames_seen = false;
   /// The link failed or the core asked to disconnect: frames from now on

@@ -53,7 +53,7 @@ if [[ -n "$sanitize" ]]; then
                      -DCAF_INCLUDE_DIR="$caf/include"
                      -DCAF_CORE_LIBRARY="$caf/lib/libcaf_core.so"
                      -DCAF_IO_LIBRARY="$caf/lib/libcaf_io.so")
-        select=(-R "^(fabric_test_soft|soft_fabric_test|transport_actor_test|agent_test|hostile_test|reliability_test)$")
+        select=(-R "^(fabric_test_soft|soft_fabric_test|transport_actor_test|agent_test|hostile_test|reliability_test|direct_poll_test|link_driver_test)$")
       else
         # Without CAF's source (no route to deb.debian.org) only the suites
         # that do not rely on CAF's synchronization can run under TSan.

@@ -17,9 +17,10 @@ namespace rdmactor::transport {
 
 // -- wake_target --------------------------------------------------------------
 
-void wake_target::set(caf::weak_actor_ptr who) {
+void wake_target::set(caf::weak_actor_ptr who, direct_wake* direct) {
   std::lock_guard<std::mutex> guard{mtx_};
   who_ = std::move(who);
+  direct_ = direct;
 }
 
 caf::strong_actor_ptr wake_target::driver() {
@@ -28,7 +29,19 @@ caf::strong_actor_ptr wake_target::driver() {
 }
 
 void wake_target::cq_event() {
-  if (auto strong = driver())
+  caf::strong_actor_ptr strong;
+  direct_wake* direct = nullptr;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    strong = who_.lock();
+    direct = direct_;
+  }
+  if (!strong)
+    return;
+  // `strong` keeps the owner, and with it `direct`, alive meanwhile.
+  if (direct != nullptr)
+    direct->wake_notified();
+  else
     caf::anon_send(caf::actor_cast<caf::actor>(std::move(strong)),
                    cq_event_atom::value);
 }
@@ -56,11 +69,11 @@ std::unique_ptr<driven_link> link_handoff::take() {
 // -- link_driver --------------------------------------------------------------
 
 void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
-                        caf::weak_actor_ptr owner) {
+                        caf::weak_actor_ptr owner, direct_wake* direct) {
   dl_ = std::move(dl);
   auto& path = *dl_->path;
   path.set_observer(&obs);
-  dl_->target->set(std::move(owner));
+  dl_->target->set(std::move(owner), direct);
   if (!dl_->wired) {
     dl_->wired = true;
     auto target = dl_->target;

@@ -20,14 +20,30 @@
 
 namespace rdmactor::transport {
 
+/// An owner that takes the CQ's notification without a message (the
+/// agent's runner; see `wake_without_message` in direct_poll.hpp).
+class direct_wake {
+public:
+  /// Called on the fabric's thread while the caller holds a strong
+  /// reference to the owner: the armed notification fired.
+  virtual void wake_notified() noexcept = 0;
+
+protected:
+  ~direct_wake() = default;
+};
+
 /// Where the fabric's wake-ups of a link go: the actor that drives it now.
 /// Called on the fabric's threads (and a poller's); retargeted, under its
 /// mutex, when the link changes hands.
 class wake_target {
 public:
-  /// Sends the wake-ups to `who` from now on (null: to nobody).
-  void set(caf::weak_actor_ptr who);
-  /// Sends `cq_event_atom` to the driver: completions are ready.
+  /// Sends the wake-ups to `who` from now on (null: to nobody); `direct`
+  /// (part of `who`, or null) takes the CQ's notification without a
+  /// message.
+  void set(caf::weak_actor_ptr who, direct_wake* direct = nullptr);
+
+  /// Tells the driver that completions are ready: through `direct_wake`
+  /// where it has one, else with `cq_event_atom`.
   void cq_event();
   /// Sends `(repost_atom, 0)` to the driver: receive buffers were released.
   void repost();
@@ -37,6 +53,7 @@ private:
 
   std::mutex mtx_;
   caf::weak_actor_ptr who_;
+  direct_wake* direct_ = nullptr;
 };
 
 /// An opened link and its wake-up wiring: what passes from one driver to
@@ -84,10 +101,11 @@ public:
   }
 
   /// Starts driving `dl`: `obs` hears the link's events, `owner` gets the
-  /// fabric's wake-ups from now on.  Arms the CQ (except in busy mode) and
-  /// asks for a poll, which finds what came while nobody drove the link.
+  /// fabric's wake-ups from now on (the CQ's notification through
+  /// `direct`, when not null).  Arms the CQ (except in busy mode) and asks
+  /// for a poll, which finds what came while nobody drove the link.
   void start(std::unique_ptr<driven_link> dl, link_observer& obs,
-             caf::weak_actor_ptr owner);
+             caf::weak_actor_ptr owner, direct_wake* direct = nullptr);
 
   /// Stops driving and returns the link for the next owner (null when none
   /// was driven).  Its observer is cleared; wake-ups still reach this owner

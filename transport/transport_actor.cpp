@@ -389,7 +389,7 @@ public:
       state.yield_now = false;
     return resume_with_polls<transport_actor>(
         this, polls_, alive,
-        [&](bool, bool) { // polls only: this actor asks for no tail
+        [&](const due_work&) { // polls only: no tail, no direct wake
           detach_caf_logger();
           context(ctx);
           state.in_direct_poll = true;

@@ -4,14 +4,17 @@
 // The work an actor runs without messages (transport/direct_poll.hpp):
 // the tail (the agent's held acknowledgement flush) never runs in the
 // activation that asked for it, runs after the messages that waited at its
-// trip through the worker's queue, and runs exactly once.  A probe actor
+// trip through the worker's queue, and runs exactly once; a wake without a
+// message (the CQ's notification) is never lost.  A probe actor
 // whose `resume` uses `resume_with_polls`, on one CAF worker so that the
 // order of activations is CAF's queue order.
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -25,6 +28,7 @@ namespace {
 using ask_atom = caf::atom_constant<caf::atom("ask")>;
 using note_atom = caf::atom_constant<caf::atom("note")>;
 using tail_atom = caf::atom_constant<caf::atom("tail")>;
+using noise_atom = caf::atom_constant<caf::atom("noise")>;
 
 /// What the probe did, in order; shared with the test's thread.
 class journal {
@@ -44,6 +48,18 @@ public:
     cv_.wait_for(guard, std::chrono::milliseconds(50),
                  [&] { return entries_.size() > n; });
     return entries_;
+  }
+
+  /// Waits until `what` was recorded `n` times (at most 5 s); returns how
+  /// often it was.
+  size_t wait_count(const std::string& what, size_t n) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    auto count = [&] {
+      return static_cast<size_t>(
+          std::count(entries_.begin(), entries_.end(), what));
+    };
+    cv_.wait_for(guard, std::chrono::seconds(5), [&] { return count() >= n; });
+    return count();
   }
 
 private:
@@ -69,7 +85,14 @@ public:
         },
         [this](note_atom, const std::string& what) { log_.add(what); },
         [this](tail_atom) { log_.add("tail"); },
+        [this](cq_event_atom) { log_.add("notified"); },
+        [](noise_atom) {}, // keeps the probe busy
     };
+  }
+
+  /// As the fabric's thread calls it (wake_target::cq_event).
+  void wake() {
+    wake_without_message(this, dp_);
   }
 
   caf::resumable::resume_result resume(caf::execution_unit* ctx,
@@ -77,11 +100,13 @@ public:
     bool alive = !getf(is_terminated_flag);
     return resume_with_polls<caf::actor, tail_atom>(
         this, dp_, alive,
-        [&](bool poll, bool tail) {
-          if (poll)
-            log_.add("poll"); // nobody asks for one here
-          if (tail)
+        [&](const due_work& w) {
+          if (w.tail)
             log_.add("tail");
+          if (w.notified)
+            log_.add("notified");
+          if (w.poll)
+            log_.add("poll"); // nobody asks for one here
         },
         [&] { return caf::event_based_actor::resume(ctx, max_throughput); });
   }
@@ -99,10 +124,13 @@ caf::behavior echo_impl(caf::event_based_actor* self, caf::actor probe) {
   }};
 }
 
-/// One worker: CAF's queue order is the order of activations.
+/// One worker: CAF's queue order is the order of activations.  A bounded
+/// max-throughput, as rdmactor's config sets it: an activation ends after
+/// 8 messages, so work without messages gets its turn under a stream.
 struct one_worker_config : caf::actor_system_config {
   one_worker_config() {
     set("scheduler.max-threads", 1);
+    set("scheduler.max-throughput", 8);
   }
 };
 
@@ -159,6 +187,38 @@ BOOST_AUTO_TEST_CASE(every_request_gets_its_tail) {
   BOOST_TEST(got == expected, boost::test_tools::per_element());
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(direct_poll_wake, fixture)
+
+// An idle probe (mailbox blocked) is scheduled by the wake alone, and no
+// wake is lost while another thread keeps sending it messages: each wake
+// is seen before the next one starts.
+BOOST_AUTO_TEST_CASE(a_wake_schedules_the_actor_and_is_never_lost) {
+  auto hdl = sys.spawn<probe>(std::ref(log));
+  auto* p = static_cast<probe*>(caf::actor_cast<caf::abstract_actor*>(hdl));
+  size_t wakes = 0;
+  for (; wakes < 50; ++wakes) {
+    p->wake();
+    BOOST_REQUIRE_EQUAL(log.wait_count("notified", wakes + 1), wakes + 1);
+  }
+  std::atomic<bool> stop{false};
+  std::thread sender{[&] {
+    while (!stop)
+      caf::anon_send(hdl, noise_atom::value);
+  }};
+  size_t lost_at = 0;
+  for (; wakes < 550 && lost_at == 0; ++wakes) {
+    p->wake();
+    if (log.wait_count("notified", wakes + 1) != wakes + 1)
+      lost_at = wakes;
+  }
+  stop = true;
+  sender.join();
+  BOOST_TEST(lost_at == 0u, "wake " << lost_at << " was lost");
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
