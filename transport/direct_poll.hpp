@@ -93,9 +93,12 @@ resume_with_polls(Actor* self, direct_poll& dp, bool alive,
                   SideWork&& side_work, RunMessages&& run_messages) {
   if (alive) {
     bool idle = self->mailbox().empty();
+    // Asked for in an earlier activation: it made its trip through the
+    // queue to get here.
+    bool tail_pending = dp.tail.load(std::memory_order_relaxed);
     due_work w;
-    w.tail = dp.tail.load(std::memory_order_relaxed) && (idle || dp.tail_waited)
-             && dp.tail.exchange(false);
+    w.tail
+        = tail_pending && (idle || dp.tail_waited) && dp.tail.exchange(false);
     bool may_poll = !dp.polled_last || idle;
     w.notified = may_poll && dp.notified.exchange(false);
     w.poll = may_poll && dp.wanted.exchange(false);
@@ -113,8 +116,12 @@ resume_with_polls(Actor* self, direct_poll& dp, bool alive,
       if (dp.tail.load(std::memory_order_relaxed) && self->mailbox().empty())
         return caf::resumable::resume_later;
     }
-    if (dp.tail.load(std::memory_order_relaxed))
+    // The tail that made its trip waits for these messages only (one the
+    // work above just asked for has its trip still to make).
+    if (tail_pending && !w.tail)
       dp.tail_waited = true;
+    else if (!tail_pending)
+      dp.tail_waited = false; // a tail sent as a message left it behind
   }
   dp.polled_last = false;
   auto result = run_messages();
