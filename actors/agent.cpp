@@ -125,7 +125,7 @@ void actor_sink::disconnect(const caf::error& reason) {
 void actor_sink::schedule_ack_flush() {
   // The runner flushes once we went through the worker's queue (see
   // flush_acks below): no message to ourselves.
-  self_->state.flush_wanted->store(true, std::memory_order_relaxed);
+  self_->state.runner_flags->tail.store(true, std::memory_order_relaxed);
 }
 
 void actor_sink::schedule_sweep() {
@@ -317,7 +317,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
   st.allocator = std::move(allocator);
   st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
   st.driver.init(transport::usable_polling(self->home_system(), parked.how),
-                 st.poll_wanted);
+                 &st.runner_flags->wanted);
   if (st.handoff) {
     if (auto dl = st.handoff->take())
       st.driver.start(std::move(dl), st.events,
@@ -608,8 +608,7 @@ public:
         opts_(std::move(opts)), node_actors_(std::move(node_actors)) {}
 
   behavior_type make_behavior() override {
-    state.poll_wanted = &polls_.wanted;
-    state.flush_wanted = &polls_.tail;
+    state.runner_flags = &polls_;
     state.direct = this;
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),

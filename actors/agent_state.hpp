@@ -23,6 +23,7 @@
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/cookie_table.hpp"
+#include "transport/direct_poll.hpp"
 #include "transport/link_driver.hpp"
 
 namespace rdmactor::agent_detail {
@@ -173,11 +174,10 @@ struct agent_state {
   std::shared_ptr<transport::link_handoff> handoff;
   link_events events;
   op_table ops;
-  /// The runner's poll flag (transport/direct_poll.hpp).
-  std::atomic<bool>* poll_wanted = nullptr;
-  /// The runner's tail flag: the held acknowledgement flush is wanted
+  /// The runner's flags (transport/direct_poll.hpp): `wanted` is the
+  /// driver's poll flag, `tail` the held acknowledgement flush
   /// (actor_sink::schedule_ack_flush, flush_acks in agent.cpp).
-  std::atomic<bool>* flush_wanted = nullptr;
+  transport::direct_poll* runner_flags = nullptr;
   /// The runner, which takes the CQ's notification without a message.
   transport::direct_wake* direct = nullptr;
   /// Frames arrived since `after_poll` last ran.

@@ -23,19 +23,16 @@ void wake_target::set(caf::weak_actor_ptr who, direct_wake* direct) {
   direct_ = direct;
 }
 
-caf::strong_actor_ptr wake_target::driver() {
+caf::strong_actor_ptr wake_target::driver(direct_wake** direct) {
   std::lock_guard<std::mutex> guard{mtx_};
+  if (direct != nullptr)
+    *direct = direct_;
   return who_.lock();
 }
 
 void wake_target::cq_event() {
-  caf::strong_actor_ptr strong;
   direct_wake* direct = nullptr;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    strong = who_.lock();
-    direct = direct_;
-  }
+  auto strong = driver(&direct);
   if (!strong)
     return;
   // `strong` keeps the owner, and with it `direct`, alive meanwhile.
@@ -125,10 +122,17 @@ void link_driver::requested() {
     // Armed for receives only: widen it for this requester, then poll for
     // a completion that came between the post and the arming.
     path().arm();
-    path().poll();
-    if (path().paused() && !path().down())
-      schedule_poll();
+    poll_link();
   }
+}
+
+/// Polls the link once; a poll the observer paused asks for the next one
+/// (the rest waits in the link; arming would not bring it).
+size_t link_driver::poll_link() {
+  auto n = path().poll();
+  if (path().paused())
+    schedule_poll(); // nothing when down
+  return n;
 }
 
 /// True while the polling modes keep polling instead of arming the CQ.
@@ -165,14 +169,9 @@ size_t link_driver::drain() {
   if (how_.mode != completion_mode::event)
     path.set_polled(true);
   path.reclaim();
-  auto n = path.poll();
-  if (path.down())
+  auto n = poll_link();
+  if (path.down() || path.paused())
     return n;
-  if (path.paused()) {
-    // The observer ended this turn; the rest waits for the next poll.
-    schedule_poll();
-    return n;
-  }
   if (how_.mode != completion_mode::event) {
     if (n > 0)
       active_since_reading_ = true;
@@ -196,10 +195,9 @@ size_t link_driver::drain() {
   path.set_polled(false);
   // Poll once more: a completion that arrived between the last poll and
   // arming would not notify.
-  auto late = path.poll();
-  if (path.paused() && !path.down()) {
-    schedule_poll();
-  } else if (late > 0 && !path.down() && how_.mode != completion_mode::event) {
+  auto late = poll_link();
+  if (late > 0 && !path.paused() && !path.down()
+      && how_.mode != completion_mode::event) {
     active_since_reading_ = true;
     schedule_poll();
   }

@@ -49,7 +49,8 @@ public:
   void repost();
 
 private:
-  caf::strong_actor_ptr driver();
+  /// The driver, and its `direct_wake` (null when none or gone).
+  caf::strong_actor_ptr driver(direct_wake** direct = nullptr);
 
   std::mutex mtx_;
   caf::weak_actor_ptr who_;
@@ -155,6 +156,7 @@ public:
   void schedule_poll() noexcept;
 
 private:
+  size_t poll_link();
   bool keep_polling();
 
   std::unique_ptr<driven_link> dl_;
