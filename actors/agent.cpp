@@ -10,6 +10,7 @@
 #include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/scheduler_job.hpp"
 #include "common/tuning.hpp"
 #include "transport/direct_poll.hpp"
 
@@ -595,10 +596,12 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
 /// it returns `resume_later` (the worker runs the targets, which the
 /// deliveries put in its queue, and resumes the agent after them), else it
 /// runs up to the scheduler's `max-throughput` messages as CAF would.
-class agent_runner : public caf::stateful_actor<agent_state, agent_actor::base>,
+class agent_runner : public with_scheduler_job<
+                         caf::stateful_actor<agent_state, agent_actor::base>>,
                      public transport::direct_wake {
 public:
-  using super = caf::stateful_actor<agent_state, agent_actor::base>;
+  using super
+      = with_scheduler_job<caf::stateful_actor<agent_state, agent_actor::base>>;
 
   agent_runner(caf::actor_config& cfg, parked_link transport, link_params link,
                memory_pool_ptr pool, allocator_actor allocator, options opts,

@@ -45,19 +45,15 @@ struct due_work {
 
 /// Tells `self` that its CQ's notification fired, without a message: sets
 /// the flag and, if `self` is idle (its mailbox blocked), schedules it as
-/// CAF's `enqueue` would for a message.  Otherwise it runs or is scheduled
-/// already, and its `resume` sees the flag (see `resume_with_polls`).
-/// Called on the fabric's thread while the caller holds a strong reference
-/// to `self`.
+/// its `enqueue` would for a message (`Actor` is a `with_scheduler_job`,
+/// common/scheduler_job.hpp).  Otherwise it runs or is scheduled already,
+/// and its `resume` sees the flag (see `resume_with_polls`).  Called on the
+/// fabric's thread while the caller holds a strong reference to `self`.
 template <class Actor>
 void wake_without_message(Actor* self, direct_poll& dp) noexcept {
   dp.notified.store(true);
-  if (self->mailbox().try_unblock()) {
-    // Ours to schedule: the reference the scheduler releases after the
-    // activation that ends in awaiting_message or done.
-    intrusive_ptr_add_ref(self->ctrl());
-    self->home_system().scheduler().enqueue(self);
-  }
+  if (self->mailbox().try_unblock())
+    self->schedule_job(nullptr); // ours to schedule (with_scheduler_job)
 }
 
 /// One activation of an actor that polls: a wanted poll (or a fired

@@ -19,6 +19,7 @@
 
 #include <caf/all.hpp>
 
+#include "common/scheduler_job.hpp"
 #include "transport/direct_poll.hpp"
 
 using namespace rdmactor::transport;
@@ -70,10 +71,10 @@ private:
 
 /// `(ask_atom, echo)`: wants the tail, and asks `echo` (if any) to answer
 /// with a note; `(note_atom, s)`: records `s`.  The tail records "tail".
-class probe : public caf::event_based_actor {
+class probe : public rdmactor::with_scheduler_job<caf::event_based_actor> {
 public:
   probe(caf::actor_config& cfg, journal& log)
-      : caf::event_based_actor(cfg), log_(log) {}
+      : rdmactor::with_scheduler_job<caf::event_based_actor>(cfg), log_(log) {}
 
   caf::behavior make_behavior() override {
     return {

@@ -1,0 +1,125 @@
+#pragma once
+
+// Internal: what CAF's scheduler queues for an actor that runs often, in
+// place of the actor itself.  Not installed.
+
+#include <cstddef>
+#include <utility>
+
+#include <caf/actor_config.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/detail/sync_request_bouncer.hpp>
+#include <caf/execution_unit.hpp>
+#include <caf/intrusive/inbox_result.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/resumable.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
+
+namespace rdmactor {
+
+/// A scheduled actor (`Base`, e.g. a `caf::stateful_actor`) that CAF's
+/// scheduler queues and runs through a small job of its own instead of the
+/// actor itself.
+///
+/// Why: CAF's worker casts every job it takes to `abstract_actor*` for its
+/// logger's actor id (`dynamic_cast`, also where libcaf logs nothing).
+/// For an actor, a cross cast through its whole class hierarchy (a dozen
+/// CAF bases and mixins, each compared by name): about 1.3 k instructions
+/// per activation, the largest single cost of an agent's activation in the
+/// Soft-RoCE VM (docs/benchmarks.md, "CAF's cast per activation").  The job
+/// derives from `caf::resumable` alone, so the cast fails at once; its
+/// `resume` is the actor's `resume`.
+///
+/// The actor schedules the job wherever CAF would schedule the actor:
+/// `launch`, `enqueue` of a message that unblocks the mailbox, and
+/// `schedule_job` (a wake without a message, see direct_poll.hpp).  A job
+/// CAF re-queues after `resume_later` stays the job.  Anything else that
+/// queues the actor itself still works (it only pays the cast).  The job's
+/// reference count is the actor's (strong references of its control
+/// block): a queued job keeps the actor alive, as a queued actor does.
+/// At scheduler shutdown a still-queued job is only released (its subtype
+/// is `unspecified`); the actor cleans up when its last reference goes.
+template <class Base>
+class with_scheduler_job : public Base {
+public:
+  template <class... Ts>
+  explicit with_scheduler_job(caf::actor_config& cfg, Ts&&... xs)
+      : Base(cfg, std::forward<Ts>(xs)...), job_(this) {}
+
+  /// Queues the job, holding a reference for the scheduler (released by
+  /// the worker after an activation that ends in `awaiting_message` or
+  /// `done`).  Called by whoever unblocked the mailbox, on any thread;
+  /// `eu`: the calling worker, or nullptr off the scheduler's threads.
+  void schedule_job(caf::execution_unit* eu) {
+    this->intrusive_ptr_add_ref_impl();
+    if (eu != nullptr)
+      eu->exec_later(&job_);
+    else
+      this->home_system().scheduler().enqueue(&job_);
+  }
+
+  /// CAF's `scheduled_actor::launch`, but the first activation is the
+  /// job's: launched lazily (the mailbox blocked), then unblocked here
+  /// unless a message came first and did that.
+  void launch(caf::execution_unit* eu, bool lazy, bool hide) override {
+    Base::launch(eu, true, hide);
+    if (!lazy && !this->getf(caf::abstract_actor::is_detached_flag)
+        && this->mailbox().try_unblock())
+      schedule_job(eu);
+  }
+
+  /// CAF's `scheduled_actor::enqueue`, scheduling the job.  Called by
+  /// senders on any thread.
+  void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override {
+    if (this->getf(caf::abstract_actor::is_detached_flag)) {
+      Base::enqueue(std::move(ptr), eu);
+      return;
+    }
+    auto mid = ptr->mid;
+    auto sender = ptr->sender;
+    switch (this->mailbox().push_back(std::move(ptr))) {
+      case caf::intrusive::inbox_result::unblocked_reader:
+        schedule_job(eu);
+        break;
+      case caf::intrusive::inbox_result::queue_closed:
+        // Terminated: a request gets its error answer, as from CAF.
+        if (mid.is_request())
+          caf::detail::sync_request_bouncer{this->fail_state()}(sender, mid);
+        break;
+      case caf::intrusive::inbox_result::success:
+        break; // scheduled or running already
+    }
+  }
+
+private:
+  /// Forwards everything to the actor's own `resumable` side.
+  class job final : public caf::resumable {
+  public:
+    explicit job(caf::resumable* owner) noexcept : owner_(owner) {}
+
+    subtype_t subtype() const override {
+      return unspecified; // never static_cast to an actor (CAF's shutdown)
+    }
+
+    resume_result resume(caf::execution_unit* ctx,
+                         size_t max_throughput) override {
+      return owner_->resume(ctx, max_throughput);
+    }
+
+    void intrusive_ptr_add_ref_impl() override {
+      owner_->intrusive_ptr_add_ref_impl();
+    }
+
+    void intrusive_ptr_release_impl() override {
+      // May destroy the actor, and this job with it: nothing after.
+      owner_->intrusive_ptr_release_impl();
+    }
+
+  private:
+    caf::resumable* owner_;
+  };
+
+  job job_;
+};
+
+} // namespace rdmactor

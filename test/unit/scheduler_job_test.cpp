@@ -1,0 +1,168 @@
+#define BOOST_TEST_MODULE scheduler_job
+#include <boost/test/unit_test.hpp>
+
+// The job CAF's scheduler queues for an actor in its place
+// (common/scheduler_job.hpp): every way an actor gets scheduled (launch,
+// a message to its idle mailbox, a wake without a message) queues the job,
+// never the actor; CAF's per-activation cast of it to an actor fails; the
+// actor runs as before; requests to a terminated actor still get an error;
+// and a queued job keeps its actor alive.  On CAF's test coordinator,
+// whose queue (`jobs`) this suite can read.
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "common/scheduler_job.hpp"
+
+namespace {
+
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+
+/// Counts its activations, answers `ping` with the count of pings.
+class counter : public rdmactor::with_scheduler_job<caf::event_based_actor> {
+public:
+  using super = rdmactor::with_scheduler_job<caf::event_based_actor>;
+
+  counter(caf::actor_config& cfg, std::atomic<int>& alive)
+      : super(cfg), alive_(alive) {
+    ++alive_;
+  }
+
+  ~counter() override {
+    --alive_;
+  }
+
+  caf::behavior make_behavior() override {
+    return {[this](ping_atom) { return ++pings; }};
+  }
+
+  caf::resumable::resume_result resume(caf::execution_unit* ctx,
+                                       size_t max_throughput) override {
+    ++activations;
+    return super::resume(ctx, max_throughput);
+  }
+
+  int pings = 0;
+  int activations = 0;
+
+private:
+  std::atomic<int>& alive_;
+};
+
+struct test_config : caf::actor_system_config {
+  test_config() {
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+struct fixture {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched{
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())};
+  std::atomic<int> alive{0};
+
+  /// The only queued job: not the actor, and not castable to one.
+  void expect_one_job_not(counter* actor) {
+    BOOST_REQUIRE_EQUAL(sched.jobs.size(), 1u);
+    caf::resumable* job = sched.jobs.front();
+    BOOST_TEST(job != static_cast<caf::resumable*>(actor));
+    BOOST_TEST(dynamic_cast<caf::abstract_actor*>(job) == nullptr);
+    BOOST_TEST(job->subtype() == caf::resumable::unspecified);
+  }
+
+  counter* raw(const caf::actor& hdl) {
+    return static_cast<counter*>(caf::actor_cast<caf::abstract_actor*>(hdl));
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(scheduler_job, fixture)
+
+// Spawned: the first activation is the job's.  A message to the idle
+// actor queues the job again, and the actor handles it.
+BOOST_AUTO_TEST_CASE(launch_and_messages_queue_the_job) {
+  auto hdl = sys.spawn<counter>(std::ref(alive));
+  auto* c = raw(hdl);
+  expect_one_job_not(c);
+  sched.run();
+  BOOST_TEST(c->activations == 1);
+  BOOST_TEST(!sched.has_job());
+  caf::anon_send(hdl, ping_atom::value);
+  caf::anon_send(hdl, ping_atom::value); // the actor is queued already
+  expect_one_job_not(c);
+  sched.run();
+  BOOST_TEST(c->pings == 2);
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A wake without a message (direct_poll.hpp's wake_without_message):
+// whoever unblocks the idle mailbox schedules the job.
+BOOST_AUTO_TEST_CASE(a_wake_queues_the_job) {
+  auto hdl = sys.spawn<counter>(std::ref(alive));
+  auto* c = raw(hdl);
+  sched.run();
+  BOOST_REQUIRE(c->mailbox().try_unblock());
+  c->schedule_job(nullptr);
+  expect_one_job_not(c);
+  sched.run();
+  BOOST_TEST(c->activations == 2);
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+// Spawned lazily: nothing is queued until the first message.
+BOOST_AUTO_TEST_CASE(a_lazy_actor_waits_for_its_first_message) {
+  auto hdl = sys.spawn<counter, caf::lazy_init>(std::ref(alive));
+  auto* c = raw(hdl);
+  BOOST_TEST(!sched.has_job());
+  caf::anon_send(hdl, ping_atom::value);
+  expect_one_job_not(c);
+  sched.run();
+  BOOST_TEST(c->pings == 1);
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A request to an actor that terminated gets an error answer, as from
+// CAF's own enqueue, not silence.
+BOOST_AUTO_TEST_CASE(a_request_to_a_terminated_actor_gets_an_error) {
+  auto hdl = sys.spawn<counter>(std::ref(alive));
+  sched.run();
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  sched.run();
+  bool answered = false;
+  auto client = sys.spawn([&](caf::event_based_actor* self) {
+    self->request(hdl, std::chrono::seconds(3600), ping_atom::value)
+        .then([&](int) { BOOST_FAIL("a terminated actor answered"); },
+              [&](caf::error& err) {
+                answered = true;
+                BOOST_TEST(static_cast<bool>(err));
+              });
+  });
+  sched.run();
+  BOOST_TEST(answered);
+}
+
+// The queued job holds a reference: dropping every handle while the job
+// waits keeps the actor until the job ran, then it goes.
+BOOST_AUTO_TEST_CASE(a_queued_job_keeps_its_actor_alive) {
+  {
+    auto hdl = sys.spawn<counter>(std::ref(alive));
+    sched.run();
+    caf::anon_send(hdl, ping_atom::value);
+    caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  }
+  BOOST_TEST(alive.load() == 1);
+  BOOST_TEST(sched.has_job());
+  sched.run();
+  BOOST_TEST(alive.load() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
