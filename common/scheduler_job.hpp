@@ -12,6 +12,7 @@
 #include <caf/execution_unit.hpp>
 #include <caf/intrusive/inbox_result.hpp>
 #include <caf/mailbox_element.hpp>
+#include <caf/monitorable_actor.hpp>
 #include <caf/resumable.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 
@@ -82,9 +83,11 @@ public:
         schedule_job(eu);
         break;
       case caf::intrusive::inbox_result::queue_closed:
-        // Terminated: a request gets its error answer, as from CAF.
+        // Terminated: a request gets its error answer, as from CAF.  The
+        // locked read of the exit reason (we run on the sender's thread).
         if (mid.is_request())
-          caf::detail::sync_request_bouncer{this->fail_state()}(sender, mid);
+          caf::detail::sync_request_bouncer{
+              this->caf::monitorable_actor::fail_state()}(sender, mid);
         break;
       case caf::intrusive::inbox_result::success:
         break; // scheduled or running already
