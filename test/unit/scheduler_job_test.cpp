@@ -75,6 +75,12 @@ struct fixture {
     BOOST_TEST(job->subtype() == caf::resumable::unspecified);
   }
 
+  /// Ends the actor and runs what that queues.
+  void stop(const caf::actor& hdl) {
+    caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
   counter* raw(const caf::actor& hdl) {
     return static_cast<counter*>(caf::actor_cast<caf::abstract_actor*>(hdl));
   }
@@ -98,8 +104,7 @@ BOOST_AUTO_TEST_CASE(launch_and_messages_queue_the_job) {
   expect_one_job_not(c);
   sched.run();
   BOOST_TEST(c->pings == 2);
-  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  sched.run();
+  stop(hdl);
 }
 
 // A wake without a message (direct_poll.hpp's wake_without_message):
@@ -113,8 +118,7 @@ BOOST_AUTO_TEST_CASE(a_wake_queues_the_job) {
   expect_one_job_not(c);
   sched.run();
   BOOST_TEST(c->activations == 2);
-  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  sched.run();
+  stop(hdl);
 }
 
 // Spawned lazily: nothing is queued until the first message.
@@ -126,8 +130,7 @@ BOOST_AUTO_TEST_CASE(a_lazy_actor_waits_for_its_first_message) {
   expect_one_job_not(c);
   sched.run();
   BOOST_TEST(c->pings == 1);
-  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  sched.run();
+  stop(hdl);
 }
 
 // A request to an actor that terminated gets an error answer, as from
@@ -135,8 +138,7 @@ BOOST_AUTO_TEST_CASE(a_lazy_actor_waits_for_its_first_message) {
 BOOST_AUTO_TEST_CASE(a_request_to_a_terminated_actor_gets_an_error) {
   auto hdl = sys.spawn<counter>(std::ref(alive));
   sched.run();
-  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  sched.run();
+  stop(hdl);
   bool answered = false;
   auto client = sys.spawn([&](caf::event_based_actor* self) {
     self->request(hdl, std::chrono::seconds(3600), ping_atom::value)
