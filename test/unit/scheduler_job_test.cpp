@@ -66,13 +66,15 @@ struct fixture {
       dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())};
   std::atomic<int> alive{0};
 
-  /// The only queued job: not the actor, and not castable to one.
-  void expect_one_job_not(counter* actor) {
+  /// Checks that the only queued job is not the actor and not castable
+  /// to one, then runs it.
+  void run_the_job_of(counter* actor) {
     BOOST_REQUIRE_EQUAL(sched.jobs.size(), 1u);
     caf::resumable* job = sched.jobs.front();
     BOOST_TEST(job != static_cast<caf::resumable*>(actor));
     BOOST_TEST(dynamic_cast<caf::abstract_actor*>(job) == nullptr);
     BOOST_TEST(job->subtype() == caf::resumable::unspecified);
+    sched.run();
   }
 
   /// Ends the actor and runs what that queues.
@@ -95,14 +97,12 @@ BOOST_FIXTURE_TEST_SUITE(scheduler_job, fixture)
 BOOST_AUTO_TEST_CASE(launch_and_messages_queue_the_job) {
   auto hdl = sys.spawn<counter>(std::ref(alive));
   auto* c = raw(hdl);
-  expect_one_job_not(c);
-  sched.run();
+  run_the_job_of(c);
   BOOST_TEST(c->activations == 1);
   BOOST_TEST(!sched.has_job());
   caf::anon_send(hdl, ping_atom::value);
   caf::anon_send(hdl, ping_atom::value); // the actor is queued already
-  expect_one_job_not(c);
-  sched.run();
+  run_the_job_of(c);
   BOOST_TEST(c->pings == 2);
   stop(hdl);
 }
@@ -115,8 +115,7 @@ BOOST_AUTO_TEST_CASE(a_wake_queues_the_job) {
   sched.run();
   BOOST_REQUIRE(c->mailbox().try_unblock());
   c->schedule_job(nullptr);
-  expect_one_job_not(c);
-  sched.run();
+  run_the_job_of(c);
   BOOST_TEST(c->activations == 2);
   stop(hdl);
 }
@@ -127,8 +126,7 @@ BOOST_AUTO_TEST_CASE(a_lazy_actor_waits_for_its_first_message) {
   auto* c = raw(hdl);
   BOOST_TEST(!sched.has_job());
   caf::anon_send(hdl, ping_atom::value);
-  expect_one_job_not(c);
-  sched.run();
+  run_the_job_of(c);
   BOOST_TEST(c->pings == 1);
   stop(hdl);
 }
