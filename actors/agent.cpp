@@ -10,7 +10,7 @@
 #include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
-#include "common/scheduler_job.hpp"
+#include "rdmactor/scheduler_job.hpp"
 #include "common/tuning.hpp"
 #include "transport/direct_poll.hpp"
 

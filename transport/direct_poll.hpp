@@ -46,7 +46,7 @@ struct due_work {
 /// Tells `self` that its CQ's notification fired, without a message: sets
 /// the flag and, if `self` is idle (its mailbox blocked), schedules it as
 /// its `enqueue` would for a message (`Actor` is a `with_scheduler_job`,
-/// common/scheduler_job.hpp).  Otherwise it runs or is scheduled already,
+/// include/rdmactor/scheduler_job.hpp).  Otherwise it runs or is scheduled already,
 /// and its `resume` sees the flag (see `resume_with_polls`).  Called on the
 /// fabric's thread while the caller holds a strong reference to `self`.
 template <class Actor>

@@ -12,7 +12,7 @@
 
 #include "common/activation.hpp"
 #include "common/logging.hpp"
-#include "common/scheduler_job.hpp"
+#include "rdmactor/scheduler_job.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/cookie_table.hpp"

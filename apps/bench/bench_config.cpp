@@ -88,7 +88,11 @@ bench_config::bench_config() {
            "connect: hold the connections this long before measuring "
            "(default 0)")
       .add(idle_peers, "idle-peers",
-           "send, write, read: idle connections opened first (default 0)");
+           "send, write, read: idle connections opened first (default 0)")
+      .add(plain_actors, "plain-actors",
+           "spawn the bench's driver and echo server with CAF's spawn "
+           "instead of rdmactor::spawn_with_scheduler_job (the default, "
+           "as the README recommends for actors on a hot path)");
   caf_io::add_message_types(*this);
 }
 
@@ -187,6 +191,7 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   plan.peers = cfg.peers;
   plan.hold_ms = cfg.hold_ms;
   plan.idle_peers = cfg.idle_peers;
+  plan.plain_actors = cfg.plain_actors;
   plan.iters = cfg.iters;
   plan.warmup = cfg.warmup;
   plan.window = cfg.window;

@@ -35,6 +35,7 @@ public:
   uint32_t peers = 100;
   uint32_t hold_ms = 0;
   uint32_t idle_peers = 0;
+  bool plain_actors = false;
 
   bench_config();
 };
@@ -65,6 +66,9 @@ struct bench_plan {
   uint32_t hold_ms = 0;
   /// send, write, read: idle connections opened before the measured one.
   uint32_t idle_peers = 0;
+  /// The driver and the echo server are plain CAF actors (CAF's spawn),
+  /// not run through a scheduler job (rdmactor::spawn_with_scheduler_job).
+  bool plain_actors = false;
 
   /// Returns the spec of the run for `size`.
   run_spec spec_for(uint64_t size) const;

@@ -10,6 +10,7 @@
 #include "apps/bench/run_spec.hpp"
 #include "common/logging.hpp"
 #include "rdmactor/error.hpp"
+#include "rdmactor/scheduler_job.hpp"
 
 namespace rdmactor::bench {
 
@@ -69,22 +70,25 @@ caf::behavior server_impl(server_ptr self, connection_actor conn) {
   };
 }
 
-caf::behavior acceptor_impl(caf::event_based_actor* self) {
+caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain) {
   return {
-      [self](accepted_atom, connection_actor& conn) {
-        spawn_bench_server(self->system(), std::move(conn));
+      [self, plain](accepted_atom, connection_actor& conn) {
+        spawn_bench_server(self->system(), std::move(conn), plain);
       },
   };
 }
 
 } // namespace
 
-caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn) {
-  return sys.spawn(server_impl, std::move(conn));
+caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn,
+                              bool plain) {
+  if (plain)
+    return sys.spawn(server_impl, std::move(conn));
+  return spawn_with_scheduler_job(sys, server_impl, std::move(conn));
 }
 
-caf::actor spawn_bench_acceptor(caf::actor_system& sys) {
-  return sys.spawn(acceptor_impl);
+caf::actor spawn_bench_acceptor(caf::actor_system& sys, bool plain) {
+  return sys.spawn(acceptor_impl, plain);
 }
 
 uint64_t live_bench_servers() noexcept {

@@ -11,6 +11,7 @@
 #include "apps/bench/run_progress.hpp"
 #include "protocol/codec.hpp"
 #include "rdmactor/error.hpp"
+#include "rdmactor/scheduler_job.hpp"
 
 namespace rdmactor::bench {
 
@@ -225,8 +226,11 @@ caf::behavior driver_impl(driver_ptr self, connection_actor conn, run_spec spec,
 
 caf::actor spawn_connection_driver(caf::actor_system& sys,
                                    connection_actor conn, run_spec spec,
-                                   run_channel_ptr chan) {
-  return sys.spawn(driver_impl, std::move(conn), spec, std::move(chan));
+                                   run_channel_ptr chan, bool plain) {
+  if (plain)
+    return sys.spawn(driver_impl, std::move(conn), spec, std::move(chan));
+  return spawn_with_scheduler_job(sys, driver_impl, std::move(conn), spec,
+                                  std::move(chan));
 }
 
 } // namespace rdmactor::bench

@@ -24,8 +24,12 @@ namespace rdmactor::bench {
 /// requests flagged `sink_flag`; an operation completes when the peer
 /// acknowledged it.  write/read: one operation at a time (lat: a sample is
 /// its completion time) or a window of them (bw).
+///
+/// `plain`: spawned with CAF's spawn, else (the bench's default) with
+/// rdmactor::spawn_with_scheduler_job, as the README recommends for an
+/// actor that calls a connection in a loop.
 caf::actor spawn_connection_driver(caf::actor_system& sys,
                                    connection_actor conn, run_spec spec,
-                                   run_channel_ptr chan);
+                                   run_channel_ptr chan, bool plain);
 
 } // namespace rdmactor::bench

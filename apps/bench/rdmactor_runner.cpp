@@ -68,7 +68,8 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   auto nd = node::open(sys, plan.opts);
   if (!nd)
     return fail(nd.error());
-  actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  actor_guard<caf::actor> acceptor{
+      spawn_bench_acceptor(sys, plan.plain_actors)};
   // --op=actor: the caf-io baseline's server, as a remote actor.
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
@@ -203,7 +204,8 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
     return out.all_ok() ? 0 : 1;
   }
   run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
-    return spawn_connection_driver(sys, *conn, spec, std::move(chan));
+    return spawn_connection_driver(sys, *conn, spec, std::move(chan),
+                                   plan.plain_actors);
   });
   for (auto& x : idle)
     caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
@@ -224,11 +226,14 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   ctx.fabric = (*client)->device()->kind();
   ctx.device = (*client)->device()->name();
   ctx.poll_attempts = poll_attempts(cfg);
-  auto idle_note = plan.idle_peers > 0
-                       ? ", " + std::to_string(plan.idle_peers) + " idle peers"
-                       : std::string{};
+  auto topology_note
+      = plan.idle_peers > 0
+            ? ", " + std::to_string(plan.idle_peers) + " idle peers"
+            : std::string{};
+  if (plan.plain_actors)
+    topology_note += ", plain actors";
   if (!plan.connect.empty()) {
-    ctx.topology = "two processes" + idle_note;
+    ctx.topology = "two processes" + topology_note;
     auto raw_addr = raw_address_of(plan.connect);
     if (!raw_addr)
       return fail(raw_addr.error());
@@ -237,11 +242,12 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     return rc;
   }
   // Both sides in this process: a second node serves.
-  ctx.topology = "one process, two nodes" + idle_note;
+  ctx.topology = "one process, two nodes" + topology_note;
   auto server = node::open(sys, plan.opts);
   if (!server)
     return fail(server.error());
-  actor_guard<caf::actor> acceptor{spawn_bench_acceptor(sys)};
+  actor_guard<caf::actor> acceptor{
+      spawn_bench_acceptor(sys, plan.plain_actors)};
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
   (*server)->publish(bench_actor_name, actor_server.get());

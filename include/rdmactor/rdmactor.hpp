@@ -19,4 +19,5 @@
 #include "rdmactor/node_actor.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/remote_mr.hpp"
+#include "rdmactor/scheduler_job.hpp"
 #include "rdmactor/system_hook.hpp"

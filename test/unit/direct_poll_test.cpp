@@ -19,7 +19,7 @@
 
 #include <caf/all.hpp>
 
-#include "common/scheduler_job.hpp"
+#include "rdmactor/scheduler_job.hpp"
 #include "transport/direct_poll.hpp"
 
 using namespace rdmactor::transport;

@@ -2,9 +2,9 @@
 #include <boost/test/unit_test.hpp>
 
 // The job CAF's scheduler queues for an actor in its place
-// (common/scheduler_job.hpp): every way an actor gets scheduled (launch,
-// a message to its idle mailbox, a wake without a message) queues the job,
-// never the actor; CAF's per-activation cast of it to an actor fails; the
+// (include/rdmactor/scheduler_job.hpp): every way an actor gets scheduled
+// (launch, a message to its idle mailbox, a wake without a message) queues the
+// job, never the actor; CAF's per-activation cast of it to an actor fails; the
 // actor runs as before; requests to a terminated actor still get an error;
 // and a queued job keeps its actor alive.  On CAF's test coordinator,
 // whose queue (`jobs`) this suite can read.
@@ -12,11 +12,12 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <type_traits>
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "common/scheduler_job.hpp"
+#include "rdmactor/scheduler_job.hpp"
 
 namespace {
 
@@ -68,7 +69,7 @@ struct fixture {
 
   /// Checks that the only queued job is not the actor and not castable
   /// to one, then runs it.
-  void run_the_job_of(counter* actor) {
+  void run_the_job_of(caf::scheduled_actor* actor) {
     BOOST_REQUIRE_EQUAL(sched.jobs.size(), 1u);
     caf::resumable* job = sched.jobs.front();
     BOOST_TEST(job != static_cast<caf::resumable*>(actor));
@@ -86,7 +87,30 @@ struct fixture {
   counter* raw(const caf::actor& hdl) {
     return static_cast<counter*>(caf::actor_cast<caf::abstract_actor*>(hdl));
   }
+
+  template <class Handle>
+  static caf::scheduled_actor* scheduled(const Handle& hdl) {
+    return dynamic_cast<caf::scheduled_actor*>(
+        caf::actor_cast<caf::abstract_actor*>(hdl));
+  }
 };
+
+struct tally {
+  int pings = 0;
+};
+
+/// A function-based, stateful actor: answers `ping` with its count.
+caf::behavior tally_impl(caf::stateful_actor<tally>* self, int step) {
+  return {[self, step](ping_atom) { return self->state.pings += step; }};
+}
+
+using typed_tally = caf::typed_actor<caf::replies_to<ping_atom>::with<int>>;
+
+/// The same as a typed actor.
+typed_tally::behavior_type
+typed_tally_impl(typed_tally::stateful_pointer<tally> self) {
+  return {[self](ping_atom) { return ++self->state.pings; }};
+}
 
 } // namespace
 
@@ -163,6 +187,43 @@ BOOST_AUTO_TEST_CASE(a_queued_job_keeps_its_actor_alive) {
   BOOST_TEST(sched.has_job());
   sched.run();
   BOOST_TEST(alive.load() == 0);
+}
+
+// A function-based actor spawned with spawn_with_scheduler_job: its
+// arguments reach the function, launch and messages queue its job, and
+// requests are answered as from CAF's spawn.
+BOOST_AUTO_TEST_CASE(a_function_based_actor_runs_through_its_job) {
+  auto hdl = rdmactor::spawn_with_scheduler_job(sys, tally_impl, 5);
+  static_assert(std::is_same<decltype(hdl), caf::actor>::value);
+  run_the_job_of(scheduled(hdl));
+  int answer = 0;
+  auto client = sys.spawn([&](caf::event_based_actor* self) {
+    self->request(hdl, std::chrono::seconds(3600), ping_atom::value)
+        .then([&](int n) { answer = n; });
+  });
+  sched.run_once(); // the client: its request queues the job
+  run_the_job_of(scheduled(hdl));
+  sched.run();
+  BOOST_TEST(answer == 5);
+  stop(hdl);
+}
+
+// A typed, function-based actor: the same handle type as CAF's spawn.
+BOOST_AUTO_TEST_CASE(a_typed_actor_runs_through_its_job) {
+  auto hdl = rdmactor::spawn_with_scheduler_job(sys, typed_tally_impl);
+  static_assert(std::is_same<decltype(hdl), typed_tally>::value);
+  run_the_job_of(scheduled(hdl));
+  caf::anon_send(hdl, ping_atom::value);
+  run_the_job_of(scheduled(hdl));
+  int answer = 0;
+  auto client = sys.spawn([&](caf::event_based_actor* self) {
+    self->request(hdl, std::chrono::seconds(3600), ping_atom::value)
+        .then([&](int n) { answer = n; });
+  });
+  sched.run();
+  BOOST_TEST(answer == 2);
+  caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  sched.run();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

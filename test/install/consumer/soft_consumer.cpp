@@ -35,10 +35,12 @@ int main() {
       .receive([&](uint16_t p) { port = p; }, on_error);
   if (!ok)
     return 1;
-  // An event-based actor connects (asynchronously) and sends bytes.
-  sys.spawn([nd = *client, to = caf::actor{self},
-             addr = "127.0.0.1:"
-                    + std::to_string(port)](caf::event_based_actor* user) {
+  // An event-based actor connects (asynchronously) and sends bytes; it
+  // runs through a scheduler job (<rdmactor/scheduler_job.hpp>), as the
+  // README recommends for actors on a hot path.
+  spawn_with_scheduler_job(sys, [nd = *client, to = caf::actor{self},
+                                 addr = "127.0.0.1:" + std::to_string(port)](
+                                    caf::event_based_actor* user) {
     user->request(nd, 10s, connect_atom_v, addr)
         .then(
             [=](connection_actor& conn) {

@@ -1,20 +1,26 @@
 #pragma once
 
-// Internal: what CAF's scheduler queues for an actor that runs often, in
-// place of the actor itself.  Not installed.
+// What CAF's scheduler queues for an actor that runs often, in place of
+// the actor itself; for the actors of a hot path (the agents of rdmactor,
+// and users' actors that call connections in a loop).  See the README,
+// "Actors on a hot path".
 
 #include <cstddef>
 #include <utility>
 
 #include <caf/actor_config.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/detail/init_fun_factory.hpp>
+#include <caf/detail/spawnable.hpp>
 #include <caf/detail/sync_request_bouncer.hpp>
 #include <caf/execution_unit.hpp>
+#include <caf/infer_handle.hpp>
 #include <caf/intrusive/inbox_result.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/monitorable_actor.hpp>
 #include <caf/resumable.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
+#include <caf/spawn_options.hpp>
 
 namespace rdmactor {
 
@@ -40,6 +46,15 @@ namespace rdmactor {
 /// block): a queued job keeps the actor alive, as a queued actor does.
 /// At scheduler shutdown a still-queued job is only released (its subtype
 /// is `unspecified`); the actor cleans up when its last reference goes.
+///
+/// Use: derive a class-based actor from `with_scheduler_job<Base>` instead
+/// of `Base` (e.g. `caf::event_based_actor`, `caf::stateful_actor<S>`, a
+/// `caf::typed_event_based_actor<...>`) and spawn it as usual; for a
+/// function-based actor, `spawn_with_scheduler_job`.  Nothing else
+/// changes: messages, requests, timeouts, monitors and exits are CAF's.
+/// Detached actors (`caf::detached`) run on their own thread as in CAF.
+/// An actor that overrides `launch`, `enqueue` or `resume` calls this
+/// class's versions (`resume`: `Base::resume` is what the job runs).
 template <class Base>
 class with_scheduler_job : public Base {
 public:
@@ -124,5 +139,23 @@ private:
 
   job job_;
 };
+
+/// Spawns the function-based actor `fun(self, xs...)` as CAF's
+/// `sys.spawn(fun, xs...)` would, run through a scheduler job
+/// (`with_scheduler_job` around the actor class CAF infers from `fun`'s
+/// first argument: `caf::event_based_actor*`, `caf::stateful_actor<S>*`,
+/// a typed actor's pointer).  Returns the same handle type as CAF's spawn.
+/// Any thread.
+template <caf::spawn_options Os = caf::no_spawn_options, class F, class... Ts>
+caf::infer_handle_from_fun_t<F> spawn_with_scheduler_job(caf::actor_system& sys,
+                                                         F fun, Ts&&... xs) {
+  using impl = with_scheduler_job<caf::infer_impl_from_fun_t<F>>;
+  static_assert(caf::detail::spawnable<F, impl, Ts...>(),
+                "cannot spawn function-based actor with given arguments");
+  caf::actor_config cfg;
+  caf::detail::init_fun_factory<impl, F> fac;
+  cfg.init_fun = fac(std::move(fun), std::forward<Ts>(xs)...);
+  return sys.spawn_impl<impl, Os>(cfg);
+}
 
 } // namespace rdmactor
