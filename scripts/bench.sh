@@ -34,7 +34,9 @@
 # processes hits both sides alike.  The matrix takes about 1.5-2.5 minutes
 # on a 2-core machine, plus the build.
 #
-# Environment: BENCH_ROUNDS (default 3; --quick: 1), BENCH_BUILD_DIR
+# Environment: BENCH_ROUNDS (default 3; --quick: 1), BENCH_VM_ROUNDS (the
+# VM half's rounds, perftest and rdmactor taking turns; default 3;
+# --quick: 1), BENCH_BUILD_DIR
 # (default build-release), BENCH_OUT (default bench-results), BENCH_JOBS
 # (default nproc), BENCH_ARGS (extra arguments for every rdmactor-bench
 # run, e.g. CAF scheduler options), PERFTEST_ARGS (extra perftest
@@ -91,6 +93,7 @@ if [[ $vm_inner == 1 ]]; then
   dev=rxe0
   perf_lat_iters=$((quick == 1 ? 200 : 1000))
   perf_bw_iters=$((quick == 1 ? 200 : 2000))
+  vm_rounds=${BENCH_VM_ROUNDS:-$((quick == 1 ? 1 : 3))}
   # Which clock the VM's kernel reads (BENCH_VM_APPEND): it decides what a
   # clock reading costs there, so the table says it.
   clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)
@@ -107,23 +110,6 @@ if [[ $vm_inner == 1 ]]; then
     wait "$srv" 2>/dev/null || true
     echo "$line"
   }
-  # ib_*_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-  line=$(perftest ib_send_lat 8 "$perf_lat_iters")
-  echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_send_lat failed\"}" }'
-  line=$(perftest ib_read_lat 8 "$perf_lat_iters")
-  echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_read_lat failed\"}" }'
-  # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
-  line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
-  echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
-  # ib_atomic_lat / ib_atomic_bw (8 B): the same columns as ib_read_lat /
-  # ib_write_bw; -A picks the operation.
-  for a in "fetch_add FETCH_AND_ADD" "cas CMP_AND_SWAP"; do
-    read -r op verb <<<"$a"
-    line=$(perftest ib_atomic_lat 8 "$perf_lat_iters" -A "$verb")
-    echo "$line" | awk -v op="$op" '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", op, $1, $2, $5, $8, $9, $4; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_atomic_lat failed\"}\n", op }'
-    line=$(perftest ib_atomic_bw 8 "$perf_bw_iters" -A "$verb")
-    echo "$line" | awk -v op="$op" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":8,\"error\":\"ib_atomic_bw failed\"}\n", op }'
-  done
   run_verbs() { # IMPL OP MODE SIZE ITERS [ARGS...]: one rdmactor-bench run, one RESULT line
     local impl=$1 res
     shift
@@ -138,23 +124,46 @@ if [[ $vm_inner == 1 ]]; then
       echo "RESULT {\"impl\":\"$impl\",\"op\":\"$1\",\"mode\":\"$2\",\"fabric\":\"verbs\",\"size\":$3,\"error\":\"${why:-no output}\"}"
     fi
   }
-  # The default completion mode (adaptive) as "rdmactor", then the others.
-  for mode in default event busy; do
-    impl=rdmactor
-    margs=()
-    if [[ $mode != default ]]; then
-      impl=rdmactor-$mode
-      margs=(--rdmactor.completion-mode=$mode)
-    fi
-    run_verbs "$impl" send lat 8 "$perf_lat_iters" "${margs[@]}"
-    run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
-    run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
-    if [[ $mode == default ]]; then
-      for op in fetch_add cas; do
-        run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
-        run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
-      done
-    fi
+  # The VM's numbers move by a third from run to run (and perftest's with
+  # them), so each round runs perftest's rows, then rdmactor's, and the
+  # table shows the medians of BENCH_VM_ROUNDS rounds, as on the host.
+  for vm_round in $(seq 1 "$vm_rounds"); do
+    echo "round $vm_round of $vm_rounds" >&2
+    # ib_*_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+    line=$(perftest ib_send_lat 8 "$perf_lat_iters")
+    echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_send_lat failed\"}" }'
+    line=$(perftest ib_read_lat 8 "$perf_lat_iters")
+    echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_read_lat failed\"}" }'
+    # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
+    line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
+    echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
+    # ib_atomic_lat / ib_atomic_bw (8 B): the same columns as ib_read_lat /
+    # ib_write_bw; -A picks the operation.
+    for a in "fetch_add FETCH_AND_ADD" "cas CMP_AND_SWAP"; do
+      read -r op verb <<<"$a"
+      line=$(perftest ib_atomic_lat 8 "$perf_lat_iters" -A "$verb")
+      echo "$line" | awk -v op="$op" '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", op, $1, $2, $5, $8, $9, $4; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_atomic_lat failed\"}\n", op }'
+      line=$(perftest ib_atomic_bw 8 "$perf_bw_iters" -A "$verb")
+      echo "$line" | awk -v op="$op" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":8,\"error\":\"ib_atomic_bw failed\"}\n", op }'
+    done
+    # The default completion mode (adaptive) as "rdmactor", then the others.
+    for mode in default event busy; do
+      impl=rdmactor
+      margs=()
+      if [[ $mode != default ]]; then
+        impl=rdmactor-$mode
+        margs=(--rdmactor.completion-mode=$mode)
+      fi
+      run_verbs "$impl" send lat 8 "$perf_lat_iters" "${margs[@]}"
+      run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
+      run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
+      if [[ $mode == default ]]; then
+        for op in fetch_add cas; do
+          run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
+          run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
+        done
+      fi
+    done
   done
   # Scale on rxe (issue 13: at least 200 connections): a --listen server
   # process and a client opening the connections one after another, as on
@@ -434,7 +443,7 @@ if [[ $want_vm == 1 ]]; then
   elif [[ ! -f transport/verbs/CMakeLists.txt && "${BENCH_VM_FORCE:-0}" != 1 ]]; then
     echo "== VM half skipped: the verbs fabric is not built yet (transport/verbs/)"
   else
-    echo "== VM half: rdmactor verbs vs perftest on rxe0 (software-emulated CPU: only ratios mean anything)"
+    echo "== VM half: rdmactor verbs vs perftest on rxe0, ${BENCH_VM_ROUNDS:-$((quick == 1 ? 1 : 3))} round(s) (software-emulated CPU: only ratios mean anything)"
     t_vm=$SECONDS
     vm_args=(--vm-inner)
     [[ $quick == 1 ]] && vm_args+=(--quick)
@@ -443,6 +452,7 @@ if [[ $want_vm == 1 ]]; then
     # clock on each actor activation); real hosts read the TSC in user space.
     if RXE_VM_APPEND="${BENCH_VM_APPEND-tsc=reliable clocksource=tsc}" \
       scripts/rxe-vm.sh env BENCH_BUILD_DIR="$build" BENCH_ARGS="${BENCH_ARGS:-}" \
+      BENCH_VM_ROUNDS="${BENCH_VM_ROUNDS:-}" \
       bash "$root/scripts/bench.sh" "${vm_args[@]}" >"$out_dir/.vm.log" 2>&1; then
       :
     else
