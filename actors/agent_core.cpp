@@ -181,13 +181,13 @@ void agent_core::complete(uint64_t id, const pb::Response* res,
   fn(res, err);
 }
 
-void agent_core::send_request(pb::Message msg, local_mr payload,
-                              completion_fn done, time_point now) {
-  now_ = now;
+/// Whether a request may go out now; else fails `done` (closed, or too
+/// many pending) and returns false.
+bool agent_core::admit_request(completion_fn& done) {
   if (closed_) {
     done(nullptr,
          make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
-    return;
+    return false;
   }
   if (pending_.size() >= opts_.peer_max_pending_requests) {
     done(nullptr, make_error(errc::quota_exceeded,
@@ -195,22 +195,37 @@ void agent_core::send_request(pb::Message msg, local_mr payload,
                                  + link_.peer
                                  + " are waiting for answers (peer-max-pending-"
                                    "requests); wait for some to finish"));
-    return;
+    return false;
   }
+  return true;
+}
+
+void agent_core::send_request(pb::Message msg, local_mr payload,
+                              completion_fn done, time_point now) {
+  now_ = now;
+  if (!admit_request(done))
+    return;
   auto id = msg.request().request_id();
   auto buf = encode(msg);
   if (!buf) {
     done(nullptr, buf.error());
     return;
   }
+  post_request(id, std::move(*buf), std::move(payload), std::move(done));
+}
+
+/// Registers the admitted request `id` (its encoded frame `header`) as
+/// pending and posts it with `payload` behind.
+void agent_core::post_request(uint64_t id, std::vector<uint8_t> header,
+                              local_mr payload, completion_fn done) {
   pending_.emplace(id,
-                   pending_request{std::move(done), now + request_timeout()});
+                   pending_request{std::move(done), now_ + request_timeout()});
   out_.schedule_sweep();
   // The peer's response completes the request; a send that fails takes
   // the connection down, and `close` fails every pending request.  So the
   // transport need not answer the send itself (one message less per
   // request on the data path).
-  if (auto err = post_frame(std::move(*buf), std::move(payload)))
+  if (auto err = post_frame(std::move(header), std::move(payload)))
     complete(id, nullptr, err);
 }
 
@@ -497,12 +512,32 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     job->offset += len;
     ++job->chunks;
     ++job->outstanding;
-    auto id = new_request_id();
-    auto msg = job->imm ? pb::make_send_data(id, len, *job->imm)
-                        : pb::make_send_data(id, len);
-    attach_acks(msg, job->chunk_max - len);
-    send_request(std::move(msg), std::move(*chunk), chunk_answer(job, len),
-                 now_);
+    auto done = chunk_answer(job, len);
+    if (!admit_request(done))
+      continue; // failed the job
+    // The data path's frame, encoded by hand (pb::encode_send_data: the
+    // bytes a Message would give, without building one).
+    pb::send_data_fields f;
+    f.request_id = new_request_id();
+    f.len = len;
+    f.imm = job->imm;
+    f.acked = acks_.data();
+    f.acked_count = acks_that_fit(job->chunk_max - len);
+    std::vector<uint8_t> header(pb::max_send_data_header_len(f.acked_count));
+    auto n = pb::encode_send_data(f, header.data(), header.size(),
+                                  link_.max_message_len_bytes);
+    if (n == 0) {
+      // Cannot happen (chunk_max leaves room for the frame): failed like
+      // an encoding error of send_request.
+      done(nullptr, make_error(errc::frame_too_large,
+                               "cannot encode SendData: the frame exceeds "
+                               "max-message-len-bytes"));
+      continue;
+    }
+    header.resize(n);
+    acks_attached(f.acked_count);
+    post_request(f.request_id, std::move(header), std::move(*chunk),
+                 std::move(done));
   }
 }
 

@@ -576,6 +576,9 @@ private:
   // requests (agent_core.cpp)
   caf::expected<std::vector<uint8_t>> encode(const protocol::Message& msg);
   caf::error post_frame(std::vector<uint8_t> header, local_mr payload);
+  bool admit_request(completion_fn& done);
+  void post_request(uint64_t id, std::vector<uint8_t> header, local_mr payload,
+                    completion_fn done);
   void send_unsolicited(const protocol::Message& msg);
   void complete(uint64_t id, const protocol::Response* res,
                 const caf::error& err);
@@ -626,7 +629,8 @@ private:
   void ack_send_data(uint64_t id);
   void on_response(const protocol::Response& res);
   void on_also_acked(const protocol::Response& res);
-  void attach_acks(protocol::Message& msg, size_t room);
+  size_t acks_that_fit(size_t room) const noexcept;
+  void acks_attached(size_t n);
   void on_piggybacked_acks(const protocol::SendData& req);
   void complete_acked(const google::protobuf::RepeatedField<uint64_t>& ids,
                       const protocol::Response& res, uint64_t& taken);

@@ -400,17 +400,18 @@ bool agent_core::acks_may_ride() const noexcept {
   return !acks_.empty() && !closed_ && peer_offers(pb::EXT_PIGGYBACK_ACKS);
 }
 
-/// Moves gathered acknowledgements onto our SendData `msg` (as many as
-/// `room` bytes of its frame take, at most max_acks_per_response), so they
-/// need no response of their own.
-void agent_core::attach_acks(pb::Message& msg, size_t room) {
+/// How many gathered acknowledgements (the first of `acks_`) may ride on
+/// our next SendData: as many as `room` bytes of its frame take, at most
+/// max_acks_per_response, so they need no response of their own.
+size_t agent_core::acks_that_fit(size_t room) const noexcept {
   if (!acks_may_ride() || room < pb::piggyback_ack_overhead(1))
-    return;
+    return 0;
   auto fit = (room - pb::piggyback_ack_overhead(0)) / 8;
-  auto n = std::min({acks_.size(), fit, tuning::max_acks_per_response});
-  auto* sd = msg.mutable_request()->mutable_send_data();
-  for (size_t i = 0; i < n; ++i)
-    sd->add_acked(acks_[i]);
+  return std::min({acks_.size(), fit, tuning::max_acks_per_response});
+}
+
+/// The first `n` acknowledgements went out on a SendData.
+void agent_core::acks_attached(size_t n) {
   acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
   counters_.piggybacked_acks_sent += n;
 }

@@ -74,7 +74,104 @@ bool is_send_data(const Message& msg) noexcept {
          && msg.request().body_case() == Request::kSendData;
 }
 
+/// Bytes of `x` as a varint.
+size_t varint_len(uint64_t x) noexcept {
+  size_t n = 1;
+  while (x >= 0x80) {
+    x >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+/// Writes `x` as a varint at `out`; returns the byte after it.
+uint8_t* write_varint(uint8_t* out, uint64_t x) noexcept {
+  while (x >= 0x80) {
+    *out++ = static_cast<uint8_t>(x | 0x80);
+    x >>= 7;
+  }
+  *out++ = static_cast<uint8_t>(x);
+  return out;
+}
+
+/// Wire-format tags (field number << 3 | wire type) of the eager SendData
+/// frame's fields (agent.proto).
+constexpr uint8_t tag_varint(uint32_t field) noexcept {
+  return static_cast<uint8_t>(field << 3);
+}
+constexpr uint8_t tag_len(uint32_t field) noexcept {
+  return static_cast<uint8_t>(field << 3 | 2);
+}
+static_assert(Message::kRequestFieldNumber < 16
+                  && Request::kRequestIdFieldNumber < 16
+                  && Request::kSendDataFieldNumber < 16
+                  && SendData::kLenFieldNumber < 16
+                  && SendData::kImmFieldNumber < 16
+                  && SendData::kHasImmFieldNumber < 16
+                  && SendData::kAckedFieldNumber < 16,
+              "one-byte tags");
+
 } // namespace
+
+size_t encode_send_data(const send_data_fields& f, uint8_t* buf, size_t buf_len,
+                        size_t max_message_len) noexcept {
+  // Sizes inside out: SendData, Request, Message.
+  const bool has_imm = f.imm.has_value();
+  const uint32_t imm = f.imm.value_or(0);
+  const size_t acked_bytes = 8 * f.acked_count;
+  size_t sd_len = 0;
+  if (f.len != 0)
+    sd_len += 1 + varint_len(f.len);
+  if (imm != 0)
+    sd_len += 1 + varint_len(imm);
+  if (has_imm)
+    sd_len += 2;
+  if (f.acked_count != 0)
+    sd_len += 1 + varint_len(acked_bytes) + acked_bytes;
+  size_t req_len = 1 + varint_len(sd_len) + sd_len;
+  if (f.request_id != 0)
+    req_len += 1 + varint_len(f.request_id);
+  const size_t msg_len = 1 + varint_len(req_len) + req_len;
+  const size_t header_len = frame_header_len + msg_len;
+  if (buf == nullptr || header_len > buf_len || header_len > max_message_len
+      || msg_len > std::numeric_limits<uint32_t>::max())
+    return 0;
+  // Then outside in, each field in number order.
+  write_le32(buf, static_cast<uint32_t>(msg_len));
+  auto* out = buf + frame_header_len;
+  *out++ = tag_len(Message::kRequestFieldNumber);
+  out = write_varint(out, req_len);
+  if (f.request_id != 0) {
+    *out++ = tag_varint(Request::kRequestIdFieldNumber);
+    out = write_varint(out, f.request_id);
+  }
+  *out++ = tag_len(Request::kSendDataFieldNumber);
+  out = write_varint(out, sd_len);
+  if (f.len != 0) {
+    *out++ = tag_varint(SendData::kLenFieldNumber);
+    out = write_varint(out, f.len);
+  }
+  if (imm != 0) {
+    *out++ = tag_varint(SendData::kImmFieldNumber);
+    out = write_varint(out, imm);
+  }
+  if (has_imm) {
+    *out++ = tag_varint(SendData::kHasImmFieldNumber);
+    *out++ = 1;
+  }
+  if (f.acked_count != 0) {
+    *out++ = tag_len(SendData::kAckedFieldNumber);
+    out = write_varint(out, acked_bytes);
+    for (size_t i = 0; i < f.acked_count; ++i) {
+      auto x = f.acked[i]; // fixed64: 8 bytes, little endian
+      for (int b = 0; b < 8; ++b) {
+        *out++ = static_cast<uint8_t>(x);
+        x >>= 8;
+      }
+    }
+  }
+  return header_len;
+}
 
 encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
                      size_t max_message_len) {
