@@ -650,6 +650,30 @@ BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
   BOOST_TEST(last_response().send_data().also_acked_size() == 1);
 }
 
+// A chunk refused before it goes out (here: too many requests pending)
+// takes no acknowledgements with it: the flush still answers them.
+BOOST_AUTO_TEST_CASE(a_refused_chunk_leaves_the_acks_to_the_flush) {
+  opts.peer_max_pending_requests = 1;
+  make_core();
+  receive(piggyback_hello(true));
+  outcome first;
+  pending_send_data(first); // the one request the quota allows
+  receive(pb::make_send_data(1, 1), "a");
+  BOOST_REQUIRE(core->acks_may_ride());
+  auto mr = pool->allocate(8, 64, transport::access::all);
+  BOOST_REQUIRE(mr);
+  caf::expected<uint64_t> got{uint64_t{0}};
+  core->send_data(*mr, t0, [&](caf::expected<uint64_t> r) { got = r; });
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == errc::quota_exceeded);
+  BOOST_TEST(out.posted.size() == 1u); // the first request only
+  BOOST_TEST(core->acks_may_ride());
+  BOOST_TEST(core->stats().piggybacked_acks_sent == 0u);
+  core->flush_acks();
+  BOOST_REQUIRE(out.posted.size() == 2u);
+  BOOST_TEST(last_response().request_id() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(without_the_offer_acks_get_a_response) {
   receive(piggyback_hello(false));
   receive(pb::make_send_data(1, 1), "a");
