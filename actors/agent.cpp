@@ -10,8 +10,8 @@
 #include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
-#include "rdmactor/scheduler_job.hpp"
 #include "common/tuning.hpp"
+#include "rdmactor/scheduler_job.hpp"
 #include "transport/direct_poll.hpp"
 
 namespace rdmactor {
@@ -57,7 +57,13 @@ void actor_sink::read(local_mr dst, const mr_token& src,
 
 void actor_sink::deliver_data(local_mr chunk) {
   auto& st = self_->state;
-  if (st.chunk_sub)
+  if (st.handler) {
+    // Maybe from inside the core: the handler runs after the poll.  A
+    // chunk finished by a READ's completion (rendezvous) sets no frame
+    // flag of its own; this one makes sure after_poll hands it over.
+    st.handler_chunks.emplace_back(std::move(chunk));
+    st.frames_seen = true;
+  } else if (st.chunk_sub)
     self_->send(st.chunk_sub, data_atom::value, self_->id(), std::move(chunk));
   else if (st.subscriber)
     self_->send(st.subscriber, data_atom::value, std::move(chunk));
@@ -238,6 +244,8 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
                   && agent_state::close_gracefully(st.transport, core,
                                                    "closed by the application");
   core.close(err);
+  // Chunks it did not get yet queue in `data`, which fails below.
+  detach_handler(self, reason);
   // Proxies quit with the connection's end reason; requests through them
   // fail with what pending operations fail with.
   st.actors->close(reason, err);
@@ -522,7 +530,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
         return send_bytes(self, bytes.data(), bytes.size(), imm);
       },
       [self](receive_data_atom) -> caf::result<local_mr> {
-        if (self->state.subscriber || self->state.chunk_sub)
+        if (self->state.subscriber || self->state.chunk_sub
+            || self->state.handler)
           return make_error(errc::invalid_argument,
                             "the data of this connection goes to a "
                             "subscriber (subscribe_data); unsubscribe with "
@@ -531,6 +540,9 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
       },
       [self](subscribe_data_atom, data_subscriber& sub) {
         return subscribe_data(self, std::move(sub));
+      },
+      [self](subscribe_data_atom, data_handler_ptr& handler) {
+        return subscribe_handler(self, std::move(handler));
       },
       [self](release_atom, remote_mr& mr) -> caf::result<uint64_t> {
         if (!mr.valid() || detail::state_of(mr)->agent() != self->address())

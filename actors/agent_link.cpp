@@ -120,6 +120,9 @@ void submit_atomic_op(self_ptr self, transport::op_kind kind,
 
 void after_poll(self_ptr self, bool in_handler) {
   auto& st = self->state;
+  // Before any acknowledgement is flushed: what the handler sends carries
+  // them.
+  run_data_handler(self);
   if (!st.frames_seen)
     return;
   if (!in_handler && st.core->peer_said_goodbye() && !st.core->closed()) {

@@ -20,6 +20,7 @@
 
 #include "actors/agent_core.hpp"
 #include "actors/remote_actors.hpp"
+#include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/cookie_table.hpp"
@@ -207,6 +208,13 @@ struct agent_state {
   /// Takes every chunk and immediate value instead of `data` and `imms`
   /// (subscribe_data with a chunk_subscriber); set at most one of both.
   chunk_subscriber chunk_sub;
+  /// Takes every chunk inside our activation instead of `data`
+  /// (subscribe_data with a data_handler_ptr; agent_data_handler.cpp);
+  /// set at most one of it and the subscribers.
+  data_handler_ptr handler;
+  /// Chunks for `handler`, delivered while the core read frames: it runs
+  /// after the poll (run_data_handler), never from inside the core.
+  std::vector<local_mr> handler_chunks;
   /// Immediate values for receive_imm.
   reply_mailbox<imm_item> imms;
   reply_mailbox<tagged<local_mr>> local_mrs;
@@ -240,6 +248,16 @@ struct agent_state {
   /// graceful close ends), and only then may the memory get a new owner.
   ~agent_state() {
     return_link();
+    if (handler) {
+      // No shut_down ran (the last handle went): the handler still hears
+      // of the end.
+      auto h = std::move(handler);
+      try {
+        h->on_detach(
+            make_error(errc::closed, "the last handle to the connection went"));
+      } catch (...) { // NOLINT(bugprone-empty-catch): on a destructor path
+      }
+    }
     if (!core)
       return;
     if (!core->closed())
@@ -345,6 +363,24 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub);
 /// Sets (or, with an invalid handle, ends) the subscription that names the
 /// connection and takes immediate values.
 uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub);
+
+/// Ends every subscription (the subscribers' and the data handler's)
+/// before another is set.
+void unsubscribe(self_ptr self);
+
+// -- data handler (agent_data_handler.cpp) ------------------------------------
+
+/// Sets (or, with a null pointer, ends) the inline data handler; hands the
+/// queued chunks to it at once.  Returns how many.
+uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler);
+
+/// Ends the data handler's subscription (`on_detach(reason)`), if one is
+/// set; chunks not yet handed to it go back to `data`.
+void detach_handler(self_ptr self, const caf::error& reason);
+
+/// Hands the chunks gathered in `handler_chunks` to the handler.  Called
+/// after every poll (after_poll), outside the core.
+void run_data_handler(self_ptr self);
 
 /// Registered local memory with the access rights peers get.
 caf::result<local_mr> alloc_local_mr(self_ptr self, uint64_t size,

@@ -296,9 +296,9 @@ caf::result<uint64_t> one_sided(self_ptr self, transport::op_kind kind,
   });
 }
 
-/// Ends either subscription (before another is set).
 void unsubscribe(self_ptr self) {
   auto& st = self->state;
+  detach_handler(self, caf::error{});
   if (st.subscriber)
     self->demonitor(st.subscriber.address());
   if (st.chunk_sub)

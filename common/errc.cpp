@@ -52,6 +52,7 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(lease_expired)
     RDMACTOR_ERRC_CASE(unknown_actor)
     RDMACTOR_ERRC_CASE(serialization_failed)
+    RDMACTOR_ERRC_CASE(handler_failed)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -172,6 +173,10 @@ const char* describe(errc x) noexcept {
              "type of remote messages with add_message_type in the "
              "actor_system_config of both sides, under the same name and "
              "with the same layout; actor handles cannot travel";
+    case errc::handler_failed:
+      return "a data handler threw from on_data and was detached; later "
+             "data queues for receive_data: catch errors inside the handler, "
+             "or subscribe it again";
   }
   return "unknown error code";
 }

@@ -15,7 +15,11 @@
 # ib_read_lat on rxe0 in the same VM run), and the atomics: fetch_add and
 # cas lat and bw (8 B; host: rdmactor soft alone, no CAF io counterpart;
 # VM: vs ib_atomic_lat / ib_atomic_bw with FETCH_AND_ADD and CMP_AND_SWAP;
-# bw rows show operations/s).  Completion modes: the default
+# bw rows show operations/s).  send lat runs with data handlers on both
+# sides (rdmactor/data_handler.hpp: the pings and echoes inside the
+# connections' activations, as perftest's loop owns its QP), and again with
+# a user actor on each side (--actor-driver --actor-echo) in a table of its
+# own, host and VM.  Completion modes: the default
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
 # and event and busy in the VM, each in a table of its own.  Scale (host):
 # 1, 100 and 1000 connections from one process to another (connect times,
@@ -158,6 +162,7 @@ if [[ $vm_inner == 1 ]]; then
       run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
       run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
       if [[ $mode == default ]]; then
+        run_verbs rdmactor-actors send lat 8 "$perf_lat_iters" --actor-driver --actor-echo
         for op in fetch_add cas; do
           run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
           run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
@@ -259,6 +264,9 @@ for round in $(seq 1 "$rounds"); do
     run "$round" "rdmactor $op lat 8" --op=$op --mode=lat --size=8 --iters=$lat_iters
     run "$round" "rdmactor $op bw 8" --op=$op --mode=bw --size=8 --iters="$(iters_for_bw 8)"
   done
+  # send lat with a user actor on each side (the driver pings, an actor
+  # echoes) instead of the data handlers of the default rows.
+  RUN_IMPL=rdmactor-actors run "$round" "rdmactor-actors send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --actor-driver --actor-echo
   # completion-mode=busy (on soft the default, adaptive, does not poll).
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
@@ -348,6 +356,8 @@ table() {
 }
 table "$host_json" rdmactor caf-io \
   "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send; fetch_add and cas: rdmactor alone"
+table "$host_json" rdmactor-actors caf-io \
+  "Host: rdmactor send lat with a user actor on each side (--actor-driver --actor-echo) vs CAF io" 1
 table "$host_json" rdmactor-busy caf-io \
   "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
 
@@ -463,6 +473,7 @@ if [[ $want_vm == 1 ]]; then
     vm_clock=$(sed -n 's/.*"impl":"vm-info","clocksource":"\([^"]*\)".*/\1/p' "$vm_json" | head -1)
     echo "   VM clock source: ${vm_clock:-unknown}"
     table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs (completion-mode=adaptive, the default) vs perftest"
+    table "$vm_json" rdmactor-actors perftest "VM: send lat with a user actor on each side (--actor-driver --actor-echo) vs perftest" 1
     table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest" 1
     table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest" 1
     # The scale row (rdmactor-scale): connections over rxe from one process

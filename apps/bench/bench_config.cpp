@@ -92,7 +92,16 @@ bench_config::bench_config() {
       .add(plain_actors, "plain-actors",
            "spawn the bench's driver and echo server with CAF's spawn "
            "instead of rdmactor::spawn_with_scheduler_job (the default, "
-           "as the README recommends for actors on a hot path)");
+           "as the README recommends for actors on a hot path)")
+      .add(actor_echo, "actor-echo",
+           "send lat: the echo server echoes from an actor subscribed to "
+           "the connection's data instead of from a data handler inside "
+           "the connection (the default; README 'Serving inside the "
+           "connection')")
+      .add(actor_driver, "actor-driver",
+           "send lat: the client's driver actor sends each ping and takes "
+           "each echo (subscribed to the connection's data) instead of a "
+           "data handler inside the connection (the default)");
   caf_io::add_message_types(*this);
 }
 
@@ -127,6 +136,7 @@ run_spec bench_plan::spec_for(uint64_t size) const {
   spec.size = size;
   spec.window = mode == bench_mode::lat ? 1 : window;
   spec.op_timeout = op_timeout;
+  spec.ping_handler = !actor_driver;
   if (iters > 0)
     spec.iters = iters;
   else if (mode == bench_mode::lat)
@@ -192,6 +202,8 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   plan.hold_ms = cfg.hold_ms;
   plan.idle_peers = cfg.idle_peers;
   plan.plain_actors = cfg.plain_actors;
+  plan.actor_echo = cfg.actor_echo;
+  plan.actor_driver = cfg.actor_driver;
   plan.iters = cfg.iters;
   plan.warmup = cfg.warmup;
   plan.window = cfg.window;

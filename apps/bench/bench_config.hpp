@@ -36,6 +36,8 @@ public:
   uint32_t hold_ms = 0;
   uint32_t idle_peers = 0;
   bool plain_actors = false;
+  bool actor_echo = false;
+  bool actor_driver = false;
 
   bench_config();
 };
@@ -69,6 +71,12 @@ struct bench_plan {
   /// The driver and the echo server are plain CAF actors (CAF's spawn),
   /// not run through a scheduler job (rdmactor::spawn_with_scheduler_job).
   bool plain_actors = false;
+  /// The echo server echoes from an actor (a data_subscriber), not from a
+  /// data handler inside the connection's agent.
+  bool actor_echo = false;
+  /// send lat: the client's driver actor pings, not a data handler
+  /// (run_spec::ping_handler).
+  bool actor_driver = false;
 
   /// Returns the spec of the run for `size`.
   run_spec spec_for(uint64_t size) const;

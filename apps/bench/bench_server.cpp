@@ -9,6 +9,7 @@
 
 #include "apps/bench/run_spec.hpp"
 #include "common/logging.hpp"
+#include "rdmactor/data_handler.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/scheduler_job.hpp"
 
@@ -49,10 +50,28 @@ bool fatal(server_ptr self, const caf::error& err) {
   return true;
 }
 
-caf::behavior server_impl(server_ptr self, connection_actor conn) {
+/// The echo of `--actor-echo=false` (the default): inside the agent's
+/// activation that read the ping, so the echo carries its acknowledgement
+/// and no user actor runs per message.  Errors of an echo come from the
+/// connection's end, which the server actor sees by its monitor.
+data_handler_ptr echo_handler() {
+  return make_data_handler([](data_context& ctx, local_mr chunk) {
+    if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
+      ctx.send_data(std::move(chunk));
+  });
+}
+
+caf::behavior server_impl(server_ptr self, connection_actor conn,
+                          bool actor_echo) {
   self->state.conn = std::move(conn);
   self->monitor(self->state.conn);
   self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  if (!actor_echo) {
+    self->request(self->state.conn, server_timeout, subscribe_data_atom::value,
+                  echo_handler())
+        .then([](uint64_t) {}, [self](caf::error& err) { fatal(self, err); });
+    return {[](data_atom, local_mr&) {}};
+  }
   // Every chunk is pushed here (no receive_data request per chunk).
   self->request(self->state.conn, server_timeout, subscribe_data_atom::value,
                 caf::actor_cast<data_subscriber>(self))
@@ -70,10 +89,11 @@ caf::behavior server_impl(server_ptr self, connection_actor conn) {
   };
 }
 
-caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain) {
+caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain,
+                            bool actor_echo) {
   return {
-      [self, plain](accepted_atom, connection_actor& conn) {
-        spawn_bench_server(self->system(), std::move(conn), plain);
+      [self, plain, actor_echo](accepted_atom, connection_actor& conn) {
+        spawn_bench_server(self->system(), std::move(conn), plain, actor_echo);
       },
   };
 }
@@ -81,14 +101,16 @@ caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain) {
 } // namespace
 
 caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn,
-                              bool plain) {
+                              bool plain, bool actor_echo) {
   if (plain)
-    return sys.spawn(server_impl, std::move(conn));
-  return spawn_with_scheduler_job(sys, server_impl, std::move(conn));
+    return sys.spawn(server_impl, std::move(conn), actor_echo);
+  return spawn_with_scheduler_job(sys, server_impl, std::move(conn),
+                                  actor_echo);
 }
 
-caf::actor spawn_bench_acceptor(caf::actor_system& sys, bool plain) {
-  return sys.spawn(acceptor_impl, plain);
+caf::actor spawn_bench_acceptor(caf::actor_system& sys, bool plain,
+                                bool actor_echo) {
+  return sys.spawn(acceptor_impl, plain, actor_echo);
 }
 
 uint64_t live_bench_servers() noexcept {

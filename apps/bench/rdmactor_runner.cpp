@@ -69,7 +69,7 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   if (!nd)
     return fail(nd.error());
   actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, plan.plain_actors)};
+      spawn_bench_acceptor(sys, plan.plain_actors, plan.actor_echo)};
   // --op=actor: the caf-io baseline's server, as a remote actor.
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
@@ -232,6 +232,11 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
             : std::string{};
   if (plan.plain_actors)
     topology_note += ", plain actors";
+  if (plan.actor_echo)
+    topology_note += ", actor echo";
+  if (plan.actor_driver && plan.op == bench_op::send
+      && plan.mode == bench_mode::lat)
+    topology_note += ", actor driver";
   if (!plan.connect.empty()) {
     ctx.topology = "two processes" + topology_note;
     auto raw_addr = raw_address_of(plan.connect);
@@ -247,7 +252,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   if (!server)
     return fail(server.error());
   actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, plan.plain_actors)};
+      spawn_bench_acceptor(sys, plan.plain_actors, plan.actor_echo)};
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
   (*server)->publish(bench_actor_name, actor_server.get());

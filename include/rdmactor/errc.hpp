@@ -61,6 +61,7 @@ enum class errc : uint8_t {
   lease_expired,        ///< the lease of a lent memory region ended
   unknown_actor,        ///< no actor published under the name / id
   serialization_failed, ///< a message type is unregistered or mismatched
+  handler_failed,       ///< a data handler threw; it was detached
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

@@ -11,6 +11,7 @@
 #include "rdmactor/atoms.hpp"
 #include "rdmactor/config.hpp"
 #include "rdmactor/connection.hpp"
+#include "rdmactor/data_handler.hpp"
 #include "rdmactor/errc.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/local_mr.hpp"

@@ -18,6 +18,7 @@
 #include "rdmactor/agent_stats.hpp"
 #include "rdmactor/allocator.hpp"
 #include "rdmactor/atoms.hpp"
+#include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/detail/transport_actor.hpp"
 #include "rdmactor/memory_pool.hpp"
@@ -80,6 +81,17 @@ using chunk_subscriber
 ///   values; the answer is their number.  It replaces a data_subscriber
 ///   and the other way round; while it is set, `receive_data` and
 ///   `receive_imm` fail with `invalid_argument`.
+/// - `(subscribe_data_atom, data_handler_ptr) -> chunks`: the same as a
+///   data_subscriber, but the chunks go to `handler->on_data` inside the
+///   agent's activation, after each poll of its completion queue (no
+///   message per chunk; what the handler sends through its context
+///   leaves in that activation, with the acknowledgements of what it
+///   read).  Replaces a subscriber and the other way round; a null
+///   pointer ends it (`on_detach` with an empty error), as does the
+///   connection's end (`on_detach` with the end reason) and an exception
+///   from `on_data` (`errc::handler_failed`; data queues again).  The
+///   handler must not hold a strong handle to its own connection (a cycle
+///   that keeps it open): it sends through its `data_context`.
 /// - `(send_mr_atom, local_mr | remote_mr, uint64_t tag) -> mr_token`:
 ///   SendMR with an application tag (0: none) that the receiver gets with
 ///   the token; `not_negotiated` for a peer whose Hello did not offer tags.
@@ -147,6 +159,7 @@ using peer_operations = caf::typed_actor<
     caf::replies_to<send_data_atom, local_mr>::with<uint64_t>,
     caf::replies_to<receive_data_atom>::with<local_mr>,
     caf::replies_to<subscribe_data_atom, data_subscriber>::with<uint64_t>,
+    caf::replies_to<subscribe_data_atom, data_handler_ptr>::with<uint64_t>,
     caf::replies_to<release_atom, remote_mr>::with<uint64_t>,
     caf::replies_to<stats_atom>::with<agent_stats>,
     caf::replies_to<send_mr_atom, local_mr, uint64_t>::with<mr_token>,
@@ -190,6 +203,9 @@ using peer_operations = caf::typed_actor<
 ///   receiver gets one `local_mr` per chunk.
 /// - `(subscribe_data_atom, data_subscriber) -> chunks`: push every chunk
 ///   to an actor as `(data_atom, local_mr)` instead (see peer_operations).
+/// - `(subscribe_data_atom, data_handler_ptr) -> chunks`: hand every chunk
+///   to a handler called inside the agent's activation instead
+///   (rdmactor/data_handler.hpp; see peer_operations).
 /// - `(write_atom, local_mr, remote_mr) -> bytes`,
 ///   `(read_atom, local_mr, remote_mr) -> bytes`: one-sided RDMA; slices of
 ///   either side allowed, lengths must match.

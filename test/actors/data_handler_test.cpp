@@ -1,0 +1,274 @@
+// The inline data handler (include/rdmactor/data_handler.hpp) on the soft
+// fabric: chunks reach it inside the agent's activation, its sends leave
+// with the acknowledgements of what it read, and it is detached (and told
+// why) when it is replaced, throws, or the connection ends.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "test/actors/fixture.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+namespace {
+
+/// Records what it is handed; optionally echoes or throws.
+class recording_handler final : public data_handler {
+public:
+  enum class then { keep, echo, throw_once };
+
+  explicit recording_handler(then what) : what_(what) {}
+
+  void on_data(data_context& ctx, local_mr chunk) override {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      conn_ = ctx.connection();
+      if (what_ == then::throw_once && !thrown_) {
+        thrown_ = true;
+        throw std::runtime_error("a test handler's failure");
+      }
+      if (what_ == then::keep) {
+        chunks_.push_back(std::move(chunk));
+        return;
+      }
+      ++echoed_;
+    }
+    ctx.send_data(std::move(chunk), [this](caf::expected<uint64_t> r) {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (r)
+        ++acked_;
+    });
+  }
+
+  void on_detach(const caf::error& reason) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ++detaches_;
+    reason_ = reason;
+    chunks_.clear(); // the receive buffers go back
+  }
+
+  size_t kept() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return chunks_.size();
+  }
+
+  std::vector<std::string> kept_text() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    std::vector<std::string> out;
+    for (auto& c : chunks_)
+      out.emplace_back(reinterpret_cast<const char*>(c.data()), c.size());
+    return out;
+  }
+
+  size_t echoed() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return echoed_;
+  }
+
+  size_t acked() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return acked_;
+  }
+
+  int detaches() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return detaches_;
+  }
+
+  caf::error reason() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return reason_;
+  }
+
+  uint64_t conn() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return conn_;
+  }
+
+private:
+  then what_;
+  mutable std::mutex mtx_;
+  std::vector<local_mr> chunks_;
+  size_t echoed_ = 0;
+  size_t acked_ = 0;
+  int detaches_ = 0;
+  bool thrown_ = false;
+  caf::error reason_;
+  uint64_t conn_ = 0;
+};
+
+std::chrono::seconds patience() {
+  return std::chrono::seconds(10 * timeout_scale());
+}
+
+void send_text(two_nodes& t, const std::string& text) {
+  auto sent = call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, text);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_REQUIRE_EQUAL(*sent, text.size());
+}
+
+std::string text_of(const local_mr& mr) {
+  return {reinterpret_cast<const char*>(mr.data()), mr.size()};
+}
+
+uint64_t subscribe(two_nodes& t, data_handler_ptr h) {
+  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                          std::move(h));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  return *n;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(data_handler)
+
+// The echo runs in the server agent's activation that read the ping, so the
+// acknowledgement of every ping rides on its echo: no SendDataResponse of
+// its own, and both sides' send_data complete.
+BOOST_AUTO_TEST_CASE(a_handler_echoes_with_the_acknowledgement_of_each_ping) {
+  two_nodes t;
+  auto echo
+      = std::make_shared<recording_handler>(recording_handler::then::echo);
+  BOOST_TEST(subscribe(t, echo) == 0u);
+  caf::scoped_actor sub{t.sys};
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.client_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(sub)));
+  constexpr int rounds = 50;
+  for (int i = 0; i < rounds; ++i) {
+    auto text = "ping " + std::to_string(i);
+    send_text(t, text);
+    std::string back;
+    sub->receive([&](data_atom, local_mr& mr) { back = text_of(mr); },
+                 caf::after(patience()) >> [] { BOOST_FAIL("no echo"); });
+    BOOST_REQUIRE_EQUAL(back, text);
+  }
+  BOOST_TEST(echo->echoed() == size_t{rounds});
+  BOOST_REQUIRE(
+      eventually([&] { return echo->acked() == size_t{rounds}; }, patience()));
+  auto server = call<agent_stats>(t.sys, t.server_conn, stats_atom::value);
+  auto client = call<agent_stats>(t.sys, t.client_conn, stats_atom::value);
+  BOOST_REQUIRE(server && client);
+  BOOST_TEST(server->piggybacked_acks_sent == uint64_t{rounds});
+  BOOST_TEST(client->piggybacked_acks_received == uint64_t{rounds});
+  BOOST_TEST(server->protocol_errors == 0u);
+  BOOST_TEST(echo->conn() == t.server_conn->id());
+  BOOST_TEST(echo->detaches() == 0);
+}
+
+// Queued chunks are handed over when it is set; receive_data is refused
+// while it is; a null handler ends it (on_detach with no error) and data
+// queues for receive_data again.
+BOOST_AUTO_TEST_CASE(a_handler_takes_the_queue_and_a_null_one_ends_it) {
+  two_nodes t;
+  send_text(t, "one");
+  send_text(t, "two");
+  auto keep
+      = std::make_shared<recording_handler>(recording_handler::then::keep);
+  BOOST_TEST(subscribe(t, keep) == 2u);
+  send_text(t, "three");
+  BOOST_REQUIRE(eventually([&] { return keep->kept() == 3; }, patience()));
+  BOOST_TEST(keep->kept_text()
+             == (std::vector<std::string>{"one", "two", "three"}));
+  auto r = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::invalid_argument, render(r.error()));
+  BOOST_TEST(subscribe(t, data_handler_ptr{}) == 0u);
+  BOOST_TEST(keep->detaches() == 1);
+  BOOST_TEST(!keep->reason(), render(keep->reason()));
+  send_text(t, "four");
+  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(text_of(*got) == "four");
+  BOOST_TEST(keep->kept() == 0u); // dropped at detach
+}
+
+// A data_subscriber replaces a handler (which hears of it) and takes the
+// data from then on.
+BOOST_AUTO_TEST_CASE(a_subscriber_replaces_a_handler) {
+  two_nodes t;
+  auto keep
+      = std::make_shared<recording_handler>(recording_handler::then::keep);
+  subscribe(t, keep);
+  caf::scoped_actor sub{t.sys};
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(sub)));
+  BOOST_TEST(keep->detaches() == 1);
+  send_text(t, "to the subscriber");
+  std::string got;
+  sub->receive([&](data_atom, local_mr& mr) { got = text_of(mr); },
+               caf::after(patience()) >> [] { BOOST_FAIL("nothing pushed"); });
+  BOOST_TEST(got == "to the subscriber");
+  BOOST_TEST(keep->kept() == 0u);
+}
+
+// An exception from on_data detaches the handler with handler_failed; the
+// connection keeps serving and later data queues for receive_data.
+BOOST_AUTO_TEST_CASE(a_throwing_handler_is_detached_and_data_queues_again) {
+  two_nodes t;
+  auto bad = std::make_shared<recording_handler>(
+      recording_handler::then::throw_once);
+  subscribe(t, bad);
+  send_text(t, "thrown on");
+  BOOST_REQUIRE(eventually([&] { return bad->detaches() == 1; }, patience()));
+  BOOST_TEST(code_of(bad->reason()) == errc::handler_failed,
+             render(bad->reason()));
+  BOOST_TEST(render(bad->reason()).find("a test handler's failure")
+             != std::string::npos);
+  send_text(t, "after");
+  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(text_of(*got) == "after");
+}
+
+// The connection's end detaches the handler with the end reason; what it
+// held goes back, and every byte allocated returns to both allocators.
+BOOST_AUTO_TEST_CASE(the_connections_end_detaches_the_handler) {
+  two_nodes t;
+  const auto server_start = t.server->memory_stats().bytes_in_use;
+  const auto client_start = t.client->memory_stats().bytes_in_use;
+  auto keep
+      = std::make_shared<recording_handler>(recording_handler::then::keep);
+  subscribe(t, keep);
+  for (int i = 0; i < 3; ++i)
+    send_text(t, std::string(1000, static_cast<char>('a' + i)));
+  BOOST_REQUIRE(eventually([&] { return keep->kept() == 3; }, patience()));
+  caf::scoped_actor watcher{t.sys};
+  watcher->monitor(t.server_conn);
+  caf::anon_send_exit(t.client_conn, caf::exit_reason::user_shutdown);
+  watcher->receive([](caf::down_msg&) {},
+                   caf::after(patience()) >> [] { BOOST_FAIL("no end"); });
+  BOOST_TEST(keep->detaches() == 1);
+  BOOST_TEST(code_of(keep->reason()) == errc::peer_closed,
+             render(keep->reason()));
+  BOOST_TEST(keep->kept() == 0u);
+  BOOST_TEST(eventually(
+      [&] {
+        return t.server->memory_stats().bytes_in_use == server_start
+               && t.client->memory_stats().bytes_in_use == client_start;
+      },
+      patience()));
+}
+
+BOOST_AUTO_TEST_CASE(make_data_handler_wraps_a_function) {
+  two_nodes t;
+  auto seen = std::make_shared<std::atomic<int>>(0);
+  subscribe(t, make_data_handler([seen](data_context& ctx, local_mr chunk) {
+              ++*seen;
+              ctx.send_data(std::move(chunk));
+            }));
+  caf::scoped_actor sub{t.sys};
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.client_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(sub)));
+  send_text(t, "back");
+  std::string got;
+  sub->receive([&](data_atom, local_mr& mr) { got = text_of(mr); },
+               caf::after(patience()) >> [] { BOOST_FAIL("no echo"); });
+  BOOST_TEST(got == "back");
+  BOOST_TEST(seen->load() == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
