@@ -12,39 +12,22 @@ namespace rdmactor::agent_detail {
 
 namespace {
 
-/// The context a handler gets: sends go straight to the core.
-class handler_context final : public data_context {
-public:
-  explicit handler_context(self_ptr self) : self_(self) {}
-
-  void send_data(local_mr chunk, send_done done) override {
-    std::function<void(caf::expected<uint64_t>)> fn;
-    if (done) {
-      // Called later from the core: an exception must not unwind into it.
-      fn = [done = std::move(done)](caf::expected<uint64_t> result) {
-        try {
-          done(std::move(result));
-        } catch (const std::exception& e) {
-          log().error("a data handler's send_data callback threw: {}",
-                      e.what());
-        } catch (...) {
-          log().error("a data handler's send_data callback threw");
-        }
-      };
-    } else {
-      fn = [](caf::expected<uint64_t>) {};
+/// `done` for the core, or the link: an exception from the user's callback
+/// must not unwind into them.  Empty: nothing to call.
+std::function<void(caf::expected<uint64_t>)>
+guarded(data_context::op_done done) {
+  if (!done)
+    return [](caf::expected<uint64_t>) {};
+  return [done = std::move(done)](caf::expected<uint64_t> result) {
+    try {
+      done(std::move(result));
+    } catch (const std::exception& e) {
+      log().error("a data handler's operation callback threw: {}", e.what());
+    } catch (...) {
+      log().error("a data handler's operation callback threw");
     }
-    self_->state.core->send_data(std::move(chunk), self_->clock().now(),
-                                 std::move(fn));
-  }
-
-  uint64_t connection() const noexcept override {
-    return self_->id();
-  }
-
-private:
-  self_ptr self_;
-};
+  };
+}
 
 /// Calls `on_detach(reason)`, which must not unwind into the agent.
 void notify_detach(const data_handler_ptr& handler, const caf::error& reason) {
@@ -57,33 +40,78 @@ void notify_detach(const data_handler_ptr& handler, const caf::error& reason) {
   }
 }
 
+/// Detaches the handler after an exception from it.
+void handler_threw(self_ptr self, const std::string& what) {
+  auto err
+      = make_error(errc::handler_failed,
+                   "the data handler of the connection to "
+                       + self->state.core->link().peer + " threw: " + what);
+  log().warn("{}; detached, data queues for receive_data", render(err));
+  detach_handler(self, err);
+}
+
+/// Calls `on_attach`; false when it threw (the handler is detached then).
+bool attach(self_ptr self) {
+  auto& st = self->state;
+  std::string what;
+  try {
+    st.handler->on_attach(st.handler_ctx);
+    return true;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  handler_threw(self, what);
+  return false;
+}
+
 /// Hands `chunks` to the handler in order.  When it throws, it is detached
 /// and the chunks after the one it failed on queue for receive_data.
 template <class Chunks>
 void hand_over(self_ptr self, Chunks& chunks) {
   auto& st = self->state;
-  handler_context ctx{self};
   auto i = chunks.begin();
   std::string what;
   try {
     for (; i != chunks.end(); ++i)
-      st.handler->on_data(ctx, std::move(*i));
+      st.handler->on_data(st.handler_ctx, std::move(*i));
     return;
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {
     what = "an exception that is not a std::exception";
   }
-  auto err = make_error(errc::handler_failed,
-                        "the data handler of the connection to "
-                            + st.core->link().peer + " threw: " + what);
-  log().warn("{}; detached, data queues for receive_data", render(err));
-  detach_handler(self, err);
+  handler_threw(self, what);
   for (++i; i != chunks.end(); ++i)
     put(self, st.data, std::move(*i));
 }
 
 } // namespace
+
+// -- handler_context ----------------------------------------------------------
+
+void handler_context::send_data(local_mr chunk, op_done done) {
+  self_->state.core->send_data(std::move(chunk), self_->clock().now(),
+                               guarded(std::move(done)));
+}
+
+void handler_context::write(local_mr src, remote_mr dst, op_done done) {
+  one_sided_for_handler(self_, transport::op_kind::write, "write",
+                        std::move(src), std::move(dst),
+                        guarded(std::move(done)));
+}
+
+void handler_context::read(local_mr dst, remote_mr src, op_done done) {
+  one_sided_for_handler(self_, transport::op_kind::read, "read", std::move(dst),
+                        std::move(src), guarded(std::move(done)));
+}
+
+uint64_t handler_context::connection() const noexcept {
+  return self_->id();
+}
+
+// -- subscription -------------------------------------------------------------
 
 uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler) {
   auto& st = self->state;
@@ -97,6 +125,11 @@ uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler) {
   fail_all(st.data, make_error(errc::invalid_argument,
                                "a data handler took over the data of this "
                                "connection (subscribe_data)"));
+  if (!attach(self)) {
+    for (auto& chunk : queued)
+      put(self, st.data, std::move(chunk));
+    return 0;
+  }
   hand_over(self, queued);
   return queued.size();
 }

@@ -100,6 +100,43 @@ struct agent_state;
 
 using self_ptr = agent_actor::stateful_pointer<agent_state>;
 
+/// Who hears of a one-sided operation: a user's request (`rp`) or a data
+/// handler's callback (`fn`, set instead).
+struct one_sided_waiter {
+  caf::typed_response_promise<uint64_t> rp;
+  std::function<void(caf::expected<uint64_t>)> fn;
+
+  void deliver(uint64_t n) {
+    if (fn)
+      fn(n);
+    else
+      rp.deliver(n);
+  }
+
+  void deliver(caf::error err) {
+    if (fn)
+      fn(std::move(err));
+    else
+      rp.deliver(std::move(err));
+  }
+};
+
+/// The context a data handler gets (agent_data_handler.cpp): its calls go
+/// straight to the core and the link.  One per agent; valid while the
+/// agent lives.
+class handler_context final : public data_context {
+public:
+  explicit handler_context(self_ptr self) : self_(self) {}
+
+  void send_data(local_mr chunk, op_done done) override;
+  void write(local_mr src, remote_mr dst, op_done done) override;
+  void read(local_mr dst, remote_mr src, op_done done) override;
+  uint64_t connection() const noexcept override;
+
+private:
+  self_ptr self_;
+};
+
 /// Carries out the core's effects with the actor (definitions in
 /// agent.cpp): posts go to the agent's link (to the transport once it took
 /// the link over), deliveries to the user mailboxes or the data
@@ -163,7 +200,8 @@ private:
 };
 
 struct agent_state {
-  explicit agent_state(self_ptr self) : events(self), sink(self) {}
+  explicit agent_state(self_ptr self)
+      : events(self), sink(self), handler_ctx(self) {}
 
   /// The transport actor, parked: it relays keepalive ticks, and takes the
   /// link over when the agent is done with it (graceful close, draining).
@@ -215,6 +253,8 @@ struct agent_state {
   /// Chunks for `handler`, delivered while the core read frames: it runs
   /// after the poll (run_data_handler), never from inside the core.
   std::vector<local_mr> handler_chunks;
+  /// What `handler` gets to act on the connection.
+  handler_context handler_ctx;
   /// Immediate values for receive_imm.
   reply_mailbox<imm_item> imms;
   reply_mailbox<tagged<local_mr>> local_mrs;
@@ -230,7 +270,7 @@ struct agent_state {
   /// (`drain_one_sided`): a success still reaches its caller, and the
   /// failures are answered once the transport has terminated, i.e. when
   /// its queue pair can no longer place data into the caller's buffer.
-  std::unordered_map<uint64_t, caf::typed_response_promise<uint64_t>> one_sided;
+  std::unordered_map<uint64_t, one_sided_waiter> one_sided;
   uint64_t next_one_sided = 0;
   /// Set by `shut_down` while one-sided operations drain: what they fail
   /// with, and what the agent quits with once the transport is gone.
@@ -367,6 +407,16 @@ uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub);
 /// Ends every subscription (the subscribers' and the data handler's)
 /// before another is set.
 void unsubscribe(self_ptr self);
+
+/// Checks a one-sided operation locally before anything is posted.
+caf::error check_one_sided(self_ptr self, const char* what,
+                           const local_mr& local, const remote_mr& remote);
+
+/// Posts a WRITE or READ for a data handler: `done` hears of it as a
+/// user's request would (agent_user_ops.cpp).
+void one_sided_for_handler(self_ptr self, transport::op_kind kind,
+                           const char* what, local_mr local, remote_mr remote,
+                           std::function<void(caf::expected<uint64_t>)> done);
 
 // -- data handler (agent_data_handler.cpp) ------------------------------------
 
@@ -524,20 +574,14 @@ inline bool is_value(const caf::error&) {
   return false;
 }
 
-/// Registers a one-sided operation of the user (write, read,
-/// write_with_imm, an atomic) in `one_sided`, or fails with `peer_gone`
-/// once the connection closed.  `start(finish)` posts it; `finish(result)`
-/// answers the user once (closing may have answered already) and keeps
-/// `keep` (the remote_mr) alive until the transport answered.
+/// The part of run_one_sided after the closed check, with the waiter given
+/// (a data handler's callback: handler_context).
 template <class Keep, class Start>
-caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
+void start_one_sided(self_ptr self, one_sided_waiter waiter, Keep keep,
+                     Start start) {
   auto& st = self->state;
-  if (st.core->closed())
-    return make_error(errc::peer_gone,
-                      "the peer " + st.core->link().peer + " is gone");
-  auto rp = self->make_response_promise<uint64_t>();
   auto id = st.next_one_sided++;
-  st.one_sided.emplace(id, rp);
+  st.one_sided.emplace(id, std::move(waiter));
   start([self, id, keep = std::move(keep)](auto&& result) mutable {
     static_cast<void>(keep);
     auto& st = self->state;
@@ -553,6 +597,22 @@ caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
     if (st.draining && st.one_sided.empty())
       self->quit(st.drain_reason);
   });
+}
+
+/// Registers a one-sided operation of the user (write, read,
+/// write_with_imm, an atomic) in `one_sided`, or fails with `peer_gone`
+/// once the connection closed.  `start(finish)` posts it; `finish(result)`
+/// answers the user once (closing may have answered already) and keeps
+/// `keep` (the remote_mr) alive until the transport answered.
+template <class Keep, class Start>
+caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
+  auto& st = self->state;
+  if (st.core->closed())
+    return make_error(errc::peer_gone,
+                      "the peer " + st.core->link().peer + " is gone");
+  auto rp = self->make_response_promise<uint64_t>();
+  start_one_sided(self, one_sided_waiter{rp, {}}, std::move(keep),
+                  std::move(start));
   return rp;
 }
 

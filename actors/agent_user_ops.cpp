@@ -272,6 +272,25 @@ caf::error check_one_sided(self_ptr self, const char* what,
   return {};
 }
 
+namespace {
+
+/// The `start` of a WRITE or READ of `local` for run_one_sided and
+/// start_one_sided: posts it on the agent's link.
+auto post_one_sided(self_ptr self, transport::op_kind kind, local_mr& local,
+                    const mr_token& token) {
+  return [self, kind, &local, token](auto finish) {
+    submit_op(self, kind, std::move(local), token, std::nullopt,
+              [finish](caf::expected<uint64_t> n) mutable {
+                if (n)
+                  finish(*n);
+                else
+                  finish(n.error());
+              });
+  };
+}
+
+} // namespace
+
 /// Posts a WRITE or READ on the agent's link and keeps `remote` alive
 /// until it completes: a user may drop its `remote_mr` right after the
 /// call, and the ReleaseMR that its last handle sends must not overtake the
@@ -285,15 +304,26 @@ caf::result<uint64_t> one_sided(self_ptr self, transport::op_kind kind,
   if (auto err = check_one_sided(self, what, local, remote))
     return err;
   auto token = remote.token();
-  return run_one_sided(self, std::move(remote), [&](auto finish) {
-    submit_op(self, kind, std::move(local), token, std::nullopt,
-              [finish](caf::expected<uint64_t> n) mutable {
-                if (n)
-                  finish(*n);
-                else
-                  finish(n.error());
-              });
-  });
+  return run_one_sided(self, std::move(remote),
+                       post_one_sided(self, kind, local, token));
+}
+
+void one_sided_for_handler(self_ptr self, transport::op_kind kind,
+                           const char* what, local_mr local, remote_mr remote,
+                           std::function<void(caf::expected<uint64_t>)> done) {
+  auto& st = self->state;
+  if (auto err = check_one_sided(self, what, local, remote)) {
+    done(std::move(err));
+    return;
+  }
+  if (st.core->closed()) {
+    done(make_error(errc::peer_gone,
+                    "the peer " + st.core->link().peer + " is gone"));
+    return;
+  }
+  auto token = remote.token();
+  start_one_sided(self, one_sided_waiter{{}, std::move(done)},
+                  std::move(remote), post_one_sided(self, kind, local, token));
 }
 
 void unsubscribe(self_ptr self) {

@@ -99,9 +99,9 @@ bench_config::bench_config() {
            "the connection (the default; README 'Serving inside the "
            "connection')")
       .add(actor_driver, "actor-driver",
-           "send lat: the client's driver actor sends each ping and takes "
-           "each echo (subscribed to the connection's data) instead of a "
-           "data handler inside the connection (the default)");
+           "send, write and read lat: the client's driver actor issues each "
+           "operation (and takes each echo) instead of a data handler "
+           "inside the connection (the default)");
   caf_io::add_message_types(*this);
 }
 
@@ -136,7 +136,7 @@ run_spec bench_plan::spec_for(uint64_t size) const {
   spec.size = size;
   spec.window = mode == bench_mode::lat ? 1 : window;
   spec.op_timeout = op_timeout;
-  spec.ping_handler = !actor_driver;
+  spec.in_handler = !actor_driver;
   if (iters > 0)
     spec.iters = iters;
   else if (mode == bench_mode::lat)

@@ -74,8 +74,8 @@ struct bench_plan {
   /// The echo server echoes from an actor (a data_subscriber), not from a
   /// data handler inside the connection's agent.
   bool actor_echo = false;
-  /// send lat: the client's driver actor pings, not a data handler
-  /// (run_spec::ping_handler).
+  /// send, write and read lat: the client's driver actor issues the
+  /// operations, not a data handler (run_spec::in_handler).
   bool actor_driver = false;
 
   /// Returns the spec of the run for `size`.

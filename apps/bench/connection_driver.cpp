@@ -8,9 +8,9 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/handler_driver.hpp"
 #include "apps/bench/run_progress.hpp"
 #include "protocol/codec.hpp"
-#include "rdmactor/data_handler.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/scheduler_job.hpp"
 
@@ -38,7 +38,7 @@ struct driver_state {
   uint64_t echo_bytes = 0;
   /// lat: start of the current operation.
   clock_type::time_point t_op;
-  /// send lat with a ping handler: `run` went to it (ping_handler).
+  /// `run` went to a loop handler (start_in_handler).
   bool handed_off = false;
 
   static inline const char* name = "rdmactor.bench.driver";
@@ -147,87 +147,30 @@ void ping(driver_ptr self) {
           on_error(self));
 }
 
-/// send lat (unless `--actor-driver`): the pings and their echoes run in a data
-/// handler inside the client's agent (rdmactor/data_handler.hpp), as the
-/// echo server's do; the driver only starts the run.  Owns the run's
-/// bookkeeping from then on, used by the agent's activations alone.
-class ping_handler final : public data_handler {
-public:
-  ping_handler(run_progress run, local_mr ping, caf::actor_addr driver)
-      : run_(std::move(run)), ping_(std::move(ping)),
-        driver_(std::move(driver)) {}
-
-  /// Counts the first ping, which the driver sends (the handler can send
-  /// only when called).  Before the subscription: no echo races it.
-  void prime() {
-    run_.issued();
-    t_op_ = clock_type::now();
-  }
-
-  void on_data(data_context& ctx, local_mr chunk) override {
-    if (run_.done())
-      return;
-    echo_bytes_ += chunk.size();
-    if (echo_bytes_ < run_.spec().size)
-      return;
-    run_.complete(run_progress::micros_since(t_op_) / 2);
-    if (run_.all_completed()) {
-      run_.finish_if_done();
-      stop_driver();
-      return;
-    }
-    echo_bytes_ = 0;
-    run_.issued();
-    t_op_ = clock_type::now();
-    // No callback: a failed ping ends the connection, and with it this
-    // handler (on_detach).
-    ctx.send_data(ping_);
-  }
-
-  void on_detach(const caf::error& reason) override {
-    if (run_.fail(
-            reason ? reason
-                   : make_error(errc::closed, "the ping handler was replaced")))
-      stop_driver();
-  }
-
-private:
-  void stop_driver() {
-    if (auto d = caf::actor_cast<caf::actor>(driver_))
-      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
-  }
-
-  run_progress run_;
-  local_mr ping_;
-  caf::actor_addr driver_;
-  uint64_t echo_bytes_ = 0;
-  clock_type::time_point t_op_;
-};
-
-/// send lat (unless `--actor-driver`): hands the run to a ping_handler on the
-/// connection and sends the first ping.
-void start_ping_handler(driver_ptr self) {
+/// send, write and read lat (unless `--actor-driver`): hands the run to a
+/// loop handler on the connection (handler_driver.hpp); send lat sends the
+/// first ping, which the handler cannot (it sends only when called).
+void start_in_handler(driver_ptr self) {
   auto& st = self->state;
-  auto h = std::make_shared<ping_handler>(
-      std::move(st.run), st.local, caf::actor_cast<caf::actor_addr>(self));
+  bool send = st.run.spec().op == bench_op::send;
+  auto h = make_loop_handler(std::move(st.run), st.local, st.remote,
+                             caf::actor_cast<caf::actor_addr>(self));
   st.handed_off = true;
-  h->prime();
   // The subscription reaches the agent before the ping (same sender, same
   // receiver): the echo finds the handler.
-  self->request(st.conn, no_caf_timeout, subscribe_data_atom::value,
-                data_handler_ptr{h})
+  self->request(st.conn, no_caf_timeout, subscribe_data_atom::value, h)
       .then([](uint64_t) {}, [](caf::error&) {});
-  self->request(st.conn, no_caf_timeout, send_data_atom::value, st.local)
-      .then([](uint64_t) {}, [](caf::error&) {});
+  if (send)
+    self->request(st.conn, no_caf_timeout, send_data_atom::value, st.local)
+        .then([](uint64_t) {}, [](caf::error&) {});
 }
 
 void start(driver_ptr self) {
   auto& run = self->state.run;
   run.start_clock();
   const auto& spec = run.spec();
-  if (spec.op == bench_op::send && spec.mode == bench_mode::lat
-      && spec.ping_handler) {
-    start_ping_handler(self);
+  if (runs_in_handler(spec)) {
+    start_in_handler(self);
     return;
   }
   if (spec.op == bench_op::send && spec.mode == bench_mode::lat) {

@@ -12,31 +12,48 @@
 #include <caf/fwd.hpp>
 
 #include "rdmactor/local_mr.hpp"
+#include "rdmactor/remote_mr.hpp"
 
 namespace rdmactor {
 
-/// What a data handler may do while it runs: answer on its connection
-/// without a message to the connection actor.
+/// What a data handler may do on its connection without a message to the
+/// connection actor.
 ///
-/// Valid only during the `data_handler::on_data` call it is passed to;
-/// do not keep it.
+/// Handed to `on_attach` and to every `on_data`; the same object for the
+/// handler's whole subscription, valid until `on_detach` is called (not
+/// inside it).  Call it only from the handler's calls and from the `done`
+/// callbacks of its operations (the connection's agent, on its worker):
+/// never from another thread.
 class data_context {
 public:
   virtual ~data_context() = default;
 
-  /// What `send_data`'s `done` gets: the bytes sent once the peer
-  /// acknowledged every chunk, or why the send failed.
-  using send_done = std::function<void(caf::expected<uint64_t>)>;
+  /// What an operation's `done` gets: the bytes moved (send_data: once the
+  /// peer acknowledged every chunk), or why it failed.  Called once, later,
+  /// by the agent inside one of its activations (on a CAF worker), within
+  /// request-timeout-ms or with the close error when the connection ends
+  /// first; at once, before the call returns, when the operation fails
+  /// before anything is posted (invalid arguments, a closed connection):
+  /// do not retry from `done` on such an error.  An exception from it is
+  /// logged and dropped.  May be empty.
+  using op_done = std::function<void(caf::expected<uint64_t>)>;
 
   /// Sends `chunk` to the peer, as `(send_data_atom, local_mr)` on the
   /// connection does (chunked by the max message length, the same errors),
   /// but from inside the agent's activation: an echo or a reply leaves in
   /// the activation that delivered the data and carries the peer's
-  /// acknowledgements.  `done`, if set, is called later by the agent,
-  /// inside one of its activations (on a CAF worker), with the result;
-  /// within request-timeout-ms, or with the close error when the
-  /// connection ends first.
-  virtual void send_data(local_mr chunk, send_done done = {}) = 0;
+  /// acknowledgements.
+  virtual void send_data(local_mr chunk, op_done done = {}) = 0;
+
+  /// RDMA WRITE of `src` into the peer's `dst`, as `(write_atom, local_mr,
+  /// remote_mr)` does (the same checks and errors), posted from inside the
+  /// agent's activation.
+  virtual void write(local_mr src, remote_mr dst, op_done done) = 0;
+
+  /// RDMA READ of the peer's `src` into `dst`, as `(read_atom, local_mr,
+  /// remote_mr)` does, posted from inside the agent's activation: a loop
+  /// of READs issued from `done` runs without a message per operation.
+  virtual void read(local_mr dst, remote_mr src, op_done done) = 0;
 
   /// The connection's actor id (`conn->id()` of its handle), as a
   /// chunk_subscriber's `conn`.
@@ -61,6 +78,14 @@ class data_handler {
 public:
   virtual ~data_handler() = default;
 
+  /// Called by the agent once, when the subscription is set (before the
+  /// queued chunks are handed over): the place to start operations of
+  /// its own, e.g. a loop of READs.  `ctx` stays valid until `on_detach`.
+  /// An exception detaches the handler as one from `on_data` does.
+  virtual void on_attach(data_context& ctx) {
+    static_cast<void>(ctx);
+  }
+
   /// Called by the agent once per chunk, in arrival order, after it read
   /// the frames of one poll of its completion queue (so that a
   /// `ctx.send_data` from here carries their acknowledgements).  Queued
@@ -76,8 +101,8 @@ public:
   /// replaced by another subscription or a null pointer (`reason` empty),
   /// after an exception from `on_data` (`errc::handler_failed`), or when
   /// the connection ends (its end reason, as in the connection's down
-  /// message).  `done` callbacks of sends still in flight run after it,
-  /// with their results.
+  /// message).  `done` callbacks of operations still in flight run after
+  /// it, with their results.
   virtual void on_detach(const caf::error& reason) {
     static_cast<void>(reason);
   }

@@ -271,4 +271,98 @@ BOOST_AUTO_TEST_CASE(make_data_handler_wraps_a_function) {
   BOOST_TEST(seen->load() == 1);
 }
 
+/// Writes `src` into the peer's `remote` when attached, reads it back
+/// into `dst` from the write's callback, and records both results; a
+/// READ of the wrong length fails before anything is posted.
+class write_then_read final : public data_handler {
+public:
+  write_then_read(local_mr src, local_mr dst, remote_mr remote)
+      : src_(std::move(src)), dst_(std::move(dst)), remote_(std::move(remote)) {
+  }
+
+  void on_attach(data_context& ctx) override {
+    local_mr short_dst = *dst_.slice(0, dst_.size() - 1);
+    ctx.read(short_dst, remote_, [this](caf::expected<uint64_t> r) {
+      std::lock_guard<std::mutex> guard{mtx_};
+      mismatch_ = r ? caf::error{} : r.error();
+      mismatch_seen_ = true;
+    });
+    ctx.write(src_, remote_, [this, &ctx](caf::expected<uint64_t> w) {
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        written_ = w ? *w : 0;
+      }
+      ctx.read(dst_, remote_, [this](caf::expected<uint64_t> r) {
+        std::lock_guard<std::mutex> guard{mtx_};
+        read_ = r ? *r : 0;
+      });
+    });
+  }
+
+  void on_data(data_context&, local_mr) override {}
+
+  uint64_t written() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return written_;
+  }
+
+  uint64_t read_bytes() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return read_;
+  }
+
+  bool mismatch_seen() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return mismatch_seen_;
+  }
+
+  caf::error mismatch() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return mismatch_;
+  }
+
+private:
+  local_mr src_;
+  local_mr dst_;
+  remote_mr remote_;
+  mutable std::mutex mtx_;
+  uint64_t written_ = 0;
+  uint64_t read_ = 0;
+  bool mismatch_seen_ = false;
+  caf::error mismatch_;
+};
+
+// One-sided operations from a handler: a WRITE, and from its callback a
+// READ of what it wrote, without a message per operation; checks fail at
+// once with the error a request would get.
+BOOST_AUTO_TEST_CASE(a_handler_writes_and_reads_back_from_its_callbacks) {
+  two_nodes t;
+  const uint64_t size = 256;
+  auto remote = call<remote_mr>(
+      t.sys, t.client_conn, request_remote_mr_atom::value, size, uint64_t{64});
+  BOOST_REQUIRE_MESSAGE(remote, render(remote));
+  auto alloc = [&] {
+    auto mr = call<local_mr>(t.sys, t.client_conn, alloc_local_mr_atom::value,
+                             size, uint64_t{64});
+    BOOST_REQUIRE_MESSAGE(mr, render(mr));
+    return *mr;
+  };
+  auto src = alloc();
+  auto dst = alloc();
+  for (uint64_t i = 0; i < size; ++i)
+    src.data()[i] = static_cast<uint8_t>(i * 7 + 3);
+  std::memset(dst.data(), 0, size);
+  auto h = std::make_shared<write_then_read>(src, dst, *remote);
+  auto n = call<uint64_t>(t.sys, t.client_conn, subscribe_data_atom::value,
+                          data_handler_ptr{h});
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  BOOST_TEST(h->mismatch_seen()); // at once, inside on_attach
+  BOOST_TEST(code_of(h->mismatch()) == errc::length_mismatch,
+             render(h->mismatch()));
+  BOOST_REQUIRE(
+      eventually([&] { return h->read_bytes() == size; }, patience()));
+  BOOST_TEST(h->written() == size);
+  BOOST_TEST(std::memcmp(src.data(), dst.data(), size) == 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
