@@ -15,11 +15,13 @@
 # ib_read_lat on rxe0 in the same VM run), and the atomics: fetch_add and
 # cas lat and bw (8 B; host: rdmactor soft alone, no CAF io counterpart;
 # VM: vs ib_atomic_lat / ib_atomic_bw with FETCH_AND_ADD and CMP_AND_SWAP;
-# bw rows show operations/s).  send lat runs with data handlers on both
-# sides (rdmactor/data_handler.hpp: the pings and echoes inside the
-# connections' activations, as perftest's loop owns its QP), and again with
-# a user actor on each side (--actor-driver --actor-echo) in a table of its
-# own, host and VM.  Completion modes: the default
+# bw rows show operations/s).  send, write and read lat run in data
+# handlers (rdmactor/data_handler.hpp: the pings and echoes, or one READ
+# after the other, inside the connections' activations, as perftest's loop
+# owns its QP); send lat runs again with a user actor on each side
+# (--actor-driver --actor-echo; host and VM) and read lat with the driver
+# actor (--actor-driver; VM), in a table of their own.  Completion modes:
+# the default
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
 # and event and busy in the VM, each in a table of its own.  Scale (host):
 # 1, 100 and 1000 connections from one process to another (connect times,
@@ -163,6 +165,7 @@ if [[ $vm_inner == 1 ]]; then
       run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
       if [[ $mode == default ]]; then
         run_verbs rdmactor-actors send lat 8 "$perf_lat_iters" --actor-driver --actor-echo
+        run_verbs rdmactor-actors read lat 8 "$perf_lat_iters" --actor-driver
         for op in fetch_add cas; do
           run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
           run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
@@ -473,7 +476,7 @@ if [[ $want_vm == 1 ]]; then
     vm_clock=$(sed -n 's/.*"impl":"vm-info","clocksource":"\([^"]*\)".*/\1/p' "$vm_json" | head -1)
     echo "   VM clock source: ${vm_clock:-unknown}"
     table "$vm_json" rdmactor perftest "VM (Soft-RoCE rxe0): rdmactor verbs (completion-mode=adaptive, the default) vs perftest"
-    table "$vm_json" rdmactor-actors perftest "VM: send lat with a user actor on each side (--actor-driver --actor-echo) vs perftest" 1
+    table "$vm_json" rdmactor-actors perftest "VM: with user actors (send lat: --actor-driver --actor-echo; read lat: --actor-driver) vs perftest" 1
     table "$vm_json" rdmactor-event perftest "VM: completion-mode=event vs perftest" 1
     table "$vm_json" rdmactor-busy perftest "VM: completion-mode=busy vs perftest" 1
     # The scale row (rdmactor-scale): connections over rxe from one process
