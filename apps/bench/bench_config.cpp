@@ -99,7 +99,7 @@ bench_config::bench_config() {
            "the connection (the default; README 'Serving inside the "
            "connection')")
       .add(actor_driver, "actor-driver",
-           "send, write and read lat: the client's driver actor issues each "
+           "send, write and read: the client's driver actor issues each "
            "operation (and takes each echo) instead of a data handler "
            "inside the connection (the default)");
   caf_io::add_message_types(*this);

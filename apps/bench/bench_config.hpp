@@ -74,7 +74,7 @@ struct bench_plan {
   /// The echo server echoes from an actor (a data_subscriber), not from a
   /// data handler inside the connection's agent.
   bool actor_echo = false;
-  /// send, write and read lat: the client's driver actor issues the
+  /// send, write and read: the client's driver actor issues the
   /// operations, not a data handler (run_spec::in_handler).
   bool actor_driver = false;
 

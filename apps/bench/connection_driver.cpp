@@ -147,12 +147,13 @@ void ping(driver_ptr self) {
           on_error(self));
 }
 
-/// send, write and read lat (unless `--actor-driver`): hands the run to a
-/// loop handler on the connection (handler_driver.hpp); send lat sends the
-/// first ping, which the handler cannot (it sends only when called).
+/// send, write and read (unless `--actor-driver`): hands the run to a loop
+/// handler on the connection (handler_driver.hpp); send lat sends the first
+/// ping, which the handler cannot (it sends only when called).
 void start_in_handler(driver_ptr self) {
   auto& st = self->state;
-  bool send = st.run.spec().op == bench_op::send;
+  bool send = st.run.spec().op == bench_op::send
+              && st.run.spec().mode == bench_mode::lat;
   auto h = make_loop_handler(std::move(st.run), st.local, st.remote,
                              caf::actor_cast<caf::actor_addr>(self));
   st.handed_off = true;

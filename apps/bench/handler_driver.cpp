@@ -88,8 +88,8 @@ private:
   clock_type::time_point t_op_;
 };
 
-/// write or read lat: one operation after the other, each issued from the
-/// completion of the one before.
+/// write or read (lat and bw), send bw: `window` operations in flight (1
+/// in lat mode), each completion issuing the next.
 class op_loop final : public loop_handler,
                       public std::enable_shared_from_this<op_loop> {
 public:
@@ -99,11 +99,13 @@ public:
         local_(std::move(local)), remote_(std::move(remote)) {}
 
   void on_attach(data_context& ctx) override {
-    issue(ctx);
+    auto window = run_.spec().mode == bench_mode::lat ? 1u : run_.spec().window;
+    for (uint32_t i = 0; i < window && run_.more_to_issue(); ++i)
+      issue(ctx);
   }
 
   void on_data(data_context&, local_mr) override {
-    // Nothing is sent to us in a write or read run.
+    // The server drops what a bw run sends (sink_flag).
   }
 
 private:
@@ -115,10 +117,16 @@ private:
         = [self = shared_from_this(), &ctx, t0](caf::expected<uint64_t> r) {
             self->on_done(ctx, t0, std::move(r));
           };
-    if (run_.spec().op == bench_op::write)
-      ctx.write(local_, remote_, std::move(done));
-    else
-      ctx.read(local_, remote_, std::move(done));
+    switch (run_.spec().op) {
+      case bench_op::write:
+        ctx.write(local_, remote_, std::move(done));
+        break;
+      case bench_op::read:
+        ctx.read(local_, remote_, std::move(done));
+        break;
+      default:
+        ctx.send_data(local_, std::move(done));
+    }
   }
 
   void on_done(data_context& ctx, clock_type::time_point t0,
@@ -129,7 +137,7 @@ private:
       fail(std::move(r.error()));
       return;
     }
-    if (complete(run_progress::micros_since(t0)))
+    if (complete(run_progress::micros_since(t0)) && run_.more_to_issue())
       issue(ctx);
   }
 
@@ -140,14 +148,14 @@ private:
 } // namespace
 
 bool runs_in_handler(const run_spec& spec) {
-  return spec.in_handler && spec.mode == bench_mode::lat
+  return spec.in_handler
          && (spec.op == bench_op::send || spec.op == bench_op::write
              || spec.op == bench_op::read);
 }
 
 data_handler_ptr make_loop_handler(run_progress run, local_mr local,
                                    remote_mr remote, caf::actor_addr driver) {
-  if (run.spec().op == bench_op::send)
+  if (run.spec().op == bench_op::send && run.spec().mode == bench_mode::lat)
     return std::make_shared<ping_loop>(std::move(run), std::move(local),
                                        std::move(driver));
   return std::make_shared<op_loop>(std::move(run), std::move(local),

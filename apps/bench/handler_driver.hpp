@@ -10,8 +10,8 @@ namespace rdmactor::bench {
 
 /// Whether `spec` runs in a data handler inside the client's connection
 /// (rdmactor/data_handler.hpp) instead of from the driver actor: send,
-/// write and read lat, unless `--actor-driver`.  perftest's loops own
-/// their queue pair the same way.
+/// write and read, lat and bw, unless `--actor-driver`.  perftest's loops
+/// own their queue pair the same way.
 bool runs_in_handler(const run_spec& spec);
 
 /// Returns the handler that runs `run` (runs_in_handler) once subscribed
@@ -21,8 +21,9 @@ bool runs_in_handler(const run_spec& spec);
 ///   (`local`) from the activation that read it.  The first ping is counted
 ///   now; the driver sends it after subscribing (a handler sends only when
 ///   called).
-/// - write, read: `on_attach` issues the first operation on `local` and
-///   `remote`, each completion the next.
+/// - write, read, send bw: `on_attach` issues the first operations on
+///   `local` (and `remote`), the window's worth (1 in lat mode), and each
+///   completion the next.
 /// It ends the driver (an exit to `driver`) when the run is done, and
 /// fails the run when it is detached first (the connection's end).
 data_handler_ptr make_loop_handler(run_progress run, local_mr local,

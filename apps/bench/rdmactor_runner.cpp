@@ -234,7 +234,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     topology_note += ", plain actors";
   if (plan.actor_echo)
     topology_note += ", actor echo";
-  if (plan.actor_driver && plan.mode == bench_mode::lat)
+  if (plan.actor_driver)
     topology_note += ", actor driver";
   if (!plan.connect.empty()) {
     ctx.topology = "two processes" + topology_note;

@@ -56,7 +56,7 @@ struct run_spec {
   uint32_t window = 32;
   /// Timeout of every request the driver makes.
   std::chrono::milliseconds op_timeout{30000};
-  /// send, write and read lat: the operations go from a data handler in
+  /// send, write and read: the operations go from a data handler in
   /// the client's agent, not from the driver actor (the default;
   /// --actor-driver turns it off; handler_driver.hpp).
   bool in_handler = true;
