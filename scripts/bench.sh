@@ -15,10 +15,10 @@
 # ib_read_lat on rxe0 in the same VM run), and the atomics: fetch_add and
 # cas lat and bw (8 B; host: rdmactor soft alone, no CAF io counterpart;
 # VM: vs ib_atomic_lat / ib_atomic_bw with FETCH_AND_ADD and CMP_AND_SWAP;
-# bw rows show operations/s).  send, write and read lat run in data
-# handlers (rdmactor/data_handler.hpp: the pings and echoes, or one READ
-# after the other, inside the connections' activations, as perftest's loop
-# owns its QP); send lat runs again with a user actor on each side
+# bw rows show operations/s).  send, write and read run in data handlers
+# (rdmactor/data_handler.hpp: the pings and echoes, or each operation
+# issued from the last one's completion, inside the connections'
+# activations, as perftest's loop owns its QP); send lat runs again with a user actor on each side
 # (--actor-driver --actor-echo; host and VM) and read lat with the driver
 # actor (--actor-driver; VM), in a table of their own.  Completion modes:
 # the default
