@@ -53,12 +53,7 @@ caf::result<uint64_t> atomic(self_ptr self, const char* what, remote_mr word,
     return std::move(token.error());
   return run_one_sided(self, std::move(word), [&](auto finish) {
     submit_atomic_op(self, kind, *token, compare_add, swap,
-                     [finish](caf::expected<uint64_t> old) mutable {
-                       if (old)
-                         finish(*old);
-                       else
-                         finish(old.error());
-                     });
+                     finish_with(finish));
   });
 }
 

@@ -574,6 +574,18 @@ inline bool is_value(const caf::error&) {
   return false;
 }
 
+/// The link's completion of an operation started by run_one_sided or
+/// start_one_sided: hands the value or the error to its `finish`.
+template <class Finish>
+auto finish_with(Finish finish) {
+  return [finish](caf::expected<uint64_t> n) mutable {
+    if (n)
+      finish(*n);
+    else
+      finish(n.error());
+  };
+}
+
 /// The part of run_one_sided after the closed check, with the waiter given
 /// (a data handler's callback: handler_context).
 template <class Keep, class Start>

@@ -280,12 +280,7 @@ auto post_one_sided(self_ptr self, transport::op_kind kind, local_mr& local,
                     const mr_token& token) {
   return [self, kind, &local, token](auto finish) {
     submit_op(self, kind, std::move(local), token, std::nullopt,
-              [finish](caf::expected<uint64_t> n) mutable {
-                if (n)
-                  finish(*n);
-                else
-                  finish(n.error());
-              });
+              finish_with(finish));
   };
 }
 
@@ -397,12 +392,7 @@ caf::result<uint64_t> write_with_imm(self_ptr self, local_mr src, remote_mr dst,
             return;
           }
           submit_op(self, transport::op_kind::write, std::move(src), token, imm,
-                    [finish](caf::expected<uint64_t> n) mutable {
-                      if (n)
-                        finish(*n);
-                      else
-                        finish(n.error());
-                    });
+                    finish_with(finish));
         });
   });
 }

@@ -16,6 +16,13 @@ using namespace rdmactor::test;
 
 namespace {
 
+/// Reads `x` under `mtx` (the tests' handlers run on the agents' workers).
+template <class T>
+T locked(std::mutex& mtx, const T& x) {
+  std::lock_guard<std::mutex> guard{mtx};
+  return x;
+}
+
 /// Records what it is handed; optionally echoes or throws.
 class recording_handler final : public data_handler {
 public:
@@ -65,28 +72,23 @@ public:
   }
 
   size_t echoed() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return echoed_;
+    return locked(mtx_, echoed_);
   }
 
   size_t acked() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return acked_;
+    return locked(mtx_, acked_);
   }
 
   int detaches() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return detaches_;
+    return locked(mtx_, detaches_);
   }
 
   caf::error reason() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return reason_;
+    return locked(mtx_, reason_);
   }
 
   uint64_t conn() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return conn_;
+    return locked(mtx_, conn_);
   }
 
 private:
@@ -302,23 +304,19 @@ public:
   void on_data(data_context&, local_mr) override {}
 
   uint64_t written() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return written_;
+    return locked(mtx_, written_);
   }
 
   uint64_t read_bytes() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return read_;
+    return locked(mtx_, read_);
   }
 
   bool mismatch_seen() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return mismatch_seen_;
+    return locked(mtx_, mismatch_seen_);
   }
 
   caf::error mismatch() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return mismatch_;
+    return locked(mtx_, mismatch_);
   }
 
 private:
