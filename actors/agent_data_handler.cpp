@@ -4,6 +4,8 @@
 // same activation with the acknowledgements of those frames.
 
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "actors/agent_state.hpp"
 #include "common/logging.hpp"
@@ -12,6 +14,19 @@ namespace rdmactor::agent_detail {
 
 namespace {
 
+/// Runs the user's `f`; returns what it threw, if anything.
+template <class F>
+std::optional<std::string> caught(F&& f) noexcept {
+  try {
+    f();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string{e.what()};
+  } catch (...) {
+    return std::string{"an exception that is not a std::exception"};
+  }
+}
+
 /// `done` for the core, or the link: an exception from the user's callback
 /// must not unwind into them.  Empty: nothing to call.
 std::function<void(caf::expected<uint64_t>)>
@@ -19,25 +34,9 @@ guarded(data_context::op_done done) {
   if (!done)
     return [](caf::expected<uint64_t>) {};
   return [done = std::move(done)](caf::expected<uint64_t> result) {
-    try {
-      done(std::move(result));
-    } catch (const std::exception& e) {
-      log().error("a data handler's operation callback threw: {}", e.what());
-    } catch (...) {
-      log().error("a data handler's operation callback threw");
-    }
+    if (auto what = caught([&] { done(std::move(result)); }))
+      log().error("a data handler's operation callback threw: {}", *what);
   };
-}
-
-/// Calls `on_detach(reason)`, which must not unwind into the agent.
-void notify_detach(const data_handler_ptr& handler, const caf::error& reason) {
-  try {
-    handler->on_detach(reason);
-  } catch (const std::exception& e) {
-    log().error("a data handler's on_detach threw: {}", e.what());
-  } catch (...) {
-    log().error("a data handler's on_detach threw");
-  }
 }
 
 /// Detaches the handler after an exception from it.
@@ -53,17 +52,10 @@ void handler_threw(self_ptr self, const std::string& what) {
 /// Calls `on_attach`; false when it threw (the handler is detached then).
 bool attach(self_ptr self) {
   auto& st = self->state;
-  std::string what;
-  try {
-    st.handler->on_attach(st.handler_ctx);
-    return true;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    what = "an exception that is not a std::exception";
-  }
-  handler_threw(self, what);
-  return false;
+  auto what = caught([&] { st.handler->on_attach(st.handler_ctx); });
+  if (what)
+    handler_threw(self, *what);
+  return !what;
 }
 
 /// Hands `chunks` to the handler in order.  When it throws, it is detached
@@ -72,17 +64,13 @@ template <class Chunks>
 void hand_over(self_ptr self, Chunks& chunks) {
   auto& st = self->state;
   auto i = chunks.begin();
-  std::string what;
-  try {
+  auto what = caught([&] {
     for (; i != chunks.end(); ++i)
       st.handler->on_data(st.handler_ctx, std::move(*i));
+  });
+  if (!what)
     return;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    what = "an exception that is not a std::exception";
-  }
-  handler_threw(self, what);
+  handler_threw(self, *what);
   for (++i; i != chunks.end(); ++i)
     put(self, st.data, std::move(*i));
 }
@@ -134,6 +122,12 @@ uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler) {
   return queued.size();
 }
 
+void notify_detach(data_handler_ptr handler,
+                   const caf::error& reason) noexcept {
+  if (auto what = caught([&] { handler->on_detach(reason); }))
+    log().error("a data handler's on_detach threw: {}", *what);
+}
+
 void detach_handler(self_ptr self, const caf::error& reason) {
   auto& st = self->state;
   if (!st.handler)
@@ -143,19 +137,15 @@ void detach_handler(self_ptr self, const caf::error& reason) {
   for (auto& chunk : st.handler_chunks)
     put(self, st.data, std::move(chunk));
   st.handler_chunks.clear();
-  notify_detach(handler, reason);
+  notify_detach(std::move(handler), reason);
 }
 
 void run_data_handler(self_ptr self) {
   auto& st = self->state;
+  // Only deliver_data fills the batch, and only while a handler is set;
+  // detach_handler empties it.
   if (st.handler_chunks.empty())
     return;
-  if (!st.handler) {
-    for (auto& chunk : st.handler_chunks)
-      put(self, st.data, std::move(chunk));
-    st.handler_chunks.clear();
-    return;
-  }
   // The handler's sends cannot poll (posts only), so no chunk joins the
   // batch while it runs; the vector keeps its capacity across polls.
   std::vector<local_mr> batch;

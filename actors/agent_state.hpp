@@ -121,6 +121,10 @@ struct one_sided_waiter {
   }
 };
 
+/// Calls `handler->on_detach(reason)`; what it throws is logged, never
+/// unwound into the agent (agent_data_handler.cpp).
+void notify_detach(data_handler_ptr handler, const caf::error& reason) noexcept;
+
 /// The context a data handler gets (agent_data_handler.cpp): its calls go
 /// straight to the core and the link.  One per agent; valid while the
 /// agent lives.
@@ -288,16 +292,10 @@ struct agent_state {
   /// graceful close ends), and only then may the memory get a new owner.
   ~agent_state() {
     return_link();
-    if (handler) {
-      // No shut_down ran (the last handle went): the handler still hears
-      // of the end.
-      auto h = std::move(handler);
-      try {
-        h->on_detach(
-            make_error(errc::closed, "the last handle to the connection went"));
-      } catch (...) { // NOLINT(bugprone-empty-catch): on a destructor path
-      }
-    }
+    if (handler) // no shut_down ran (the last handle went)
+      notify_detach(
+          std::move(handler),
+          make_error(errc::closed, "the last handle to the connection went"));
     if (!core)
       return;
     if (!core->closed())
@@ -525,6 +523,12 @@ void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
 
 // -- receive mailboxes --------------------------------------------------------
 
+/// What a call fails with once the connection closed: `peer_gone`.
+inline caf::error peer_is_gone(self_ptr self) {
+  return make_error(errc::peer_gone,
+                    "the peer " + self->state.core->link().peer + " is gone");
+}
+
 template <class T>
 void put(self_ptr self, mailbox<T>& box, T item) {
   if (!box.waiters.empty()) {
@@ -547,9 +551,7 @@ caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
     return rp;
   }
   if (self->state.core->closed()) {
-    rp.deliver(
-        make_error(errc::peer_gone,
-                   "the peer " + self->state.core->link().peer + " is gone"));
+    rp.deliver(peer_is_gone(self));
     return rp;
   }
   box.waiters.push_back(waiter<T>{rp, deadline(self)});
@@ -620,8 +622,7 @@ template <class Keep, class Start>
 caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
   auto& st = self->state;
   if (st.core->closed())
-    return make_error(errc::peer_gone,
-                      "the peer " + st.core->link().peer + " is gone");
+    return peer_is_gone(self);
   auto rp = self->make_response_promise<uint64_t>();
   start_one_sided(self, one_sided_waiter{rp, {}}, std::move(keep),
                   std::move(start));
@@ -676,9 +677,7 @@ take_as(self_ptr self, reply_mailbox<Item>& box, Answer answer) {
     return rp;
   }
   if (self->state.core->closed()) {
-    rp.deliver(
-        make_error(errc::peer_gone,
-                   "the peer " + self->state.core->link().peer + " is gone"));
+    rp.deliver(peer_is_gone(self));
     return rp;
   }
   using waiter = typename reply_mailbox<Item>::waiter;

@@ -312,8 +312,7 @@ void one_sided_for_handler(self_ptr self, transport::op_kind kind,
     return;
   }
   if (st.core->closed()) {
-    done(make_error(errc::peer_gone,
-                    "the peer " + st.core->link().peer + " is gone"));
+    done(peer_is_gone(self));
     return;
   }
   auto token = remote.token();

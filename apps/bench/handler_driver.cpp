@@ -21,10 +21,9 @@ public:
       : run_(std::move(run)), driver_(std::move(driver)) {}
 
   void on_detach(const caf::error& reason) override {
-    if (run_.fail(reason ? reason
-                         : make_error(errc::closed,
-                                      "the bench's loop handler was replaced")))
-      stop_driver();
+    fail(reason ? reason
+                : make_error(errc::closed,
+                             "the bench's loop handler was replaced"));
   }
 
 protected:
