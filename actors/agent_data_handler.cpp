@@ -103,8 +103,6 @@ uint64_t handler_context::connection() const noexcept {
 
 uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler) {
   auto& st = self->state;
-  if (handler == st.handler)
-    return 0; // already set: nothing queued for it
   unsubscribe(self);
   if (!handler)
     return 0;

@@ -207,6 +207,20 @@ BOOST_AUTO_TEST_CASE(a_subscriber_replaces_a_handler) {
   BOOST_TEST(keep->kept() == 0u);
 }
 
+// A null handler ends any subscription, a subscriber actor's too: data
+// queues for receive_data again.
+BOOST_AUTO_TEST_CASE(a_null_handler_ends_a_subscribers_subscription) {
+  two_nodes t;
+  caf::scoped_actor sub{t.sys};
+  BOOST_REQUIRE(call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
+                               caf::actor_cast<data_subscriber>(sub)));
+  BOOST_TEST(subscribe(t, data_handler_ptr{}) == 0u);
+  send_text(t, "queued");
+  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(text_of(*got) == "queued");
+}
+
 // An exception from on_data detaches the handler with handler_failed; the
 // connection keeps serving and later data queues for receive_data.
 BOOST_AUTO_TEST_CASE(a_throwing_handler_is_detached_and_data_queues_again) {
