@@ -1,11 +1,13 @@
 #include "actors/actor_codec.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
 
+#include <caf/atom.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/deserializer.hpp>
@@ -23,9 +25,22 @@ namespace {
 /// caf::error) that a peer may send.
 constexpr int max_message_nesting = 16;
 
+/// Levels of nested values (messages, objects, sequences: lists, maps,
+/// config values, containers of containers) that a peer may send.  CAF
+/// loads every level recursively, so the bound keeps a peer's bytes from
+/// overflowing the agent's stack (20,000 nested config_value lists fit in
+/// 40 KB); honest payloads nest a few levels.
+constexpr int max_value_nesting = 64;
+
 std::string nested_too_deep() {
   return "the peer sent a message nested more than "
          + std::to_string(max_message_nesting) + " levels deep";
+}
+
+std::string values_too_deep() {
+  return "the peer sent values nested more than "
+         + std::to_string(max_value_nesting)
+         + " levels deep (lists, maps, config values, messages)";
 }
 
 /// CAF's data-processor interface (Base: caf::serializer or
@@ -156,8 +171,11 @@ public:
 
 /// Reads CAF's binary format, refusing besides what binary_processor
 /// refuses: sequences longer than the bytes left (CAF's own resizes a byte
-/// vector to whatever length the input claims before reading it) and
-/// message type lists that name banned types.
+/// vector to whatever length the input claims before reading it), message
+/// type lists that name banned types, messages nested deeper than
+/// max_message_nesting and values nested deeper than max_value_nesting.
+/// After a refusal every further object or sequence is refused too, so no
+/// recursion goes on below the level that was cut.
 class bounded_deserializer final
     : public binary_processor<caf::deserializer, caf::binary_deserializer> {
 public:
@@ -169,12 +187,19 @@ public:
   }
 
   caf::error begin_object(uint16_t& nr, std::string& name) override {
+    if (refusal())
+      return refusal();
     if (auto err = inner_.begin_object(nr, name))
       return err;
-    // Every nested message (the context of an error in a message, of an
-    // error in that...) is an object: CAF loads them recursively, so a
-    // peer could otherwise overflow the stack with a deep enough nest.
-    if (++depth_ > max_message_nesting)
+    // CAF loads nested objects and sequences recursively: a peer could
+    // otherwise overflow the stack with a deep enough nest.
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
+    // Objects are the messages (type list "@<>+...") CAF nests through
+    // the context of an error.
+    auto message = name.compare(0, 3, "@<>") == 0;
+    is_message_[static_cast<size_t>(values_)] = message;
+    if (message && ++messages_ > max_message_nesting)
       return refuse(nested_too_deep());
     // The type list of a message: "@<>+name+name...".
     if (name.compare(0, 3, "@<>") == 0) {
@@ -196,13 +221,22 @@ public:
   }
 
   caf::error end_object() override {
-    --depth_;
+    if (values_ > 0) {
+      if (values_ <= max_value_nesting
+          && is_message_[static_cast<size_t>(values_)])
+        --messages_;
+      --values_;
+    }
     return inner_.end_object();
   }
 
   caf::error begin_sequence(size_t& num) override {
+    if (refusal())
+      return refusal();
     if (auto err = inner_.begin_sequence(num))
       return err;
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
     // Every element takes a byte at least; an element of zero bytes would
     // otherwise let a short message loop for 2^64 rounds.
     if (num > inner_.remaining())
@@ -212,8 +246,19 @@ public:
     return caf::none;
   }
 
+  caf::error end_sequence() override {
+    if (values_ > 0)
+      --values_;
+    return inner_.end_sequence();
+  }
+
 private:
-  int depth_ = 0;
+  /// Open objects and sequences.
+  int values_ = 0;
+  /// Open messages among them.
+  int messages_ = 0;
+  /// Whether the object opened at each level is a message.
+  std::array<bool, max_value_nesting + 1> is_message_{};
 };
 
 /// Refuses values that CAF loads without complaint but cannot handle
@@ -252,6 +297,26 @@ caf::error check_loaded_values(const caf::message& msg, int level = 1) {
 }
 
 } // namespace
+
+caf::error check_not_system_message(const caf::message& msg, bool peer) {
+  const char* who = peer ? "the peer sent " : "cannot send ";
+  if (msg.match_elements<caf::error>())
+    return make_error(errc::serialization_failed,
+                      std::string{who}
+                          + "a message that holds only a caf::error, which "
+                            "CAF hands to the receiver's error handler (its "
+                            "default makes the actor quit); only a response "
+                            "may be a lone error"
+                          + (peer ? "" : ": add an atom or another element"));
+  if (!msg.empty() && msg.match_element<caf::atom_value>(0)
+      && msg.get_as<caf::atom_value>(0) == caf::sys_atom::value)
+    return make_error(errc::serialization_failed,
+                      std::string{who}
+                          + "a message that starts with sys_atom, which CAF "
+                            "takes as a system query, not a message for the "
+                            "actor");
+  return caf::none;
+}
 
 bool banned_type_name(const std::string& name) {
   static const char* const banned[] = {"@actor",

@@ -48,6 +48,17 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg);
 caf::expected<caf::message>
 deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len);
 
+/// Refuses `msg` as an ordinary message or request (not a response) when
+/// CAF would take it as a system message instead of handing it to the
+/// actor's behavior: a lone caf::error (CAF's error handler, whose default
+/// makes the actor quit) or a message that starts with `sys_atom` (CAF's
+/// system queries).  Down, exit, timeout and stream messages cannot travel
+/// at all (banned_type_name).  A response may be a lone error: that is how
+/// a request fails.  Fails with `serialization_failed` naming the kind;
+/// `peer` tells whether the message came from the peer (the receiving
+/// node) or from a local actor (the sending node).
+caf::error check_not_system_message(const caf::message& msg, bool peer);
+
 /// Returns whether the type with CAF's portable name `name` must not cross
 /// a connection (it carries actor handles or runtime internals).
 bool banned_type_name(const std::string& name);

@@ -336,6 +336,8 @@ void remote_actors::prune_locked() {
   if (exports_.size() >= exports_prune_at_) {
     for (auto i = exports_.begin(); i != exports_.end();)
       i = i->second.lock() ? std::next(i) : exports_.erase(i);
+    for (auto i = interfaces_.begin(); i != interfaces_.end();)
+      i = exports_.count(i->first) != 0 ? std::next(i) : interfaces_.erase(i);
     exports_prune_at_ = std::max<size_t>(1024, exports_.size() * 2);
   }
   if (proxies_.size() >= proxies_prune_at_) {
@@ -387,7 +389,13 @@ void remote_actors::forward(remote_actor_proxy& from,
            ctx);
     return;
   }
-  auto bytes = serialize_to_scratch(sys_, what->move_content_to_message());
+  auto content = what->move_content_to_message();
+  if (!mid.is_response())
+    if (auto err = check_not_system_message(content, false)) {
+      refuse(*what, err, ctx);
+      return;
+    }
+  auto bytes = serialize_to_scratch(sys_, content);
   if (!bytes) {
     refuse(*what, bytes.error(), ctx);
     return;
@@ -592,25 +600,35 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
                                   actor_credit credit,
                                   caf::execution_unit* ctx) {
   if (m.down()) {
-    // The peer's actor m.target() ended; its payload says why.
-    auto msg = deserialize_message(sys_, data, len);
-    if (!msg)
-      return msg.error();
-    if (!msg->match_elements<caf::error>())
-      return make_error(errc::malformed_message,
-                        "an actor's down notice without its reason");
+    // The peer's actor m.target() ended; its payload says why.  Checked
+    // like any other frame: the payload of a notice for an actor we have
+    // no proxy of (gone already, or never ours) is not even read.
     caf::strong_actor_ptr proxy;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       auto i = proxies_.find(m.target());
       if (i != proxies_.end()) {
         proxy = i->second.lock();
-        proxies_.erase(i);
+        if (!proxy)
+          proxies_.erase(i);
       }
     }
-    if (proxy)
-      static_cast<remote_actor_proxy*>(proxy->get())
-          ->kill_proxy(ctx, msg->get_as<caf::error>(0));
+    if (!proxy)
+      return caf::none;
+    auto msg = deserialize_message(sys_, data, len);
+    if (!msg)
+      return msg.error();
+    if (!msg->match_elements<caf::error>())
+      return make_error(errc::malformed_message,
+                        "an actor's down notice without its reason");
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = proxies_.find(m.target());
+      if (i != proxies_.end() && i->second.lock() == proxy)
+        proxies_.erase(i);
+    }
+    static_cast<remote_actor_proxy*>(proxy->get())
+        ->kill_proxy(ctx, msg->get_as<caf::error>(0));
     return caf::none;
   }
   caf::message_id mid{m.message_id()};
@@ -663,6 +681,18 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
       answer_peer(m.sender(), mid, msg.error(), ctx);
     return msg.error();
   }
+  if (!mid.is_response()) {
+    // What the target would not take as a message for its behavior, or,
+    // for a typed actor, not at all: refused here, so that a peer can
+    // neither make the actor quit nor fill its default handler's output.
+    auto refusal = check_not_system_message(*msg, true);
+    if (!refusal)
+      refusal = check_interface(m.target(), target, *msg);
+    if (refusal) {
+      answer_peer(m.sender(), mid, refusal, ctx);
+      return refusal;
+    }
+  }
   auto sender
       = m.sender() != 0
             ? caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()))
@@ -674,6 +704,47 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
           std::move(sender), mid, std::move(*msg), std::move(credit))},
       ctx);
   return caf::none;
+}
+
+caf::error remote_actors::check_interface(uint64_t id,
+                                          const caf::strong_actor_ptr& target,
+                                          const caf::message& msg) {
+  std::shared_ptr<const std::set<std::string>> sigs;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = interfaces_.find(id);
+    if (i != interfaces_.end())
+      sigs = i->second;
+  }
+  if (!sigs) {
+    // An actor's interface does not change: read once per actor (CAF
+    // builds the set on every call).
+    sigs = std::make_shared<const std::set<std::string>>(
+        target->get()->message_types());
+    std::lock_guard<std::mutex> guard{mtx_};
+    interfaces_.emplace(id, sigs);
+  }
+  if (sigs->empty())
+    return caf::none; // untyped: its behavior (or default handler) decides
+  // CAF names a typed signature "caf::replies_to<IN,...>::with<OUT,...>"
+  // with the portable names of its types (caf/replies_to.hpp).
+  thread_local std::string prefix;
+  prefix.assign("caf::replies_to<");
+  auto& types = sys_.types();
+  for (size_t i = 0; i < msg.size(); ++i) {
+    if (i > 0)
+      prefix += ',';
+    prefix += types.portable_name(msg.type(i));
+  }
+  prefix += ">::with<";
+  for (const auto& sig : *sigs)
+    if (sig.compare(0, prefix.size(), prefix) == 0)
+      return caf::none;
+  std::string got = prefix.substr(16, prefix.size() - 16 - 8);
+  return make_error(errc::unexpected_message,
+                    "the peer sent (" + got + ") to typed actor "
+                        + std::to_string(id)
+                        + ", whose interface does not take it");
 }
 
 void remote_actors::close(const caf::error& reason, const caf::error& err) {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -263,6 +264,11 @@ private:
   void drain_locked();
   void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err,
                    caf::execution_unit* ctx);
+  /// Refuses the peer's message `msg` to our typed actor `target` (id `id`)
+  /// when no signature of its interface takes it; untyped actors take
+  /// anything (their behavior decides).  The agent's thread.
+  caf::error check_interface(uint64_t id, const caf::strong_actor_ptr& target,
+                             const caf::message& msg);
   void prune_locked();
 
   caf::actor_system& sys_;
@@ -279,6 +285,10 @@ private:
   size_t region_from_bytes_ = SIZE_MAX;
   /// Local actors the peer may address, by their actor id.
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports_;
+  /// The interfaces of exported actors the peer sent messages to, by id
+  /// (pruned with exports_; CAF never reuses an actor id in a process).
+  std::unordered_map<uint64_t, std::shared_ptr<const std::set<std::string>>>
+      interfaces_;
   size_t exports_prune_at_ = 1024;
   /// Our proxies, by the peer's actor id.
   std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies_;

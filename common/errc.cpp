@@ -53,6 +53,7 @@ const char* to_string(errc x) noexcept {
     RDMACTOR_ERRC_CASE(unknown_actor)
     RDMACTOR_ERRC_CASE(serialization_failed)
     RDMACTOR_ERRC_CASE(handler_failed)
+    RDMACTOR_ERRC_CASE(unexpected_message)
 #undef RDMACTOR_ERRC_CASE
   }
   return "unknown_errc";
@@ -177,6 +178,11 @@ const char* describe(errc x) noexcept {
       return "a data handler threw from on_data and was detached; later "
              "data queues for receive_data: catch errors inside the handler, "
              "or subscribe it again";
+    case errc::unexpected_message:
+      return "the remote actor is typed and its interface takes no message "
+             "of these types; check the handle's type and the argument "
+             "types (an int32_t is not an int64_t), and that both sides "
+             "register the types under the same names";
   }
   return "unknown error code";
 }

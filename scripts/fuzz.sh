@@ -75,6 +75,13 @@ for t in "${targets[@]}"; do
   # libFuzzer's entropic schedule spends 80% of the time on bookkeeping.
   # Workers share the corpus directory (each reads it at start and adds
   # what it finds) and differ in their random seed.
+  # Per target: actor_codec's inputs may be long enough to nest 20,000
+  # levels deep (libFuzzer's default -max_len follows the seeds: a few
+  # hundred bytes), and its dictionary names CAF's type ids.
+  extra=()
+  if [[ $t == actor_codec ]]; then
+    extra=(-max_len=65536 -dict=test/fuzz/actor_codec.dict)
+  fi
   pids=()
   logs=()
   for ((w = 1; w <= workers; w++)); do
@@ -83,6 +90,7 @@ for t in "${targets[@]}"; do
     logs+=("$log")
     "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
       -entropic=0 -seed="$((start + w))" -print_final_stats=1 \
+      "${extra[@]}" \
       -artifact_prefix="$build/artifacts/$t-" "$work" "$seeds" \
       >"$log" 2>&1 &
     pids+=($!)

@@ -62,6 +62,7 @@ enum class errc : uint8_t {
   unknown_actor,        ///< no actor published under the name / id
   serialization_failed, ///< a message type is unregistered or mismatched
   handler_failed,       ///< a data handler threw; it was detached
+  unexpected_message,   ///< the receiving actor's interface does not take it
 };
 
 /// Returns the enumerator's name, e.g. "peer_gone".

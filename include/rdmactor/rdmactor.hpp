@@ -22,3 +22,4 @@
 #include "rdmactor/remote_mr.hpp"
 #include "rdmactor/scheduler_job.hpp"
 #include "rdmactor/system_hook.hpp"
+#include "rdmactor/unexpected.hpp"

@@ -13,13 +13,17 @@
 
 #include <caf/duration.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/sec.hpp>
 #include <caf/skip.hpp>
+
+#include "rdmactor/unexpected.hpp"
 
 #include "actors/actor_codec.hpp"
 #include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "test/actors/fixture.hpp"
+#include "test/actors/nested_payload.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;
@@ -178,29 +182,204 @@ struct raw_peer_fixture : system_holder {
     return res.actor_lookup().actor_id();
   }
 
-  /// Sends an asynchronous ActorMessage to `target` whose payload,
-  /// `bytes`, follows the header in the same frame.
-  void send_actor_message(uint64_t target, const std::vector<char>& bytes) {
+  /// Sends an ActorMessage to `target` whose payload, `bytes`, follows the
+  /// header in the same frame: asynchronous and anonymous by default, a
+  /// request with `sender` and `mid`, a down notice with `down`.
+  template <class Bytes>
+  void send_actor_message(uint64_t target, const Bytes& bytes,
+                          uint64_t sender = 0, uint64_t mid = 0,
+                          bool down = false) {
     pb::Message m;
     auto* a = m.mutable_actor_message();
     a->set_target(target);
+    a->set_sender(sender);
+    a->set_message_id(mid);
+    a->set_down(down);
     a->set_len(bytes.size());
-    std::vector<uint8_t> buf(pb::frame_header_len + m.ByteSizeLong()
-                             + bytes.size());
+    std::vector<uint8_t> buf(pb::frame_header_len + m.ByteSizeLong());
     auto enc
         = pb::encode(m, buf.data(), buf.size(), opts.max_message_len_bytes);
     BOOST_REQUIRE(enc.code == errc::none);
-    std::memcpy(buf.data() + enc.header_len, bytes.data(), bytes.size());
-    buf.resize(enc.header_len + bytes.size());
+    buf.resize(enc.header_len);
+    // The payload follows from registered memory (a send's header is
+    // short: max_send_header_bytes).
+    local_mr payload;
+    if (!bytes.empty()) {
+      auto mr = pool->allocate(bytes.size(), 8, transport::access::local_write);
+      BOOST_REQUIRE(mr);
+      std::memcpy(mr->data(), bytes.data(), bytes.size());
+      payload = *mr;
+    }
     auto n = call<uint64_t>(sys, tr, transport::send_atom::value,
-                            std::move(buf), local_mr{});
+                            std::move(buf), payload);
     BOOST_REQUIRE_MESSAGE(n, render(n));
   }
+
+  /// Waits for the next ActorMessage from the agent (others are skipped);
+  /// returns its header and its payload, deserialized.
+  std::pair<pb::ActorMessage, caf::message> next_actor_message() {
+    for (;;) {
+      pb::Message msg;
+      caf::message content;
+      bool got = false;
+      inbox->receive(
+          [&](transport::recv_atom, local_mr& mr) {
+            auto r = pb::decode(mr.data(), mr.size(),
+                                opts.max_message_len_bytes, msg);
+            BOOST_REQUIRE(r.code == errc::none);
+            if (!msg.has_actor_message())
+              return;
+            auto m = deserialize_message(sys, r.payload, r.payload_len);
+            BOOST_REQUIRE_MESSAGE(m, render(m));
+            content = std::move(*m);
+            got = true;
+          },
+          caf::after(std::chrono::seconds(5)) >>
+              [&] { BOOST_FAIL("no actor message from the agent"); });
+      if (got)
+        return {msg.actor_message(), std::move(content)};
+    }
+  }
+
+  /// Says hello with remote actors and looks `name` up as the peer.
+  uint64_t reach(const std::string& name) {
+    send(pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
+                        opts.recv_depth, true, pb::EXT_REMOTE_ACTORS));
+    auto target = lookup_as_peer(name);
+    BOOST_REQUIRE(target != 0u);
+    return target;
+  }
+
+  /// Waits for the error that answers the raw peer's request (its actor 7).
+  caf::error next_error_answer() {
+    auto answer = next_actor_message();
+    BOOST_TEST(answer.first.target() == 7u);
+    BOOST_TEST(caf::message_id{answer.first.message_id()}.is_response());
+    BOOST_REQUIRE_MESSAGE(answer.second.match_elements<caf::error>(),
+                          to_string(answer.second));
+    return answer.second.get_as<caf::error>(0);
+  }
 };
+
+/// A request id as CAF writes one (what the raw peer's actor 7 sends).
+constexpr uint64_t request_mid = 0x1000000000000001ull;
+
+template <class T>
+std::vector<char> bytes_of(caf::actor_system& sys, const T& x) {
+  auto b = serialize_message(sys, caf::make_message(x));
+  BOOST_REQUIRE_MESSAGE(b, render(b));
+  return *b;
+}
+
+/// An untyped actor that adds one to an int32_t.
+caf::behavior add_one(caf::event_based_actor*) {
+  return {[](int32_t x) { return x + 1; }};
+}
+
+using adder
+    = caf::typed_actor<caf::replies_to<int32_t, int32_t>::with<int32_t>>;
 
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(hostile, raw_peer_fixture)
+
+// A message of config values nested 20,000 lists deep overflowed the
+// stack inside CAF's deserializer, on every node, even as a down notice
+// for any id.  Now a down notice for an actor we have no proxy of is not
+// read at all, and a nest past the limit is refused before it loads.
+BOOST_AUTO_TEST_CASE(deeply_nested_payloads_are_refused_never_a_crash) {
+  auto svc = sys.spawn(add_one);
+  BOOST_REQUIRE(server->publish("svc", svc));
+  auto target = reach("svc");
+  auto deep = nested_config_value_bytes(sys, 1500); // one 4 KiB frame
+  auto before = server_stats().protocol_errors;
+  send_actor_message(424242, deep, 0, 0, true); // a down notice: not read
+  send_actor_message(target, deep, 7, request_mid);
+  auto err = next_error_answer();
+  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
+  BOOST_TEST(what_of(err).find("nested more than") != std::string::npos);
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_still_serving();
+  auto alive = call<int32_t>(sys, svc, int32_t{1});
+  BOOST_REQUIRE_MESSAGE(alive, render(alive));
+  BOOST_TEST(*alive == 2);
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+}
+
+// One asynchronous message that holds just a caf::error made published
+// actors quit (CAF's default error handler), and every client with them.
+BOOST_AUTO_TEST_CASE(a_lone_error_cannot_make_a_published_actor_quit) {
+  auto svc = sys.spawn(add_one);
+  BOOST_REQUIRE(server->publish("svc", svc));
+  auto target = reach("svc");
+  auto lone = bytes_of(sys, make_error(errc::peer_error, "quit, please"));
+  auto before = server_stats().protocol_errors;
+  send_actor_message(target, lone);                 // asynchronous
+  send_actor_message(target, lone, 7, request_mid); // a request
+  auto err = next_error_answer();
+  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
+  BOOST_TEST(what_of(err).find("error handler") != std::string::npos);
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  auto alive = call<int32_t>(sys, svc, int32_t{41});
+  BOOST_REQUIRE_MESSAGE(alive, render(alive));
+  BOOST_TEST(*alive == 42);
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+}
+
+// A message a typed actor does not take is refused at the receiving node
+// (an answer for a request, a counted violation either way): it never
+// reaches CAF's default handler, which printed each whole.  What the
+// interface takes goes through.
+BOOST_AUTO_TEST_CASE(a_message_outside_a_typed_interface_is_refused) {
+  auto typed = sys.spawn([]() -> adder::behavior_type {
+    return {[](int32_t a, int32_t b) { return a + b; }};
+  });
+  BOOST_REQUIRE(server->publish("adder", caf::actor_cast<caf::actor>(typed)));
+  auto target = reach("adder");
+  auto before = server_stats().protocol_errors;
+  send_actor_message(target, bytes_of(sys, std::string(3000, 'x')));
+  send_actor_message(target, bytes_of(sys, int32_t{1}), 7, request_mid);
+  auto err = next_error_answer();
+  BOOST_TEST(code_of(err) == errc::unexpected_message, render(err));
+  BOOST_TEST(what_of(err).find("@i32") != std::string::npos, render(err));
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  auto good = serialize_message(sys, caf::make_message(int32_t{2}, int32_t{3}));
+  BOOST_REQUIRE(good);
+  send_actor_message(target, *good, 7, request_mid + 1);
+  auto answer = next_actor_message();
+  BOOST_REQUIRE_MESSAGE(answer.second.match_elements<int32_t>(),
+                        to_string(answer.second));
+  BOOST_TEST(answer.second.get_as<int32_t>(0) == 5);
+  BOOST_TEST(server_stats().protocol_errors == before + 2);
+  caf::anon_send_exit(typed, caf::exit_reason::user_shutdown);
+}
+
+// An untyped actor with rdmactor's quiet default handler drops and counts
+// what it does not handle (CAF's default printed 5,000 such messages,
+// 14.9 MB, to stdout) and answers a request with unexpected_message.
+BOOST_AUTO_TEST_CASE(drop_unexpected_counts_and_answers_what_nobody_handles) {
+  auto svc = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+    self->set_default_handler(drop_unexpected);
+    return {[](int32_t x) { return x + 1; }};
+  });
+  BOOST_REQUIRE(server->publish("svc", svc));
+  auto target = reach("svc");
+  auto before = unexpected_messages();
+  auto text = bytes_of(sys, std::string(3000, 'x'));
+  for (int i = 0; i < 20; ++i)
+    send_actor_message(target, text);
+  send_actor_message(target, text, 7, request_mid);
+  auto err = next_error_answer();
+  BOOST_TEST((err == caf::make_error(caf::sec::unexpected_message)),
+             to_string(err));
+  BOOST_TEST(unexpected_messages() == before + 21);
+  auto alive = call<int32_t>(sys, svc, int32_t{1});
+  BOOST_REQUIRE_MESSAGE(alive, render(alive));
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+}
 
 BOOST_AUTO_TEST_CASE(release_of_an_unknown_token_is_an_error_answer) {
   auto id = next_id++;

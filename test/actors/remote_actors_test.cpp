@@ -5,11 +5,13 @@
 #include <map>
 #include <vector>
 
+#include <caf/config_value.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/sec.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/actor_codec.hpp"
+#include "test/actors/nested_payload.hpp"
 #include "test/actors/remote_actors_fixture.hpp"
 #include "test/reliability/peer_process.hpp"
 
@@ -591,6 +593,71 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
   auto r3 = deserialize_message(s.sys, wide.data(), wide.size());
   BOOST_REQUIRE_MESSAGE(r3, render(r3));
   BOOST_TEST(r3->size() == 20u);
+}
+
+// Lists, maps and config values nest through sequences, not messages:
+// CAF loads each level recursively, so a peer's 40 KB of config_value
+// lists nested 20,000 deep overflowed the agent's stack.  Every nested
+// object and sequence counts; a nest of a few levels still loads.
+BOOST_AUTO_TEST_CASE(values_nested_too_deep_are_refused_before_they_load) {
+  remote_system s{false};
+  auto nest = [](int levels) {
+    caf::config_value v{int64_t{7}};
+    for (int i = 0; i < levels; ++i)
+      v = caf::config_value{caf::config_value::list{v}};
+    return caf::make_message(v);
+  };
+  auto load = [&](const caf::message& msg) {
+    auto bytes = serialize_message(s.sys, msg);
+    BOOST_REQUIRE_MESSAGE(bytes, render(bytes));
+    return std::vector<uint8_t>(bytes->begin(), bytes->end());
+  };
+  BOOST_REQUIRE(nested_config_value_bytes(s.sys, 5) == load(nest(5)));
+  auto two = load(nest(2));
+  auto fine = deserialize_message(s.sys, two.data(), two.size());
+  BOOST_REQUIRE_MESSAGE(fine, render(fine));
+  auto forty = load(nest(40));
+  auto ok = deserialize_message(s.sys, forty.data(), forty.size());
+  BOOST_REQUIRE_MESSAGE(ok, render(ok));
+  BOOST_TEST(ok->match_elements<caf::config_value>());
+  // 200,000 levels (a few hundred KB): refused, not a crash.
+  auto deep = nested_config_value_bytes(s.sys, 200000);
+  expect_refused(deserialize_message(s.sys, deep.data(), deep.size()),
+                 "nested more than");
+  // Maps nest the same way: a dictionary of dictionaries.
+  caf::config_value d{int64_t{1}};
+  for (int i = 0; i < 100; ++i) {
+    caf::config_value::dictionary dict;
+    dict.emplace("k", d);
+    d = caf::config_value{std::move(dict)};
+  }
+  auto maps = load(caf::make_message(d));
+  expect_refused(deserialize_message(s.sys, maps.data(), maps.size()),
+                 "nested more than");
+}
+
+// A peer's message that CAF would take as a system message instead of a
+// message for the actor: a lone error (the error handler: the actor
+// quits) or a sys_atom query.  Refused from peers unless it is a
+// response, and refused on the sending side with the remedy.
+BOOST_AUTO_TEST_CASE(system_messages_are_refused_unless_responses) {
+  remote_system s{false};
+  auto lone = caf::make_message(make_error(errc::peer_error, "x"));
+  auto err = check_not_system_message(lone, true);
+  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
+  BOOST_TEST(what_of(err).find("error handler") != std::string::npos);
+  err = check_not_system_message(lone, false);
+  BOOST_TEST(what_of(err).find("add an atom") != std::string::npos);
+  auto sys_query = caf::make_message(caf::sys_atom::value, caf::get_atom::value,
+                                     std::string{"info"});
+  BOOST_TEST(code_of(check_not_system_message(sys_query, true))
+             == errc::serialization_failed);
+  // An error beside other elements is an ordinary message.
+  BOOST_TEST(!check_not_system_message(
+      caf::make_message(caf::atom("failed"), make_error(errc::peer_error, "x")),
+      true));
+  BOOST_TEST(!check_not_system_message(caf::make_message(int32_t{1}), true));
+  BOOST_TEST(!check_not_system_message(caf::message{}, true));
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_peer_process_ends_proxies_and_requests) {

@@ -12,6 +12,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/config_value.hpp>
 #include <caf/duration.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message_id.hpp>
@@ -82,6 +83,14 @@ int main(int argc, char** argv) {
   put("node_and_message_id",
       caf::make_message(sys.node(), caf::make_message_id()));
   put("u16string", caf::make_message(std::u16string{u"wide"}));
+  // Config values nest through lists and maps: seeds the fuzzer can grow
+  // into deep nests (the decoder refuses more than 64 levels).
+  caf::config_value nested{int64_t{7}};
+  for (int i = 0; i < 8; ++i)
+    nested = caf::config_value{caf::config_value::list{nested}};
+  caf::config_value::dictionary dict;
+  dict.emplace("k", nested);
+  put("config_values", caf::make_message(nested, caf::config_value{dict}));
   std::printf("wrote %d seeds to %s\n", written, dir.c_str());
   return 0;
 }
