@@ -261,7 +261,9 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   // attachables).  Until then the peer may still READ or WRITE these
   // regions through tokens it holds; releasing them earlier would let it
   // reach memory that already has a new owner.
-  agent_state::hand_to_transport(st.transport, core.take_owned());
+  agent_state::hand_to_transport(st.transport, core.take_owned(),
+                                 !st.trim_attached);
+  st.trim_attached = true;
   if (code == errc::closed)
     log().debug("connection to {} closed{}", peer,
                 graceful ? " (Goodbye sent)" : "");

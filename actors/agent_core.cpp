@@ -48,6 +48,7 @@ agent_stats agent_core::stats() const {
   s.pending_requests = pending_.size();
   s.peer_alloc_bytes = peer_alloc_bytes_;
   s.rendezvous_bytes = rendezvous_bytes_ + actor_inbound_bytes_;
+  s.partial_actor_bytes = out_.partial_actor().bytes;
   return s;
 }
 
@@ -244,7 +245,7 @@ agent_core::time_point agent_core::expire(time_point now) {
                             + " ms (request-timeout-ms)"));
   }
   expire_hello_waiters(now);
-  auto next = expire_leases(now);
+  auto next = std::min(expire_leases(now), expire_partials(now));
   for (auto& kv : pending_)
     next = std::min(next, kv.second.deadline);
   if (!hello_waiters_.empty())

@@ -174,6 +174,28 @@ public:
     virtual caf::error deliver_actor_message(const protocol::ActorMessage& m,
                                              const uint8_t* data, size_t len);
 
+    /// The chunked actor message of the peer being reassembled: whether
+    /// one is (one being discarded holds nothing and does not count) and
+    /// the bytes it holds (counted against peer-max-queued-bytes).
+    struct partial_actor_state {
+      bool active = false;
+      uint64_t bytes = 0;
+    };
+
+    /// Returns the state of the peer's chunked actor message being
+    /// reassembled.  The default has none.
+    virtual partial_actor_state partial_actor() const {
+      return {};
+    }
+
+    /// Drops the peer's chunked actor message being reassembled because of
+    /// `why` (over peer-max-queued-bytes, past peer-partial-timeout-ms):
+    /// frees its bytes, answers a request among it with `why` and drops
+    /// its remaining chunks as they come.  The default does nothing.
+    virtual void drop_partial_actor(const caf::error& why) {
+      static_cast<void>(why);
+    }
+
     /// Refuses the peer's rendezvous actor message `m` (whole, `m.len()`
     /// bytes, not delivered) because of `why`: the sink counts it for the
     /// peer's credit like a delivered one and fails a request among it to
@@ -544,6 +566,9 @@ private:
     bool failed = false;
     /// Bytes counted in `rendezvous_bytes_` (0 for an eager chunk).
     uint64_t counted = 0;
+    /// While its READ is in flight: when the connection ends unless the
+    /// READ completed (peer-partial-timeout-ms).
+    time_point deadline = time_point::max();
   };
 
   /// An actor message from the peer, delivered in arrival order while a
@@ -563,6 +588,9 @@ private:
     caf::error why;
     /// Bytes counted in `actor_inbound_bytes_`.
     uint64_t counted = 0;
+    /// While its READ is in flight: when the connection ends unless the
+    /// READ completed (peer-partial-timeout-ms).
+    time_point deadline = time_point::max();
   };
 
   /// An operation waiting for the peer's Hello (`when_offered`).
@@ -613,6 +641,8 @@ private:
   caf::error check_source(const protocol::MrToken& src, uint64_t len,
                           const char* what, protocol::Status& status) const;
   caf::error check_queued(uint64_t len, protocol::Status& status) const;
+  uint64_t buffered_bytes() const;
+  time_point partial_deadline() const noexcept;
   void deliver_in_order(uint64_t id, local_mr chunk,
                         std::optional<uint32_t> imm);
   void on_read_done(uint64_t seq, const caf::error& err);
@@ -657,6 +687,10 @@ private:
   void on_actor_read_done(uint64_t seq, const caf::error& err);
   void drain_actor_inbound();
   void drop_actor_inbound();
+
+  // deadlines and the budget of partial work (agent_core_partials.cpp)
+  void track_partial_actor();
+  time_point expire_partials(time_point now);
 
   sink& out_;
   options opts_;
@@ -725,6 +759,10 @@ private:
   std::deque<inbound_actor> actor_inbound_;
   uint64_t next_actor_seq_ = 0;
   uint64_t actor_inbound_bytes_ = 0;
+  /// The peer's chunked actor message being reassembled (the sink holds
+  /// it) started at `actor_partial_since_`; its deadline does not move.
+  bool actor_partial_ = false;
+  time_point actor_partial_since_{};
   /// When the last frame from the peer arrived (any frame: liveness).
   time_point last_heard_{};
   /// Our last Ping: its id (0: none or answered by its Pong) and when it

@@ -175,7 +175,9 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
   actor_inbound_bytes_ += a.counted;
   auto seq = a.seq;
   a.read_into = dst;
+  a.deadline = partial_deadline();
   actor_inbound_.push_back(std::move(a));
+  out_.schedule_sweep();
   out_.read(std::move(dst),
             mr_token{m.source().addr(), m.source().len(), m.source().rkey()},
             [this, seq, id](const caf::error& err) {

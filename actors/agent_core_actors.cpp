@@ -252,8 +252,7 @@ void agent_core::on_actor_message(const pb::ActorMessage& m,
     return;
   }
   // Behind a rendezvous actor message still being read: wait for it.
-  auto queued
-      = out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_;
+  auto queued = buffered_bytes();
   if (queued > opts_.peer_max_queued_bytes
       || frame.payload_len > opts_.peer_max_queued_bytes - queued) {
     ++counters_.protocol_errors;
@@ -286,8 +285,10 @@ void agent_core::deliver_actor_frame(const pb::ActorMessage& m,
     err = out_.deliver_actor_message(m, data, len);
   if (!err) {
     accepted();
+    track_partial_actor();
     return;
   }
+  track_partial_actor();
   ++counters_.protocol_errors;
   if (auto v = may_log(spdlog::level::warn))
     log().warn("agent {}: refused an actor message: {}{}", link_.peer,

@@ -132,10 +132,7 @@ caf::error agent_core::check_source(const pb::MrToken& src, uint64_t len,
 }
 
 caf::error agent_core::check_queued(uint64_t len, pb::Status& status) const {
-  // What the peer sent and nobody claimed yet, what is being read and what
-  // waits behind a READ, data and actor messages alike.
-  auto queued
-      = out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_;
+  auto queued = buffered_bytes();
   if (queued > opts_.peer_max_queued_bytes
       || len > opts_.peer_max_queued_bytes - queued) {
     status = pb::QUOTA_EXCEEDED;
@@ -175,8 +172,10 @@ void agent_core::on_send_data_rendezvous(uint64_t id, const pb::SendData& req) {
   if (req.has_imm())
     c.imm = req.imm();
   c.counted = len;
+  c.deadline = partial_deadline();
   auto seq = c.seq;
   inbound_.push_back(std::move(c));
+  out_.schedule_sweep();
   out_.read(std::move(*dst), to_token(req.source()),
             [this, seq](const caf::error& err) { on_read_done(seq, err); });
 }

@@ -48,6 +48,21 @@ void actor_sink::refuse_actor_message(const protocol::ActorMessage& m,
   self_->state.actors->refuse_frame(m, why, self_->context());
 }
 
+agent_core::sink::partial_actor_state actor_sink::partial_actor() const {
+  auto& actors = self_->state.actors;
+  if (!actors)
+    return {};
+  auto bytes = actors->partial_bytes();
+  if (!bytes)
+    return {};
+  return {true, *bytes};
+}
+
+void actor_sink::drop_partial_actor(const caf::error& why) {
+  if (auto& actors = self_->state.actors)
+    actors->drop_partial(why, self_->context());
+}
+
 void actor_sink::actor_flow(bool flow, uint64_t window_messages,
                             uint64_t window_bytes) {
   self_->state.actors->start_flow(flow, window_messages, window_bytes);

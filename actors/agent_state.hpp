@@ -20,6 +20,7 @@
 
 #include "actors/agent_core.hpp"
 #include "actors/remote_actors.hpp"
+#include "common/heap_trim.hpp"
 #include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
@@ -172,6 +173,8 @@ public:
   actor_lookup_result find_actor(const std::string& name) override;
   void refuse_actor_message(const protocol::ActorMessage& m,
                             const caf::error& why) override;
+  partial_actor_state partial_actor() const override;
+  void drop_partial_actor(const caf::error& why) override;
   void actor_flow(bool flow, uint64_t window_messages,
                   uint64_t window_bytes) override;
   caf::error take_actor_ack(uint64_t messages, uint64_t bytes) override;
@@ -234,6 +237,9 @@ struct agent_state {
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
+  /// The heap trim after the transport's end is attached (once per
+  /// teardown: `hand_to_transport`).
+  bool trim_attached = false;
   /// Bytes of actor messages delivered in the running activation; past
   /// `tuning::agent_yield_after_bytes` the agent gives its worker back
   /// (agent_runner::resume in agent.cpp).
@@ -296,12 +302,14 @@ struct agent_state {
       notify_detach(
           std::move(handler),
           make_error(errc::closed, "the last handle to the connection went"));
-    if (!core)
+    if (!core) {
+      hand_to_transport(transport, {}, !trim_attached);
       return;
+    }
     if (!core->closed())
       close_gracefully(transport, *core,
                        "the last handle to the connection went");
-    hand_to_transport(transport, core->take_owned());
+    hand_to_transport(transport, core->take_owned(), !trim_attached);
   }
 
   /// Stops driving the link and leaves it for the transport actor, which
@@ -322,15 +330,29 @@ struct agent_state {
                                const std::string& reason);
 
   /// Keeps `regions` alive until `tr` has terminated (see shut_down).
+  /// With `trim`, the heap is trimmed then, after the regions went: the
+  /// connection's buffers (receive pool, reassembly, what was held for
+  /// the peer) are gone by then, and the memory they freed would
+  /// otherwise stay resident in the allocator (common/heap_trim.hpp).
+  /// Once per teardown: the first call trims (`trim_attached`).
   static void hand_to_transport(const transport_actor& tr,
-                                owned_regions regions) {
-    if (regions.empty())
+                                owned_regions regions, bool trim) {
+    if (regions.empty() && !trim)
       return;
     auto keep = std::make_shared<owned_regions>(std::move(regions));
     auto ptr = caf::actor_cast<caf::strong_actor_ptr>(tr);
-    if (!ptr)
-      return; // no transport: nothing can reach the memory any more
-    ptr->get()->attach_functor([keep]() mutable { keep.reset(); });
+    if (!ptr) {
+      // No transport: nothing can reach the memory any more.
+      keep.reset();
+      if (trim)
+        trim_heap();
+      return;
+    }
+    ptr->get()->attach_functor([keep, trim]() mutable {
+      keep.reset();
+      if (trim)
+        trim_heap();
+    });
   }
 };
 

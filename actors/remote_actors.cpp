@@ -1,5 +1,6 @@
 #include "actors/remote_actors.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <caf/actor_cast.hpp>
@@ -561,6 +562,13 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
     }
     return caf::none;
   }
+  // Grows geometrically but never past the announced size, so the buffer
+  // (what the agent counts against the peer's budget) holds at most what
+  // an honest message needs.
+  if (p.bytes.capacity() - p.bytes.size() < len)
+    p.bytes.reserve(std::min<uint64_t>(
+        p.total, std::max<uint64_t>(p.bytes.size() + len,
+                                    uint64_t{2} * p.bytes.capacity())));
   p.bytes.insert(p.bytes.end(), data, data + len);
   if (p.bytes.size() < p.total)
     return caf::none;
@@ -571,6 +579,23 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
     return q;
   return deliver(whole.head, whole.bytes.data(), whole.bytes.size(),
                  std::move(credit), ctx);
+}
+
+std::optional<uint64_t> remote_actors::partial_bytes() const noexcept {
+  if (!partial_.active || partial_.discard)
+    return std::nullopt;
+  return partial_.bytes.capacity();
+}
+
+bool remote_actors::drop_partial(const caf::error& why,
+                                 caf::execution_unit* ctx) {
+  auto& p = partial_;
+  if (!p.active || p.discard)
+    return false;
+  p.discard = true;
+  std::vector<uint8_t>{}.swap(p.bytes);
+  answer_peer(p.head.sender(), caf::message_id{p.head.message_id()}, why, ctx);
+  return true;
 }
 
 void remote_actors::refuse_frame(const protocol::ActorMessage& m,

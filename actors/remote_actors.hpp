@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -126,6 +127,19 @@ public:
   caf::error on_frame(const protocol::ActorMessage& m, const uint8_t* data,
                       size_t len, caf::execution_unit* ctx);
 
+  /// The bytes the reassembly of the peer's chunked actor message holds
+  /// (its buffer's capacity, at most the message's announced size), or
+  /// nullopt when none is being reassembled (one being discarded holds
+  /// nothing).  The agent's thread.
+  std::optional<uint64_t> partial_bytes() const noexcept;
+
+  /// Drops the peer's chunked actor message being reassembled because of
+  /// `why` (the agent's budget or deadline): frees its bytes, answers a
+  /// request among it with `why`, and counts and drops its remaining
+  /// chunks as they come (its credit returns with the last).  Returns
+  /// whether one was being reassembled.  The agent's thread.
+  bool drop_partial(const caf::error& why, caf::execution_unit* ctx);
+
   /// Refuses the peer's whole actor message `m` (a rendezvous one the
   /// agent could not take, `m.len()` bytes) because of `why`: counted for
   /// the peer's credit and returned at once, and a request among it is
@@ -219,8 +233,8 @@ private:
   /// One message whose chunks are arriving.
   struct partial {
     bool active = false;
-    /// Refused (over actor-max-message-bytes): its chunks are counted and
-    /// dropped.
+    /// Refused (over actor-max-message-bytes, or dropped by the agent's
+    /// budget or deadline): its chunks are counted and dropped.
     bool discard = false;
     uint64_t received = 0;
     protocol::ActorMessage head;

@@ -46,7 +46,11 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.peer_max_claim_bytes, "peer-max-claim-bytes",
            "memory allocated for one peer's claims (alloc_for_peer) in bytes")
       .add(o.peer_max_queued_bytes, "peer-max-queued-bytes",
-           "unclaimed received data per peer in bytes")
+           "bytes one peer's frames may make us hold (unclaimed data, "
+           "rendezvous reads, partial actor messages)")
+      .add(o.peer_partial_timeout_ms, "peer-partial-timeout-ms",
+           "deadline of a peer's partial actor message or rendezvous read "
+           "in ms from its start")
       .add(o.peer_max_queued_mrs, "peer-max-queued-mrs",
            "unclaimed memory-region tokens per peer")
       .add(o.peer_max_queued_imms, "peer-max-queued-imms",
@@ -107,6 +111,8 @@ std::string validate(const options& o) {
     return "rdmactor.connect-timeout-ms must be > 0";
   if (o.keepalive_ms != 0 && (o.keepalive_ms < 10 || o.keepalive_ms > 3600000))
     return "rdmactor.keepalive-ms must be 0 (off) or in [10, 3600000]";
+  if (o.peer_partial_timeout_ms == 0 || o.peer_partial_timeout_ms > 3600000)
+    return "rdmactor.peer-partial-timeout-ms must be in [1, 3600000]";
   if (o.close_timeout_ms == 0 || o.close_timeout_ms > 600000)
     return "rdmactor.close-timeout-ms must be in [1, 600000]";
   if (o.engine_threads == 0 || o.engine_threads > 64)

@@ -66,6 +66,13 @@ struct agent_stats {
   /// ActorAcks we sent and the peer's we took.
   uint64_t actor_acks_sent = 0;
   uint64_t actor_acks_received = 0;
+  /// Bytes held by the reassembly of the peer's chunked actor message
+  /// (counted against peer-max-queued-bytes).
+  uint64_t partial_actor_bytes = 0;
+  /// The peer's partial work ended by the node: chunked actor messages
+  /// dropped over peer-max-queued-bytes or past peer-partial-timeout-ms,
+  /// rendezvous READs past the latter.
+  uint64_t partials_dropped = 0;
 };
 
 template <class Inspector>
@@ -79,7 +86,8 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.actor_buffered_max, x.actor_queued, x.actor_queued_bytes,
            x.actor_in_flight, x.actor_send_refused, x.actor_acks_sent,
            x.actor_acks_received, x.piggybacked_acks_sent,
-           x.piggybacked_acks_received);
+           x.piggybacked_acks_received, x.partial_actor_bytes,
+           x.partials_dropped);
 }
 
 } // namespace rdmactor

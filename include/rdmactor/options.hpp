@@ -105,8 +105,23 @@ struct options {
   /// at once: what the app allocates because the peer asked (to read a
   /// region it lends, whatever length it claims).
   uint64_t peer_max_claim_bytes = 64ull * 1024 * 1024;
-  /// Received SendData bytes not yet claimed by receive_data.
+  /// The memory budget of one peer's inbound bytes: everything its frames
+  /// make this node hold at once (SendData bytes not yet claimed by
+  /// receive_data, rendezvous READs in flight and the chunks and actor
+  /// messages waiting behind them, the chunked actor message being
+  /// reassembled).  What would go over it is refused with QUOTA_EXCEEDED
+  /// (a violation); a chunked actor message that outgrows it is dropped
+  /// and its requester answered with the error.
   uint64_t peer_max_queued_bytes = 64ull * 1024 * 1024;
+  /// Deadline of every partial piece of work a peer started, in ms from
+  /// when it started: a chunked actor message whose last chunk has not
+  /// arrived, a rendezvous READ of its memory that has not completed.
+  /// Other frames (Pings, requests, chunks of other messages) do not
+  /// extend it.  A partial message past it is dropped (its requester
+  /// answered with `request_timeout`, a violation); a READ past it ends
+  /// the connection (the memory it reads into stays the READ's until the
+  /// queue pair is gone).
+  uint32_t peer_partial_timeout_ms = 30000;
   /// Memory-region tokens from the peer not yet claimed.
   uint32_t peer_max_queued_mrs = 1024;
   /// Immediate values from the peer (write_with_imm notifications, send_data
