@@ -2,9 +2,13 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <exception>
+#include <memory>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include <caf/atom.hpp>
@@ -296,6 +300,18 @@ caf::error check_loaded_values(const caf::message& msg, int level = 1) {
   return caf::none;
 }
 
+/// The C++ name of a message element's type, for errors ("?" without
+/// one).
+std::string cxx_type_name(const std::type_info* ti) {
+  if (ti == nullptr)
+    return "?";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled{
+      abi::__cxa_demangle(ti->name(), nullptr, nullptr, &status), std::free};
+  return status == 0 && demangled ? std::string{demangled.get()}
+                                  : std::string{ti->name()};
+}
+
 } // namespace
 
 caf::error check_not_system_message(const caf::message& msg, bool peer) {
@@ -373,13 +389,17 @@ caf::error serialize_message_into(caf::actor_system& sys,
     const auto& name = types.portable_name(msg.type(i));
     if (name == types.default_type_name())
       return make_error(errc::serialization_failed,
-                        "element " + std::to_string(i)
-                            + " of the message has a type not registered in "
-                              "the actor_system_config (add_message_type)");
+                        "element " + std::to_string(i) + " of the message ("
+                            + cxx_type_name(msg.type(i).second)
+                            + ") has a type not registered in the "
+                              "actor_system_config (add_message_type)");
     if (banned_type_name(name))
       return make_error(errc::serialization_failed,
                         "element " + std::to_string(i) + " is a " + name
-                            + ", which cannot travel between nodes");
+                            + ", which cannot travel between nodes: actor "
+                              "handles, groups and nested messages stay on "
+                              "their node; publish an actor and look it up "
+                              "by name instead");
   }
   try {
     finite_serializer sink{sys, buf};

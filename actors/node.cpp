@@ -11,6 +11,7 @@
 #include <caf/send.hpp>
 
 #include "actors/node_core.hpp"
+#include "common/logging.hpp"
 #include "rdmactor/error.hpp"
 
 namespace rdmactor {
@@ -86,6 +87,11 @@ caf::expected<std::unique_ptr<node>> node::open(caf::actor_system& sys,
   auto core = node_core::open(sys, std::move(opts));
   if (!core)
     return std::move(core.error());
+  if (!sys.node())
+    log().warn("this actor system has no node id (its config loads no "
+               "rdmactor::system_hook): remote actors cannot tell a peer's "
+               "actor handles from this node's; use rdmactor::config, or "
+               "cfg.load<rdmactor::system_hook>()");
   auto hdl = spawn_node_actor(sys, *core);
   return std::unique_ptr<node>{new node(sys, std::move(*core), std::move(hdl))};
 }

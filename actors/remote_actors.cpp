@@ -11,6 +11,7 @@
 
 #include "actors/actor_codec.hpp"
 #include "common/logging.hpp"
+#include "common/node_identity.hpp"
 #include "common/rate_limiter.hpp"
 #include "rdmactor/atoms.hpp"
 #include "rdmactor/error.hpp"
@@ -132,7 +133,24 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
     : sys_(sys), opts_(opts), peer_(std::move(peer)),
       node_dir_(std::move(node_directory)),
       inflow_(std::make_shared<actor_inflow>(opts.actor_window_messages,
-                                             opts.actor_window_bytes)) {}
+                                             opts.actor_window_bytes)),
+      secret_(secret_of(sys)) {}
+
+bool remote_actors::names_this_node(const caf::message& msg, const char* data,
+                                    size_t len) const {
+  if (!secret_)
+    return false;
+  // Only application types (type number 0), node ids and errors (whose
+  // context is a message) can hold a handle: CAF's other built-in types
+  // that do are banned by name.
+  bool may_hold = false;
+  for (size_t i = 0; i < msg.size() && !may_hold; ++i) {
+    auto nr = msg.type(i).first;
+    may_hold = nr == 0 || nr == caf::type_nr<caf::node_id>::value
+               || nr == caf::type_nr<caf::error>::value;
+  }
+  return may_hold && holds_secret(*secret_, data, len);
+}
 
 void remote_actors::set_agent(caf::strong_actor_ptr agent, memory_pool_ptr pool,
                               size_t region_from_bytes) {
@@ -397,23 +415,40 @@ void remote_actors::forward(remote_actor_proxy& from,
       return;
     }
   auto bytes = serialize_to_scratch(sys_, content);
+  if (bytes && names_this_node(content, (*bytes)->data(), (*bytes)->size())) {
+    // Not sent: the actors CAF registered for it need not stay alive.
+    unregister_serialized(sys_, *secret_, (*bytes)->data(), (*bytes)->size());
+    bytes = make_error(
+        errc::serialization_failed,
+        "the message holds an actor handle (or this node's id) inside an "
+        "application type or an error: handles cannot travel between "
+        "rdmactor nodes (the peer could not reach the actor); publish the "
+        "actor and let the peer look it up by name");
+  }
+  if (bytes && (*bytes)->size() > opts_.actor_max_message_bytes)
+    bytes = make_error(errc::size_limit,
+                       "a remote-actor message of "
+                           + std::to_string((*bytes)->size())
+                           + " bytes exceeds actor-max-message-bytes="
+                           + std::to_string(opts_.actor_max_message_bytes)
+                           + "; send large data with send_data or a lent "
+                             "memory region instead");
+  if (!bytes && mid.is_response()) {
+    // A requester on the peer waits for this answer: it gets the reason
+    // instead, never a silent drop (nor a wait until its own timeout).
+    if (auto v = proxy_log_budget())
+      log().warn("remote actors of {}: a response cannot travel, the "
+                 "requester gets the error instead: {}{}",
+                 peer_, render(bytes.error()),
+                 suppressed_note(v.denied_before));
+    content = caf::make_message(bytes.error());
+    bytes = serialize_to_scratch(sys_, content);
+  }
   if (!bytes) {
     refuse(*what, bytes.error(), ctx);
     return;
   }
   const auto& scratch = **bytes;
-  if (scratch.size() > opts_.actor_max_message_bytes) {
-    refuse(*what,
-           make_error(errc::size_limit,
-                      "a remote-actor message of "
-                          + std::to_string(scratch.size())
-                          + " bytes exceeds actor-max-message-bytes="
-                          + std::to_string(opts_.actor_max_message_bytes)
-                          + "; send large data with send_data or a lent "
-                            "memory region instead"),
-           ctx);
-    return;
-  }
   // One copy to where the bytes travel from: registered memory for a
   // large message (the agent posts it from there), a vector otherwise.
   local_mr region;
@@ -705,6 +740,19 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     else
       answer_peer(m.sender(), mid, msg.error(), ctx);
     return msg.error();
+  }
+  if (names_this_node(*msg, reinterpret_cast<const char*>(data), len)) {
+    // CAF resolved a handle of our node by the actor id alone (the local
+    // registry): a peer may reach only what was published or sent to it.
+    auto err = make_error(errc::serialization_failed,
+                          "the peer sent an actor handle that names an actor "
+                          "of this node: refused (handles cannot travel "
+                          "between rdmactor nodes)");
+    if (mid.is_response())
+      target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, err), ctx);
+    else
+      answer_peer(m.sender(), mid, err, ctx);
+    return err;
   }
   if (!mid.is_response()) {
     // What the target would not take as a message for its behavior, or,

@@ -4,6 +4,7 @@
 // installed; users see them through the connection's publish / lookup
 // (actors/agent.hpp) and the node's publish (actors/node.hpp).
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -283,6 +284,11 @@ private:
   /// anything (their behavior decides).  The agent's thread.
   caf::error check_interface(uint64_t id, const caf::strong_actor_ptr& target,
                              const caf::message& msg);
+  /// Whether `msg`, whose bytes are `len` at `data`, holds a handle of one
+  /// of our actors (or our node id): its bytes hold our node's secret.
+  /// Any thread.
+  bool names_this_node(const caf::message& msg, const char* data,
+                       size_t len) const;
   void prune_locked();
 
   caf::actor_system& sys_;
@@ -321,6 +327,9 @@ private:
   uint64_t acks_received_ = 0;
   /// The peer's messages to our actors.
   actor_inflow_ptr inflow_;
+  /// The random part of our node id (none: the system has no
+  /// system_hook, so no node id); see names_this_node.
+  std::optional<std::array<uint8_t, 20>> secret_;
 };
 
 using remote_actors_ptr = std::shared_ptr<remote_actors>;

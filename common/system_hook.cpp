@@ -1,5 +1,7 @@
 #include "rdmactor/system_hook.hpp"
 
+#include "common/node_identity.hpp"
+
 #include <map>
 #include <mutex>
 #include <utility>
@@ -23,6 +25,8 @@ struct hook_registry {
 } // namespace
 
 system_hook::system_hook(caf::actor_system& sys) : sys_(sys) {
+  // Before the system spawns anything: each actor keeps its spawn's id.
+  assign_node_id(sys_);
   auto& reg = hook_registry::instance();
   std::lock_guard<std::mutex> guard{reg.mtx};
   reg.fns[&sys_];

@@ -11,7 +11,9 @@
 #include <string>
 #include <thread>
 
+#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/meta/type_name.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "rdmactor/config.hpp"
@@ -35,6 +37,17 @@ inline options test_options() {
   return o;
 }
 
+/// An application type that holds an actor handle (registered by the
+/// suites' configs as "handle_box"): what must not cross a connection.
+struct handle_box {
+  caf::actor hdl;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, handle_box& x) {
+  return f(caf::meta::type_name("handle_box"), x.hdl);
+}
+
 /// Holds the config and the actor system (in that order).
 struct system_holder {
   rdmactor::config cfg;
@@ -43,6 +56,7 @@ struct system_holder {
   system_holder() : sys(init(cfg)) {}
 
   static rdmactor::config& init(rdmactor::config& cfg) {
+    cfg.add_message_type<handle_box>("handle_box");
     cfg.set("scheduler.max-threads", 4);
     return cfg;
   }

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE hostile_peer
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <set>
@@ -306,6 +307,40 @@ BOOST_AUTO_TEST_CASE(deeply_nested_payloads_are_refused_never_a_crash) {
   BOOST_REQUIRE_MESSAGE(alive, render(alive));
   BOOST_TEST(*alive == 2);
   caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+}
+
+// A peer that forges a handle naming one of the receiver's own actors
+// (here the raw peer shares the server's actor system, so it knows the
+// node id, as a peer that learned it would) reaches none of them: the
+// message is refused before anything is delivered.
+BOOST_AUTO_TEST_CASE(a_forged_handle_of_the_receivers_actor_reaches_nothing) {
+  auto touched = std::make_shared<std::atomic<int>>(0);
+  auto hidden = sys.spawn([touched](caf::event_based_actor*) -> caf::behavior {
+    return {[touched](int32_t) { ++*touched; }};
+  });
+  auto svc = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](handle_box& box) {
+      self->send(box.hdl, int32_t{1});
+      return int32_t{0};
+    }};
+  });
+  BOOST_REQUIRE(server->publish("svc", svc));
+  auto target = reach("svc");
+  auto forged = serialize_message(sys, caf::make_message(handle_box{hidden}));
+  BOOST_REQUIRE_MESSAGE(forged, render(forged));
+  auto before = server_stats().protocol_errors;
+  send_actor_message(target, *forged, 7, request_mid);
+  auto err = next_error_answer();
+  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
+  BOOST_TEST(what_of(err).find("names an actor of this node")
+                 != std::string::npos,
+             render(err));
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_still_serving();
+  BOOST_TEST(touched->load() == 0);
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(hidden, caf::exit_reason::user_shutdown);
 }
 
 // One asynchronous message that holds just a caf::error made published
@@ -1013,8 +1048,8 @@ BOOST_AUTO_TEST_CASE(an_unfinished_actor_message_is_dropped_at_its_deadline) {
   send_chunk(1000, 1 << 20);
   for (int i = 0; i < 9; ++i)
     send_chunk(1000);
-  BOOST_TEST(eventually(
-      [&] { return server_stats().partial_actor_bytes >= 10000u; }));
+  BOOST_TEST(
+      eventually([&] { return server_stats().partial_actor_bytes >= 10000u; }));
   auto deadline = start + std::chrono::milliseconds{timeout_ms};
   while (server_stats().partials_dropped == 0
          && std::chrono::steady_clock::now()

@@ -69,6 +69,7 @@ struct remote_config : rdmactor::config {
     else
       add_message_type<point>("point");
     add_message_type<byte_vector>("byte_vector");
+    add_message_type<handle_box>("handle_box");
     if (client)
       add_message_type<client_only>("client_only");
     set("scheduler.max-threads", 4);

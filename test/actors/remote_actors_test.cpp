@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include <caf/actor_registry.hpp>
 #include <caf/config_value.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/sec.hpp>
@@ -60,6 +61,16 @@ void expect_refused(const caf::expected<T>& r, const std::string& why = "") {
              render(r.error()));
 }
 
+/// A type no actor system of these tests registers.
+struct not_registered {
+  int32_t x = 1;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, not_registered& v) {
+  return f(caf::meta::type_name("not_registered"), v.x);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(request_response_with_values_and_errors) {
@@ -88,6 +99,79 @@ BOOST_AUTO_TEST_CASE(request_response_with_values_and_errors) {
   auto again = t.lookup("service");
   BOOST_REQUIRE(again);
   BOOST_TEST((*again == *proxy));
+}
+
+// A reply that cannot travel (an actor handle, an unregistered type) was
+// dropped without a word: the requester waited until its own timeout.  It
+// now gets the reason as its answer, at once, naming the type.
+BOOST_AUTO_TEST_CASE(a_reply_that_cannot_travel_fails_the_request_at_once) {
+  remote_nodes t;
+  t.publish(
+      "handles",
+      t.server_sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+        return {
+            [=](int32_t) { return caf::actor{self}; },
+            [](int64_t) { return caf::make_message(not_registered{}); },
+        };
+      }));
+  auto proxy = t.lookup("handles");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  caf::scoped_actor self{t.sys};
+  auto ask = [&](auto x) {
+    caf::error got;
+    self->request(*proxy, wait_time(), x)
+        .receive([&](caf::message&) { BOOST_FAIL("the reply arrived"); },
+                 [&](caf::error& e) { got = std::move(e); });
+    return got;
+  };
+  auto handle = ask(int32_t{1});
+  BOOST_TEST(code_of(handle) == errc::serialization_failed, render(handle));
+  BOOST_TEST(what_of(handle).find("@actor") != std::string::npos,
+             render(handle));
+  auto unregistered = ask(int64_t{1});
+  BOOST_TEST(code_of(unregistered) == errc::serialization_failed,
+             render(unregistered));
+  BOOST_TEST(what_of(unregistered).find("not_registered") != std::string::npos,
+             render(unregistered));
+}
+
+// An actor handle inside an application type arrived null or, worse,
+// as an unrelated actor of the receiving process (every system had the
+// same invalid node id, so CAF looked the id up locally).  Each system
+// now has a node id of its own, and a message that holds a handle of the
+// sender's node fails on the sender with serialization_failed, requests
+// and replies alike.
+BOOST_AUTO_TEST_CASE(handles_inside_messages_fail_loudly_both_ways) {
+  remote_nodes t;
+  BOOST_TEST((t.sys.node() != t.server_sys.node()));
+  BOOST_TEST(static_cast<bool>(t.sys.node()));
+  t.publish(
+      "boxes",
+      t.server_sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+        return {
+            [=](int32_t) { return handle_box{caf::actor{self}}; },
+            [](const handle_box&) { return int32_t{1}; },
+        };
+      }));
+  auto proxy = t.lookup("boxes");
+  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
+  caf::scoped_actor self{t.sys};
+  auto sent = call<int32_t>(t.sys, *proxy, handle_box{caf::actor{self}});
+  BOOST_REQUIRE(!sent);
+  BOOST_TEST(code_of(sent.error()) == errc::serialization_failed,
+             render(sent.error()));
+  BOOST_TEST(what_of(sent.error()).find("actor handle") != std::string::npos,
+             render(sent.error()));
+  // CAF registered the actor when it serialized the handle; not sent, it
+  // is taken out again (the registry would keep it alive).
+  BOOST_TEST(!t.sys.registry().get(self->id()));
+  auto got = call<handle_box>(t.sys, *proxy, int32_t{1});
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == errc::serialization_failed,
+             render(got.error()));
+  // The service lives on.
+  auto again = call<handle_box>(t.sys, *proxy, int32_t{1});
+  BOOST_TEST(!again);
 }
 
 BOOST_AUTO_TEST_CASE(the_remote_actor_reaches_the_sender_through_its_proxy) {
