@@ -483,6 +483,21 @@ void link::on_recv(const work_completion& wc) {
     fail(make_error(errc::internal_error, "receive wr_id out of range"));
     return;
   }
+  // Every receive the peer uses counts against what it was granted.  A
+  // peer beyond it ignores credits: its requests would make us queue
+  // replies that can never go, so the connection ends here.  This also
+  // bounds what a peer that grants nothing can make us queue to the
+  // replies to about the receives it was granted (link_test, "credits").
+  if (!credits_.on_consumed()) {
+    fail(make_error(errc::quota_exceeded,
+                    "the peer " + params_.peer + " sent "
+                        + std::to_string(credits_.overrun())
+                        + " message(s) beyond the "
+                        + std::to_string(credits_.granted())
+                        + " receives it was granted (it ignores credits); "
+                          "the connection ends"));
+    return;
+  }
   if (wc.opcode == wc_opcode::recv_rdma_with_imm) {
     // The peer's RDMA WRITE with immediate data: the value is the
     // application's (no credits), the receive goes back at once and is
