@@ -207,8 +207,11 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
       answer(cookie, std::move(err));
       return;
     }
-    log().error("transport to {}: refused a post: {}", params_.peer,
-                render(err));
+    // A peer can make a link refuse posts (by never taking what we send):
+    // a shared budget.
+    log_within("connections", spdlog::level::err,
+               "transport to " + params_.peer
+                   + ": refused a post: " + render(err));
     fail(std::move(err));
     return;
   }
