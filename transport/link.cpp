@@ -202,7 +202,16 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
     answer(cookie, failure_);
     return;
   }
-  if (auto err = refusal(kind, header, local, remote, imm.has_value())) {
+  auto err = refusal(kind, header, local, remote, imm.has_value());
+  bool post = kind == op_kind::send && cookie == 0;
+  if (!err && post && queued_posts_ >= tuning::max_queued_posts)
+    err = make_error(errc::quota_exceeded,
+                     std::to_string(queued_posts_) + " messages wait for "
+                         + "credits from " + params_.peer
+                         + ": the peer returns too few credits for what we "
+                           "send (it keeps sending requests while it takes "
+                           "none of our replies); the connection ends");
+  if (err) {
     if (cookie != 0) {
       answer(cookie, std::move(err));
       return;
@@ -222,6 +231,9 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
   queue_.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, cookie});
   queue_.back().imm = imm;
+  queue_.back().post = post;
+  if (post)
+    ++queued_posts_;
   try_post();
   reclaim(); // what is owed changed: so does the wake-up threshold
 }
@@ -270,7 +282,7 @@ bool link::split_head() {
   auto rest = op.local.slice(max_wr_bytes_, op.local.size() - max_wr_bytes_);
   if (!first || !rest) {
     auto cookie = op.cookie;
-    queue_.pop_front();
+    pop_queued();
     answer(cookie, first ? std::move(rest.error()) : std::move(first.error()));
     return false;
   }
@@ -285,6 +297,13 @@ bool link::split_head() {
   op.posted_before += max_wr_bytes_;
   queue_.push_front(std::move(piece));
   return true;
+}
+
+/// Removes the head of the queue (posted, or answered with an error).
+void link::pop_queued() {
+  if (queue_.front().post)
+    --queued_posts_;
+  queue_.pop_front();
 }
 
 void link::try_post() {
@@ -357,7 +376,7 @@ void link::try_post() {
       if (atomic_slot >= 0)
         free_atomic_slots_.push_back(atomic_slot);
       auto cookie = op.cookie;
-      queue_.pop_front();
+      pop_queued();
       answer(cookie, err);
       fail(std::move(err));
       return;
@@ -367,7 +386,7 @@ void link::try_post() {
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
                                     slot, op.cookie, atomic_slot});
-    queue_.pop_front();
+    pop_queued();
   }
 }
 
@@ -694,6 +713,7 @@ void link::fail(caf::error cause) {
   waited_ = 0;
   auto queue = std::move(queue_);
   queue_.clear();
+  queued_posts_ = 0;
   for (auto& op : queue)
     answer(op.cookie, flushed);
   if (observer_ != nullptr)

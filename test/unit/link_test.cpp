@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 #include "test/fuzz/fake_fabric.hpp"
 #include "transport/credit_ledger.hpp"
@@ -434,6 +435,53 @@ BOOST_AUTO_TEST_CASE(a_peer_that_returns_no_credits_queues_a_bounded_backlog) {
   BOOST_TEST(requests <= int(3 * depth));
   BOOST_TEST(most_queued <= size_t{3 * depth});
   BOOST_TEST(f.l->queued() == 0u); // flushed with the failure
+}
+
+// A peer within the contract that returns two credits per round while it
+// spends every credit it is granted on a request: each round queues more
+// replies than go.  The posts waiting on one link are bounded
+// (tuning::max_queued_posts): past it the link fails, naming the cause.
+BOOST_AUTO_TEST_CASE(a_peer_that_returns_credits_one_by_one_queues_a_bounded_backlog) {
+  constexpr uint32_t depth = 8;
+  fixture f{depth};
+  uint64_t peer_credits = depth;
+  size_t seen = 0;
+  size_t most_posts = 0;
+  for (int round = 0; round < 200000 && !f.l->down(); ++round) {
+    while (peer_credits > 1 && !f.l->down()) {
+      BOOST_REQUIRE(f.deliver(0));
+      --peer_credits;
+    }
+    f.settle();
+    auto msgs = std::move(f.rec.messages);
+    f.rec.messages.clear();
+    for (size_t i = 0; i < msgs.size() && !f.l->down(); ++i)
+      f.send(0);
+    msgs.clear();
+    if (f.l->down())
+      break;
+    f.l->reclaim();
+    most_posts = std::max(most_posts, f.l->queued_posts());
+    for (; seen < f.peer->sent.size(); ++seen)
+      peer_credits
+          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    BOOST_REQUIRE(peer_credits >= 1);
+    BOOST_REQUIRE(f.deliver(credit_only | 2, 0));
+    --peer_credits;
+    f.settle();
+    for (; seen < f.peer->sent.size(); ++seen)
+      peer_credits
+          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+  }
+  BOOST_REQUIRE(f.l->down());
+  BOOST_TEST(code_of(f.l->failure()) == errc::quota_exceeded);
+  BOOST_TEST(what_of(f.l->failure()).find("wait for credits")
+                 != std::string::npos,
+             render(f.l->failure()));
+  BOOST_TEST(f.l->credits().overrun() == 0u); // within the contract
+  BOOST_TEST(most_posts <= tuning::max_queued_posts);
+  BOOST_TEST(most_posts > tuning::max_queued_posts / 2);
+  BOOST_TEST(f.l->queued_posts() == 0u); // flushed with the failure
 }
 
 // An honest peer that spends exactly what it learned from our sends (the

@@ -46,9 +46,9 @@ const char* describe(wire::hello_status st) noexcept {
     case wire::hello_status::bad_version:
       return "protocol version mismatch";
     case wire::hello_status::bad_params:
-      return "connection parameters out of range (max message length "
-             "below 64 bytes or above 2^30, or a receive depth below 4 or "
-             "above 65536)";
+      return "connection parameters out of range (a max message length or "
+             "a receive depth outside what the soft fabric supports; the "
+             "receive depth must be at least 4)";
     case wire::hello_status::refused:
       return "handshake refused";
   }
