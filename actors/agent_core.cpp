@@ -162,13 +162,19 @@ caf::error agent_core::post_frame(std::vector<uint8_t> header,
 /// that fails takes the connection down.
 void agent_core::send_unsolicited(const pb::Message& msg) {
   auto buf = encode(msg);
+  // Both lines can come once per connection (a Hello) or per request of
+  // the peer: its budget and the shared one.
   if (!buf) {
-    log().error("agent {}: {}", link_.peer, render(buf.error()));
+    if (auto v = may_log(spdlog::level::err))
+      log().error("agent {}: {}{}", link_.peer, render(buf.error()),
+                  suppressed_note(v.denied_before));
     return;
   }
   if (auto err = post_frame(std::move(*buf), local_mr{}))
-    log().error("agent {}: cannot send {}: {}", link_.peer, pb::kind_name(msg),
-                render(err));
+    if (auto v = may_log(spdlog::level::err))
+      log().error("agent {}: cannot send {}: {}{}", link_.peer,
+                  pb::kind_name(msg), render(err),
+                  suppressed_note(v.denied_before));
 }
 
 /// Finishes a pending request exactly once.

@@ -76,11 +76,18 @@ std::string suppressed_note(uint64_t n) {
          + " suppressed)";
 }
 
-bool warn_within(const std::string& budget, const std::string& line) {
+bool log_within(const std::string& budget, spdlog::level::level_enum level,
+                const std::string& line) {
+  if (!log().should_log(level))
+    return false; // filtered anyway: spends no budget
   auto v = shared_log_budget(budget).take(rate_limiter::clock_type::now());
   if (v)
-    log().warn("{}{}", line, suppressed_note(v.denied_before));
+    log().log(level, "{}{}", line, suppressed_note(v.denied_before));
   return v.admitted;
+}
+
+bool warn_within(const std::string& budget, const std::string& line) {
+  return log_within(budget, spdlog::level::warn, line);
 }
 
 } // namespace rdmactor

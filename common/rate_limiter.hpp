@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include <spdlog/common.h>
+
 namespace rdmactor {
 
 /// Admits at most `max_events` events per window of `window`; the events
@@ -82,10 +84,16 @@ rate_limiter& shared_log_budget(const std::string& name);
 /// to the line an admitted verdict lets through.
 std::string suppressed_note(uint64_t n);
 
-/// Writes `line` as a warning when the shared budget `budget` admits it,
+/// Writes `line` at `level` when the shared budget `budget` admits it,
 /// with a "N similar lines suppressed" note when lines were held back
-/// before; returns whether it was written.  For lines a peer can trigger
-/// at will (connections opened and dropped, handshakes).  Any thread.
+/// before; returns whether it was written.  A level the log filters out
+/// spends no budget.  For lines a peer can trigger at will, once per
+/// connection or per frame (connections opened, dropped and failed,
+/// handshakes).  Any thread.
+bool log_within(const std::string& budget, spdlog::level::level_enum level,
+                const std::string& line);
+
+/// `log_within` at warning level.
 bool warn_within(const std::string& budget, const std::string& line);
 
 } // namespace rdmactor

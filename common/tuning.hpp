@@ -38,6 +38,17 @@ constexpr uint32_t polls_per_clock_read = 16;
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;
 
+/// Messages nobody waits for (the agent's posts: its requests, replies and
+/// actor messages) that may wait for credits on one link; one more fails
+/// the link with quota_exceeded.  What the agent queues for a local user
+/// is bounded far below by its own limits (peer-max-pending-requests,
+/// actor-window-*, the SendData window), so this bounds what a peer makes
+/// us queue by taking none of our replies while it keeps sending requests
+/// within its credits (a peer beyond its credits is cut off at once:
+/// credit_ledger).  At most about 25 MiB per link (256-byte headers;
+/// replies are far smaller).
+constexpr size_t max_queued_posts = size_t{1} << 16;
+
 /// Bytes preallocated per receive slot for the shared-pointer control block
 /// and `mr_block` of the message it holds (no allocation per receive).
 constexpr size_t slot_block_bytes = 256;

@@ -19,6 +19,17 @@ namespace rdmactor::transport {
 /// never answer each other), and no data send that can go now would carry
 /// the credits anyway.
 ///
+/// Credits are a contract: the ledger also counts what the peer was
+/// granted (`recv_depth`, with which its own ledger starts, plus every
+/// credit reported in an immediate value) and what it consumed (every
+/// receive it used: data and credit-only messages, RDMA WRITEs with
+/// immediate data).  An honest peer never consumes more than it was
+/// granted: it only spends credits it learned from sends we posted, and
+/// the grant is counted before the send is posted.  A peer that does
+/// ignores credits (`on_consumed` returns false): the owner ends the
+/// connection.  This bounds what such a peer can make us queue to the
+/// replies of about the receives it was granted.
+///
 /// Caller: the transport actor, on its own thread; not thread-safe.
 class credit_ledger {
 public:
@@ -28,7 +39,7 @@ public:
   static constexpr uint32_t credit_mask = credit_only_bit - 1;
 
   explicit credit_ledger(uint32_t recv_depth = 0) noexcept
-      : recv_depth_(recv_depth), credits_(recv_depth) {}
+      : recv_depth_(recv_depth), credits_(recv_depth), granted_(recv_depth) {}
 
   /// Receives the peer has posted for us.
   uint32_t credits() const noexcept {
@@ -51,6 +62,7 @@ public:
   uint32_t take_for_send(bool credit_only) noexcept {
     auto imm
         = (owed_total_ & credit_mask) | (credit_only ? credit_only_bit : 0);
+    granted_ += imm & credit_mask;
     --credits_;
     owed_total_ = 0;
     owed_data_ = 0;
@@ -81,6 +93,32 @@ public:
       ++owed_data_;
   }
 
+  /// Counts one receive the peer consumed (any message or RDMA WRITE with
+  /// immediate data that completed a receive).  Returns false when the
+  /// peer has now consumed more receives than it was granted: it ignores
+  /// credits, a violation that ends the connection.
+  bool on_consumed() noexcept {
+    ++consumed_;
+    return consumed_ <= granted_;
+  }
+
+  /// Receives granted to the peer so far: the initial depth plus every
+  /// credit reported to it.
+  uint64_t granted() const noexcept {
+    return granted_;
+  }
+
+  /// Receives the peer consumed so far.
+  uint64_t consumed() const noexcept {
+    return consumed_;
+  }
+
+  /// Receives the peer consumed beyond what it was granted (0 for an
+  /// honest peer).
+  uint64_t overrun() const noexcept {
+    return consumed_ > granted_ ? consumed_ - granted_ : 0;
+  }
+
   /// Whether a credit-only message is due now.  `data_send_can_carry`:
   /// the queue's head is a data send that can go now (it will carry the
   /// credits); `send_queue_full`: no send-queue entry is free.
@@ -98,6 +136,8 @@ private:
   uint32_t credits_;
   uint32_t owed_total_ = 0; // reposted receives not yet reported
   uint32_t owed_data_ = 0;  // ... of which consumed by data messages
+  uint64_t granted_;        // receives granted to the peer (see on_consumed)
+  uint64_t consumed_ = 0;   // receives the peer consumed
 };
 
 } // namespace rdmactor::transport

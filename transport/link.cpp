@@ -202,13 +202,25 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
     answer(cookie, failure_);
     return;
   }
-  if (auto err = refusal(kind, header, local, remote, imm.has_value())) {
+  auto err = refusal(kind, header, local, remote, imm.has_value());
+  bool post = kind == op_kind::send && cookie == 0;
+  if (!err && post && queued_posts_ >= tuning::max_queued_posts)
+    err = make_error(errc::quota_exceeded,
+                     std::to_string(queued_posts_) + " messages wait for "
+                         + "credits from " + params_.peer
+                         + ": the peer returns too few credits for what we "
+                           "send (it keeps sending requests while it takes "
+                           "none of our replies); the connection ends");
+  if (err) {
     if (cookie != 0) {
       answer(cookie, std::move(err));
       return;
     }
-    log().error("transport to {}: refused a post: {}", params_.peer,
-                render(err));
+    // A peer can make a link refuse posts (by never taking what we send):
+    // a shared budget.
+    log_within("connections", spdlog::level::err,
+               "transport to " + params_.peer
+                   + ": refused a post: " + render(err));
     fail(std::move(err));
     return;
   }
@@ -219,6 +231,9 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
   queue_.push_back(
       queued_op{kind, std::move(header), std::move(local), remote, cookie});
   queue_.back().imm = imm;
+  queue_.back().post = post;
+  if (post)
+    ++queued_posts_;
   try_post();
   reclaim(); // what is owed changed: so does the wake-up threshold
 }
@@ -267,7 +282,7 @@ bool link::split_head() {
   auto rest = op.local.slice(max_wr_bytes_, op.local.size() - max_wr_bytes_);
   if (!first || !rest) {
     auto cookie = op.cookie;
-    queue_.pop_front();
+    pop_queued();
     answer(cookie, first ? std::move(rest.error()) : std::move(first.error()));
     return false;
   }
@@ -282,6 +297,13 @@ bool link::split_head() {
   op.posted_before += max_wr_bytes_;
   queue_.push_front(std::move(piece));
   return true;
+}
+
+/// Removes the head of the queue (posted, or answered with an error).
+void link::pop_queued() {
+  if (queue_.front().post)
+    --queued_posts_;
+  queue_.pop_front();
 }
 
 void link::try_post() {
@@ -354,7 +376,7 @@ void link::try_post() {
       if (atomic_slot >= 0)
         free_atomic_slots_.push_back(atomic_slot);
       auto cookie = op.cookie;
-      queue_.pop_front();
+      pop_queued();
       answer(cookie, err);
       fail(std::move(err));
       return;
@@ -364,7 +386,7 @@ void link::try_post() {
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
                                     slot, op.cookie, atomic_slot});
-    queue_.pop_front();
+    pop_queued();
   }
 }
 
@@ -481,6 +503,21 @@ void link::on_recv(const work_completion& wc) {
   auto slot = static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit);
   if (slot >= pool_->depth) {
     fail(make_error(errc::internal_error, "receive wr_id out of range"));
+    return;
+  }
+  // Every receive the peer uses counts against what it was granted.  A
+  // peer beyond it ignores credits: its requests would make us queue
+  // replies that can never go, so the connection ends here.  This also
+  // bounds what a peer that grants nothing can make us queue to the
+  // replies to about the receives it was granted (link_test, "credits").
+  if (!credits_.on_consumed()) {
+    fail(make_error(errc::quota_exceeded,
+                    "the peer " + params_.peer + " sent "
+                        + std::to_string(credits_.overrun())
+                        + " message(s) beyond the "
+                        + std::to_string(credits_.granted())
+                        + " receives it was granted (it ignores credits); "
+                          "the connection ends"));
     return;
   }
   if (wc.opcode == wc_opcode::recv_rdma_with_imm) {
@@ -676,6 +713,7 @@ void link::fail(caf::error cause) {
   waited_ = 0;
   auto queue = std::move(queue_);
   queue_.clear();
+  queued_posts_ = 0;
   for (auto& op : queue)
     answer(op.cookie, flushed);
   if (observer_ != nullptr)

@@ -128,7 +128,9 @@ public:
   /// RDMA WRITE with immediate data: it waits for a send credit like a
   /// send and is never split (at most `max_wr_bytes` of the device, else
   /// refused with `invalid_argument`).  On a link that is down the
-  /// cookie is answered with the failure at once.
+  /// cookie is answered with the failure at once.  A send nobody waits
+  /// for (cookie 0) while `tuning::max_queued_posts` of them wait fails
+  /// the link with `quota_exceeded`: the peer returns too few credits.
   void submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
               mr_token remote, uint64_t cookie,
               std::optional<uint32_t> imm = std::nullopt);
@@ -228,6 +230,12 @@ public:
     return queue_.size();
   }
 
+  /// Sends nobody waits for among them (posts: the agent's requests,
+  /// replies and actor messages).
+  size_t queued_posts() const noexcept {
+    return queued_posts_;
+  }
+
   /// What the CQ is armed for.
   enum class armed_for : uint8_t { none, receives, all };
 
@@ -270,6 +278,8 @@ private:
     uint64_t swap = 0;
     /// Immediate data of an RDMA WRITE with immediate.
     std::optional<uint32_t> imm = std::nullopt;
+    /// Counted in `queued_posts_` (a send nobody waits for).
+    bool post = false;
 
     /// Whether it consumes one of the peer's receives (needs a credit).
     bool consumes_recv() const noexcept {
@@ -299,6 +309,7 @@ private:
   bool split_head();
   bool next_can_follow() const;
   void try_post();
+  void pop_queued();
   void maybe_return_credits();
   void post_recv_slot(uint32_t slot);
   uint32_t repost_released();
@@ -334,6 +345,8 @@ private:
   /// Posted operations in posting order (= completion order).
   std::deque<inflight_op> inflight_;
   std::deque<queued_op> queue_;
+  /// Sends in `queue_` nobody waits for (`tuning::max_queued_posts`).
+  size_t queued_posts_ = 0;
   link_observer* observer_ = nullptr;
   caf::error failure_;
   /// Operations in `inflight_` with a cookie (see `waited`).

@@ -12,6 +12,7 @@
 
 #include "common/activation.hpp"
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "rdmactor/scheduler_job.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
@@ -234,8 +235,11 @@ transport_impl(self_ptr self, transport_start start, polling how) {
   auto& st = self->state;
   st.self = self;
   if (!start.opened) {
-    log().error("transport: cannot open the connection's data path: {}",
-                render(start.opened.error()));
+    // Once per connection, and a peer chooses what it offers: a shared
+    // budget.
+    log_within("connections", spdlog::level::err,
+               "transport: cannot open the connection's data path: "
+                   + render(start.opened.error()));
     self->quit(start.opened.error());
     return transport_actor::behavior_type::make_empty_behavior();
   }

@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
+#include "common/tuning.hpp"
+#include "rdmactor/transport/link_params.hpp"
+#include "test/actors/log_capture.hpp"
 #include "test/transport/fabric_fixture.hpp"
 #include "transport/soft/atomics.hpp"
 #include "transport/soft/faults.hpp"
@@ -554,6 +558,107 @@ BOOST_AUTO_TEST_CASE(accept_times_out) {
   BOOST_REQUIRE(!res);
   BOOST_TEST(code_of(res.error()) == errc::connect_timeout);
   BOOST_TEST(ms_since(start) >= 150);
+}
+
+// Only an offer starts a connection.  A refusal hello (both offers 0 and
+// a reason), an offer of 0 bytes or 0 receives, and a receive depth below
+// what the data path needs (min_recv_depth) are dropped without an answer,
+// and the listener keeps serving real clients.
+BOOST_AUTO_TEST_CASE(hellos_that_are_no_offer_are_dropped_unanswered) {
+  auto dev = open_soft(soft_options());
+  auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+  auto port = lst->port();
+  std::vector<wire::hello> hellos;
+  for (auto why : {wire::refusal::busy, wire::refusal::timed_out})
+    hellos.push_back(wire::refusal_hello(why));
+  auto zero_len = default_hello();
+  zero_len.max_message_len_bytes = 0;
+  hellos.push_back(zero_len);
+  for (uint32_t depth : {0u, 1u, 2u, 3u}) {
+    auto shallow = default_hello();
+    shallow.recv_depth = depth;
+    hellos.push_back(shallow);
+  }
+  transport::queue_pair_ptr client;
+  auto server = accept_while(
+      *lst,
+      [&] {
+        for (size_t i = 0; i < hellos.size(); ++i) {
+          BOOST_TEST_CONTEXT("hello " << i) {
+            auto s = raw_socket::connect(port);
+            std::array<uint8_t, wire::hello_size> bytes{};
+            wire::encode(hellos[i], bytes.data());
+            s->write_all(bytes.data(), bytes.size());
+            // Closed without our hello: no connection was started.
+            BOOST_TEST(!s->read_exact(bytes.data(), bytes.size(), 5s));
+            BOOST_TEST(s->wait_closed(1s));
+          }
+        }
+        client = value_or_throw(dev->connect("127.0.0.1", port, {}, 5s),
+                                "connect");
+      },
+      30s);
+  BOOST_REQUIRE(server);
+  check_send_works(*dev, *client, *server);
+  BOOST_TEST(server->params().recv_depth >= transport::min_recv_depth);
+  // The wire check and the local one state the same minimum.
+  std::array<uint8_t, wire::hello_size> bytes{};
+  auto three = default_hello();
+  three.recv_depth = transport::min_recv_depth - 1;
+  wire::encode(three, bytes.data());
+  wire::hello out;
+  BOOST_TEST((wire::decode(bytes.data(), out) == wire::hello_status::bad_params));
+  auto shallow_listen = dev->listen(
+      "127.0.0.1", 0, conn_params{4096, transport::min_recv_depth - 1});
+  BOOST_REQUIRE(!shallow_listen);
+  BOOST_TEST(code_of(shallow_listen.error()) == errc::invalid_argument);
+}
+
+// Connection churn: every line a connection's start or end can write (a
+// handshake dropped, a queue pair in the error state, a connection down)
+// goes through the shared "connections" budget, so that hundreds of short
+// connections write at most the budget's lines.  The budget is lowered
+// for the test so that a few hundred connections exceed it many times.
+BOOST_AUTO_TEST_CASE(connection_churn_writes_at_most_the_shared_budget) {
+  constexpr uint64_t budget = 20;
+  auto& shared = shared_log_budget("connections");
+  shared.reset(budget, std::chrono::minutes(1));
+  log_capture logs;
+  // Info: the queue pairs' "error state" lines count too.
+  auto saved_level = log().level();
+  log().set_level(spdlog::level::info);
+  {
+    auto dev = open_soft(soft_options());
+    auto lst = value_or_throw(dev->listen("127.0.0.1", 0, {}), "listen");
+    auto port = lst->port();
+    constexpr size_t dropped = 300; // close during the handshake
+    constexpr size_t killed = 50;   // close right after it
+    std::vector<transport::queue_pair_ptr> servers;
+    std::thread acceptor([&] {
+      auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (servers.size() < killed
+             && std::chrono::steady_clock::now() < deadline)
+        if (auto qp = lst->accept(50ms))
+          servers.push_back(std::move(*qp));
+    });
+    for (size_t i = 0; i < dropped; ++i)
+      raw_socket::connect(port).reset();
+    for (size_t i = 0; i < killed; ++i) {
+      auto c = dev->connect("127.0.0.1", port, {}, 5s);
+      BOOST_REQUIRE_MESSAGE(c, render(c));
+    }
+    acceptor.join();
+    BOOST_REQUIRE_EQUAL(servers.size(), killed);
+    for (auto& qp : servers)
+      BOOST_TEST(wait_error(*qp));
+  }
+  log().set_level(saved_level);
+  auto lines = logs.lines->count(spdlog::level::info);
+  BOOST_TEST(lines <= budget, logs.lines->dump(spdlog::level::info));
+  // The churn did try to write: the budget held the rest back.
+  BOOST_TEST(shared.take_denied() >= 100u);
+  shared.reset(tuning::shared_log_lines,
+               std::chrono::milliseconds(tuning::shared_log_window_ms));
 }
 
 BOOST_AUTO_TEST_CASE(client_reports_handshake_errors) {

@@ -18,11 +18,13 @@
 
 #include "common/activation.hpp"
 #include "common/fd_limit.hpp"
+#include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/config.hpp"
 #include "rdmactor/detail/completion_mode.hpp"
 #include "rdmactor/error.hpp"
+#include "test/actors/log_capture.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -402,6 +404,37 @@ BOOST_AUTO_TEST_CASE(shared_budgets_are_one_per_name_and_notes_read_well) {
   BOOST_TEST(suppressed_note(0).empty());
   BOOST_TEST(suppressed_note(1) == " (1 similar line suppressed)");
   BOOST_TEST(suppressed_note(30000) == " (30000 similar lines suppressed)");
+}
+
+// The lines a connection's start or end writes (log_within): at most the
+// shared budget's, at the level asked for, the first after a pause with
+// the note; a level the log filters spends nothing.
+BOOST_AUTO_TEST_CASE(log_within_writes_at_most_the_shared_budget) {
+  test::log_capture logs;
+  auto& shared = shared_log_budget("log-within-test");
+  shared.reset(3, std::chrono::minutes(1));
+  auto saved = log().level();
+  log().set_level(spdlog::level::info);
+  size_t written = 0;
+  for (int i = 0; i < 100; ++i)
+    written += log_within("log-within-test", spdlog::level::err,
+                          "connection " + std::to_string(i) + " failed")
+                   ? 1
+                   : 0;
+  BOOST_TEST(written == 3u);
+  BOOST_TEST(logs.lines->count(spdlog::level::err, "failed") == 3u);
+  BOOST_TEST(shared.take_denied() == 97u);
+  // Filtered: no budget spent, nothing written.
+  BOOST_TEST(!log_within("log-within-test", spdlog::level::debug, "quiet"));
+  BOOST_TEST(shared.take_denied() == 0u);
+  // A new window: the first line says what was held back.
+  shared.reset(1, std::chrono::minutes(1));
+  shared.add_denied(7);
+  BOOST_TEST(warn_within("log-within-test", "again"));
+  BOOST_TEST(logs.lines->count(spdlog::level::warn,
+                               "again (7 similar lines suppressed)")
+             == 1u);
+  log().set_level(saved);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

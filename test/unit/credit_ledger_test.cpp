@@ -4,7 +4,8 @@
 // The transport's credit rules (transport/credit_ledger.hpp) without a
 // network or actors: the single rules, then a model of two connected sides
 // that streams requests and answers under random interleavings and checks
-// that no receive is ever missing (no RNR) and that nothing stalls.
+// that no receive is ever missing (no RNR), that nothing stalls, and that
+// an honest side never consumes more receives than it was granted.
 
 #include <deque>
 #include <random>
@@ -80,6 +81,51 @@ BOOST_AUTO_TEST_CASE(no_credit_no_credit_only_message) {
   BOOST_TEST(!l.credit_only_due(false, false));
 }
 
+BOOST_AUTO_TEST_CASE(the_peer_is_granted_the_depth_and_every_reported_credit) {
+  credit_ledger l{4};
+  BOOST_TEST(l.granted() == 4u);
+  for (int i = 0; i < 4; ++i)
+    BOOST_TEST(l.on_consumed());
+  BOOST_TEST(l.consumed() == 4u);
+  for (int i = 0; i < 3; ++i)
+    l.on_reposted(true);
+  // Reposted is not granted: the peer learns of it only from a send.
+  BOOST_TEST(l.granted() == 4u);
+  l.take_for_send(false);
+  BOOST_TEST(l.granted() == 7u);
+  l.on_reposted(false);
+  l.take_for_send(true); // a credit-only message grants too
+  BOOST_TEST(l.granted() == 8u);
+  for (int i = 0; i < 4; ++i)
+    BOOST_TEST(l.on_consumed());
+  BOOST_TEST(l.overrun() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_ignores_credits_overruns_its_grant) {
+  // The receives we repost are posted, not granted: a peer that keeps
+  // sending into them without waiting for our report ignores credits.
+  credit_ledger l{4};
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST(l.on_consumed());
+    l.on_reposted(true);
+  }
+  BOOST_TEST(!l.on_consumed());
+  BOOST_TEST(l.overrun() == 1u);
+  BOOST_TEST(!l.on_consumed());
+  BOOST_TEST(l.overrun() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_is_counted_once_however_often_it_is_reported) {
+  credit_ledger l{4};
+  l.on_reposted(true);
+  l.take_for_send(false);
+  l.take_for_send(false); // nothing owed any more: reports 0
+  BOOST_TEST(l.granted() == 5u);
+  for (int i = 0; i < 5; ++i)
+    BOOST_TEST(l.on_consumed());
+  BOOST_TEST(!l.on_consumed());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
@@ -115,6 +161,8 @@ bool run_model(uint32_t depth, int count, uint32_t seed) {
     ch.pop_front();
     BOOST_REQUIRE_MESSAGE(to.posted > 0, "a message found no posted receive");
     --to.posted;
+    BOOST_REQUIRE_MESSAGE(to.ledger.on_consumed(),
+                          "an honest peer consumed more than it was granted");
     if (to.ledger.on_received(imm)) {
       ++to.posted; // credit-only: reposted at once
       to.ledger.on_reposted(false);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 #include "test/fuzz/fake_fabric.hpp"
 #include "transport/credit_ledger.hpp"
@@ -351,6 +352,178 @@ BOOST_AUTO_TEST_CASE(owed_credits_lower_the_wake_threshold) {
   f.l->poll();
   f.rec.messages.clear();
   BOOST_TEST(wakes == 1);
+}
+
+// Credits are a contract: the receives the link reposts are posted at
+// once, but granted only when a send reports them.  A peer that sends into
+// them without waiting for the report ignores credits and is cut off.
+BOOST_AUTO_TEST_CASE(a_peer_that_sends_beyond_its_grant_fails_the_link) {
+  fixture f{8};
+  // Eight messages use the initial grant.  The first three are released
+  // and reposted at once, below the batch that makes a credit-only
+  // message due, so nothing reports them...
+  for (int i = 0; i < 3; ++i) {
+    BOOST_REQUIRE(f.deliver(0));
+    f.l->poll();
+    f.rec.messages.clear();
+    f.l->reclaim();
+  }
+  BOOST_TEST(f.peer->sent.empty());
+  for (int i = 0; i < 5; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  // ... so the ninth lands in a receive that was reposted, never granted.
+  BOOST_REQUIRE(f.deliver(0));
+  f.settle();
+  BOOST_REQUIRE(f.rec.downs.size() == 1u);
+  BOOST_TEST(code_of(f.rec.downs[0]) == errc::quota_exceeded);
+  BOOST_TEST(what_of(f.rec.downs[0]).find("ignores credits")
+                 != std::string::npos,
+             render(f.rec.downs[0]));
+  BOOST_TEST(f.l->down());
+}
+
+BOOST_AUTO_TEST_CASE(a_write_with_imm_beyond_the_grant_fails_the_link_too) {
+  fixture f{4};
+  for (uint64_t i = 1; i <= 3; ++i)
+    f.send(i); // down to the reserve credit
+  // Half the pool owed by the peer's writes: the reserve credit carries
+  // a credit-only message that grants two receives back; after that the
+  // link has no credit to report more.
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE(f.peer->deliver_write_imm(uint32_t(i), 1));
+  f.settle();
+  BOOST_REQUIRE(f.peer->sent.size() == 4u);
+  BOOST_TEST(f.peer->sent[3].imm.value() == (credit_only | 2));
+  BOOST_TEST(f.l->credits().granted() == 6u);
+  BOOST_TEST(f.rec.downs.empty());
+  // Four receives are posted again, two of them never granted.
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(f.peer->deliver_write_imm(uint32_t(i), 1));
+  f.settle();
+  BOOST_REQUIRE(f.rec.downs.size() == 1u);
+  BOOST_TEST(code_of(f.rec.downs[0]) == errc::quota_exceeded);
+  BOOST_TEST(f.rec.imms.size() == 6u); // the seventh was not delivered
+}
+
+// The attack of a peer that sends requests and never returns a credit:
+// each request makes the owner queue a reply that cannot go.  The grant
+// bounds it: the link's own credits carry at most `depth` reports, so the
+// peer is granted less than three times the depth and is cut off after
+// that many requests, with at most that many replies queued, instead of
+// queueing without end.
+BOOST_AUTO_TEST_CASE(a_peer_that_returns_no_credits_queues_a_bounded_backlog) {
+  constexpr uint32_t depth = 8;
+  fixture f{depth};
+  size_t most_queued = 0;
+  int requests = 0;
+  while (!f.l->down() && requests < 10000) {
+    if (!f.deliver(0)) // no receive posted: the peer waits, then retries
+      break;
+    ++requests;
+    f.settle();
+    // The owner answers every request and lets its buffer go.
+    auto msgs = std::move(f.rec.messages);
+    f.rec.messages.clear();
+    for (size_t i = 0; i < msgs.size(); ++i)
+      f.send(0);
+    msgs.clear();
+    f.l->reclaim();
+    most_queued = std::max(most_queued, f.l->queued());
+  }
+  BOOST_REQUIRE(f.l->down());
+  BOOST_TEST(code_of(f.l->failure()) == errc::quota_exceeded);
+  BOOST_TEST(requests <= int(3 * depth));
+  BOOST_TEST(most_queued <= size_t{3 * depth});
+  BOOST_TEST(f.l->queued() == 0u); // flushed with the failure
+}
+
+// A peer within the contract that returns two credits per round while it
+// spends every credit it is granted on a request: each round queues more
+// replies than go.  The posts waiting on one link are bounded
+// (tuning::max_queued_posts): past it the link fails, naming the cause.
+BOOST_AUTO_TEST_CASE(a_peer_that_returns_credits_one_by_one_queues_a_bounded_backlog) {
+  constexpr uint32_t depth = 8;
+  fixture f{depth};
+  uint64_t peer_credits = depth;
+  size_t seen = 0;
+  size_t most_posts = 0;
+  for (int round = 0; round < 200000 && !f.l->down(); ++round) {
+    while (peer_credits > 1 && !f.l->down()) {
+      BOOST_REQUIRE(f.deliver(0));
+      --peer_credits;
+    }
+    f.settle();
+    auto msgs = std::move(f.rec.messages);
+    f.rec.messages.clear();
+    for (size_t i = 0; i < msgs.size() && !f.l->down(); ++i)
+      f.send(0);
+    msgs.clear();
+    if (f.l->down())
+      break;
+    f.l->reclaim();
+    most_posts = std::max(most_posts, f.l->queued_posts());
+    for (; seen < f.peer->sent.size(); ++seen)
+      peer_credits
+          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    BOOST_REQUIRE(peer_credits >= 1);
+    BOOST_REQUIRE(f.deliver(credit_only | 2, 0));
+    --peer_credits;
+    f.settle();
+    for (; seen < f.peer->sent.size(); ++seen)
+      peer_credits
+          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+  }
+  BOOST_REQUIRE(f.l->down());
+  BOOST_TEST(code_of(f.l->failure()) == errc::quota_exceeded);
+  BOOST_TEST(what_of(f.l->failure()).find("wait for credits")
+                 != std::string::npos,
+             render(f.l->failure()));
+  BOOST_TEST(f.l->credits().overrun() == 0u); // within the contract
+  BOOST_TEST(most_posts <= tuning::max_queued_posts);
+  BOOST_TEST(most_posts > tuning::max_queued_posts / 2);
+  BOOST_TEST(f.l->queued_posts() == 0u); // flushed with the failure
+}
+
+// An honest peer that spends exactly what it learned from our sends (the
+// initial depth, then every credit in an immediate value) never trips.
+BOOST_AUTO_TEST_CASE(a_peer_that_spends_what_it_was_granted_never_trips) {
+  constexpr uint32_t depth = 8;
+  fixture f{depth};
+  uint64_t peer_credits = depth;
+  size_t seen = 0;
+  for (int round = 0; round < 500; ++round) {
+    // The peer sends what it may, keeping one in reserve like a link.
+    while (peer_credits > 1) {
+      BOOST_REQUIRE(f.deliver(0));
+      --peer_credits;
+    }
+    f.settle();
+    auto msgs = std::move(f.rec.messages);
+    f.rec.messages.clear();
+    for (size_t i = 0; i < msgs.size(); ++i)
+      f.send(0);
+    msgs.clear();
+    f.l->reclaim();
+    // The peer reads our sends, learns its credits and returns ours.
+    uint32_t ours = 0;
+    for (; seen < f.peer->sent.size(); ++seen) {
+      peer_credits
+          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+      ++ours;
+    }
+    if (ours > 0 && peer_credits > 0) {
+      BOOST_REQUIRE(f.deliver(credit_only | ours, 0));
+      --peer_credits;
+      f.settle();
+      for (; seen < f.peer->sent.size(); ++seen)
+        peer_credits
+            += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    }
+    if (!f.rec.downs.empty())
+      BOOST_FAIL("the link went down: " << render(f.rec.downs[0]));
+  }
+  BOOST_TEST(f.l->credits().overrun() == 0u);
+  BOOST_TEST(f.l->credits().consumed() > 1000u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

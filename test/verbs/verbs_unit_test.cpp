@@ -139,6 +139,18 @@ BOOST_AUTO_TEST_CASE(malformed_private_data_is_rejected) {
                                   hello_kind::offer)
                          .error())
              == errc::handshake_failed);
+  // A depth of 1-3 is below what the data path needs (min_recv_depth):
+  // refused at the handshake, not later when the link opens.
+  for (uint32_t depth : {1u, 2u, 3u}) {
+    auto shallow = encode_hello(hello_kind::offer, conn_params{4096, depth});
+    auto d = decode_hello(shallow.data(), shallow.size(), hello_kind::offer);
+    BOOST_REQUIRE(!d);
+    BOOST_TEST(code_of(d.error()) == errc::handshake_failed);
+    BOOST_TEST(contains(what_of(d.error()), "below the 4"), render(d.error()));
+  }
+  auto four = encode_hello(hello_kind::offer, conn_params{4096, 4});
+  BOOST_TEST(
+      static_cast<bool>(decode_hello(four.data(), four.size(), hello_kind::offer)));
   auto tiny = encode_hello(hello_kind::offer, conn_params{8, 4});
   BOOST_TEST(
       code_of(decode_hello(tiny.data(), tiny.size(), hello_kind::offer).error())

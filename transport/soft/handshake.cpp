@@ -4,6 +4,7 @@
 #include <array>
 
 #include "rdmactor/error.hpp"
+#include "rdmactor/transport/link_params.hpp"
 #include "transport/soft/limits.hpp"
 #include "transport/soft/socket_ops.hpp"
 
@@ -17,9 +18,11 @@ caf::error check_offer(const conn_params& offer) {
                           + std::to_string(limits::min_message_len_bytes)
                           + ", 2^30], got "
                           + std::to_string(offer.max_message_len_bytes));
-  if (offer.recv_depth == 0 || offer.recv_depth > limits::max_recv_depth)
+  if (offer.recv_depth < min_recv_depth
+      || offer.recv_depth > limits::max_recv_depth)
     return make_error(errc::invalid_argument,
-                      "recv_depth must be in [1, "
+                      "recv_depth must be in [" + std::to_string(min_recv_depth)
+                          + ", "
                           + std::to_string(limits::max_recv_depth) + "], got "
                           + std::to_string(offer.recv_depth));
   return {};
@@ -43,7 +46,9 @@ const char* describe(wire::hello_status st) noexcept {
     case wire::hello_status::bad_version:
       return "protocol version mismatch";
     case wire::hello_status::bad_params:
-      return "connection parameters out of range";
+      return "connection parameters out of range (a max message length or "
+             "a receive depth outside what the soft fabric supports; the "
+             "receive depth must be at least 4)";
     case wire::hello_status::refused:
       return "handshake refused";
   }

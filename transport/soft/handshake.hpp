@@ -22,8 +22,9 @@ struct handshake_result {
   uint32_t peer_rnr_timeout_ms = 0;
 };
 
-/// Checks an offer of the local side; `invalid_argument` when a field is 0
-/// or above the soft fabric's limits.
+/// Checks an offer of the local side; `invalid_argument` when a field is
+/// outside the soft fabric's limits (a receive depth below
+/// `min_recv_depth` included: the data path needs it).
 caf::error check_offer(const conn_params& offer);
 
 /// Returns the negotiated parameters: each field's minimum.

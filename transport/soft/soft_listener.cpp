@@ -225,6 +225,13 @@ std::optional<queue_pair_ptr> soft_listener::advance(size_t index) {
     return std::nullopt;
   wire::hello theirs;
   auto st = wire::decode(p.buf.data(), theirs);
+  // Only an offer starts a connection: a refusal (both offers 0) is no
+  // offer, and an offer out of range (a receive depth below what the data
+  // path needs included) would fail later.
+  if (st == wire::hello_status::refused) {
+    drop(index, "a refusal hello instead of an offer");
+    return std::nullopt;
+  }
   if (st == wire::hello_status::bad_magic
       || st == wire::hello_status::bad_params) {
     drop(index, describe(st));

@@ -645,8 +645,12 @@ void soft_queue_pair::fail_locked(failure f) {
     std::lock_guard<std::mutex> placement{placement_mutex_};
     phase_.store(phase::draining);
   }
-  log().log(f.quiet ? spdlog::level::debug : spdlog::level::info,
-            "soft QP to {}: error state: {}", peer_, f.reason);
+  // Once per connection a peer opens and drops: a shared budget.
+  if (f.quiet)
+    log().debug("soft QP to {}: error state: {}", peer_, f.reason);
+  else
+    log_within("connections", spdlog::level::info,
+               "soft QP to " + peer_ + ": error state: " + f.reason);
   auto now = clock_type::now();
   bool answer = f.nak.has_value() || f.flush_answers;
   if (answer && owed_acks_ > 0) {

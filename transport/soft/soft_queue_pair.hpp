@@ -226,7 +226,8 @@ private:
     wc_status front_status;
     /// NAK to send to the peer before closing.
     std::optional<wc_status> nak;
-    /// Log at debug level (a local close) instead of info.
+    /// Log at debug level (a local close, the peer's orderly close)
+    /// instead of info.
     bool quiet;
     /// Send the answers already owed to the peer (the ACKs of SENDs whose
     /// receive completions the owner may have seen, held back or queued)

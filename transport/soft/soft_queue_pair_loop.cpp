@@ -674,8 +674,9 @@ void soft_queue_pair::on_socket_end(io_status st, int err) {
     finish_locked();
     return;
   }
-  if (st == io_status::eof)
-    fail_locked({"the peer closed the connection"});
+  if (st == io_status::eof) // how every connection ends: no news
+    fail_locked({"the peer closed the connection",
+                 wc_status::work_request_flushed, std::nullopt, true});
   else
     fail_locked({std::string{"the connection failed: "} + std::strerror(err)});
 }

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "rdmactor/transport/link_params.hpp"
 #include "transport/soft/limits.hpp"
 
 namespace rdmactor::transport::soft::wire {
@@ -92,7 +93,8 @@ hello_status decode(const uint8_t* in, hello& out) noexcept {
     return hello_status::refused;
   if (out.max_message_len_bytes < limits::min_message_len_bytes
       || out.max_message_len_bytes > limits::max_message_len_bytes
-      || out.recv_depth == 0 || out.recv_depth > limits::max_recv_depth)
+      || out.recv_depth < min_recv_depth
+      || out.recv_depth > limits::max_recv_depth)
     return hello_status::bad_params;
   return hello_status::ok;
 }

@@ -71,7 +71,8 @@ enum class hello_status {
   ok,
   bad_magic,   ///< not an rdmactor soft-fabric peer
   bad_version, ///< an rdmactor peer speaking another version
-  bad_params,  ///< an offer outside the supported ranges
+  bad_params,  ///< an offer outside the supported ranges (a receive depth
+               ///< below `min_recv_depth`, which the data path needs)
   refused,     ///< a refusal (`refusal_hello`): the reason is in out
 };
 

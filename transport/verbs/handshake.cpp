@@ -4,6 +4,7 @@
 #include <string>
 
 #include "rdmactor/error.hpp"
+#include "rdmactor/transport/link_params.hpp"
 
 namespace rdmactor::transport::verbs {
 
@@ -118,9 +119,13 @@ caf::expected<hello> decode_hello(const void* data, size_t len,
                           + std::to_string(result.params.max_message_len_bytes)
                           + ", below the minimum "
                           + std::to_string(min_message_len_bytes));
-  if (result.params.recv_depth == 0)
+  if (result.params.recv_depth < min_recv_depth)
     return make_error(errc::handshake_failed,
-                      "peer offered recv_depth 0 (no receive credits)");
+                      "peer offered recv_depth "
+                          + std::to_string(result.params.recv_depth)
+                          + ", below the " + std::to_string(min_recv_depth)
+                          + " the credit protocol needs; set recv-depth >= "
+                          + std::to_string(min_recv_depth) + " there");
   return result;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/logging.hpp"
 #include "rdmactor/error.hpp"
+#include "rdmactor/transport/link_params.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/handshake.hpp"
 #include "transport/verbs/verbs_listener.hpp"
@@ -545,12 +546,13 @@ caf::error verbs_device::check_id(rdma_cm_id* id,
 }
 
 caf::error verbs_device::check_offer(const conn_params& offer) const {
-  if (offer.recv_depth == 0
+  if (offer.recv_depth < min_recv_depth
       || offer.recv_depth > static_cast<uint32_t>(attr_.max_qp_wr)
       || offer.recv_depth > static_cast<uint32_t>(attr_.max_cqe))
     return make_error(
         errc::invalid_argument,
-        "recv_depth " + std::to_string(offer.recv_depth) + " is outside 1.."
+        "recv_depth " + std::to_string(offer.recv_depth) + " is outside "
+            + std::to_string(min_recv_depth) + ".."
             + std::to_string(std::min(attr_.max_qp_wr, attr_.max_cqe))
             + " (the work request limit of " + name_ + ")");
   if (offer.max_message_len_bytes < min_message_len_bytes)

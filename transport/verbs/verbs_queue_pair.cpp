@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/verbs_device.hpp"
@@ -240,7 +241,8 @@ void verbs_queue_pair::on_cm_event(rdma_cm_event_type type, int status) {
   switch (type) {
     case RDMA_CM_EVENT_DISCONNECTED:
       if (!closed_)
-        log().info("verbs: {} disconnected", peer_);
+        log_within("connections", spdlog::level::info,
+                   "verbs: " + peer_ + " disconnected");
       error_ = true;
       to_error();
       disconnect(); // answers the peer's disconnect request
@@ -259,7 +261,8 @@ void verbs_queue_pair::on_cm_event(rdma_cm_event_type type, int status) {
 
 void verbs_queue_pair::fail(const std::string& why) {
   if (!error_.exchange(true))
-    log().warn("verbs: connection to {} failed: {}", peer_, why);
+    warn_within("connections",
+                "verbs: connection to " + peer_ + " failed: " + why);
   to_error();
   disconnect();
 }
@@ -462,8 +465,10 @@ size_t verbs_queue_pair::poll_one_cq(ibv_cq* cq, bool send_queue,
           && x.status != wc_status::work_request_flushed) {
         // The QP is in the error state now; tell the peer at once so that
         // its QP flushes too.
-        log().warn("verbs: work request to {} failed: {} (vendor error {})",
-                   peer_, ibv_wc_status_str(in.status), in.vendor_err);
+        warn_within("connections",
+                    "verbs: work request to " + peer_ + " failed: "
+                        + ibv_wc_status_str(in.status) + " (vendor error "
+                        + std::to_string(in.vendor_err) + ")");
         to_error();
         disconnect();
       }
