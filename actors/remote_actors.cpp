@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <caf/actor_cast.hpp>
+#include <caf/atom.hpp>
 #include <caf/attachable.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/make_actor.hpp>
@@ -800,20 +801,52 @@ caf::error remote_actors::check_interface(uint64_t id,
   if (sigs->empty())
     return caf::none; // untyped: its behavior (or default handler) decides
   // CAF names a typed signature "caf::replies_to<IN,...>::with<OUT,...>"
-  // with the portable names of its types (caf/replies_to.hpp).
-  thread_local std::string prefix;
-  prefix.assign("caf::replies_to<");
+  // with the portable names of its input types, an atom constant by its
+  // text ("add"), a plain atom_value as "@atom" (caf/replies_to.hpp).
+  static const std::string head = "caf::replies_to<";
+  static const std::string tail = ">::with<";
   auto& types = sys_.types();
+  auto takes = [&](const std::string& sig) {
+    if (sig.compare(0, head.size(), head) != 0)
+      return false;
+    size_t pos = head.size();
+    // Whether `name` is the next input of the signature at `pos`.
+    auto next_is = [&](const std::string& name) {
+      auto end = pos + name.size();
+      return sig.compare(pos, name.size(), name) == 0 && end < sig.size()
+             && (sig[end] == ',' || sig[end] == '>');
+    };
+    for (size_t i = 0; i < msg.size(); ++i) {
+      if (i > 0) {
+        if (pos >= sig.size() || sig[pos] != ',')
+          return false;
+        ++pos;
+      }
+      const auto& name = types.portable_name(msg.type(i));
+      if (msg.match_element<caf::atom_value>(i)) {
+        auto text = caf::to_string(msg.get_as<caf::atom_value>(i));
+        if (next_is(text)) {
+          pos += text.size();
+          continue;
+        }
+      }
+      if (!next_is(name))
+        return false;
+      pos += name.size();
+    }
+    return sig.compare(pos, tail.size(), tail) == 0;
+  };
+  for (const auto& sig : *sigs)
+    if (takes(sig))
+      return caf::none;
+  std::string got;
   for (size_t i = 0; i < msg.size(); ++i) {
     if (i > 0)
-      prefix += ',';
-    prefix += types.portable_name(msg.type(i));
+      got += ',';
+    got += msg.match_element<caf::atom_value>(i)
+               ? "'" + caf::to_string(msg.get_as<caf::atom_value>(i)) + "'"
+               : types.portable_name(msg.type(i));
   }
-  prefix += ">::with<";
-  for (const auto& sig : *sigs)
-    if (sig.compare(0, prefix.size(), prefix) == 0)
-      return caf::none;
-  std::string got = prefix.substr(16, prefix.size() - 16 - 8);
   return make_error(errc::unexpected_message,
                     "the peer sent (" + got + ") to typed actor "
                         + std::to_string(id)

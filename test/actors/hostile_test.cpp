@@ -278,8 +278,9 @@ caf::behavior add_one(caf::event_based_actor*) {
   return {[](int32_t x) { return x + 1; }};
 }
 
-using adder
-    = caf::typed_actor<caf::replies_to<int32_t, int32_t>::with<int32_t>>;
+using add_atom = caf::atom_constant<caf::atom("add")>;
+using adder = caf::typed_actor<
+    caf::replies_to<add_atom, int32_t, int32_t>::with<int32_t>>;
 
 } // namespace
 
@@ -370,19 +371,25 @@ BOOST_AUTO_TEST_CASE(a_lone_error_cannot_make_a_published_actor_quit) {
 // interface takes goes through.
 BOOST_AUTO_TEST_CASE(a_message_outside_a_typed_interface_is_refused) {
   auto typed = sys.spawn([]() -> adder::behavior_type {
-    return {[](int32_t a, int32_t b) { return a + b; }};
+    return {[](add_atom, int32_t a, int32_t b) { return a + b; }};
   });
   BOOST_REQUIRE(server->publish("adder", caf::actor_cast<caf::actor>(typed)));
   auto target = reach("adder");
   auto before = server_stats().protocol_errors;
   send_actor_message(target, bytes_of(sys, std::string(3000, 'x')));
-  send_actor_message(target, bytes_of(sys, int32_t{1}), 7, request_mid);
+  // The right types under another atom: not in the interface either.
+  auto sub = serialize_message(
+      sys, caf::make_message(caf::atom("sub"), int32_t{2}, int32_t{3}));
+  BOOST_REQUIRE(sub);
+  send_actor_message(target, *sub, 7, request_mid);
   auto err = next_error_answer();
   BOOST_TEST(code_of(err) == errc::unexpected_message, render(err));
-  BOOST_TEST(what_of(err).find("@i32") != std::string::npos, render(err));
+  BOOST_TEST(what_of(err).find("('sub',@i32,@i32)") != std::string::npos,
+             render(err));
   BOOST_TEST(
       eventually([&] { return server_stats().protocol_errors == before + 2; }));
-  auto good = serialize_message(sys, caf::make_message(int32_t{2}, int32_t{3}));
+  auto good = serialize_message(
+      sys, caf::make_message(add_atom::value, int32_t{2}, int32_t{3}));
   BOOST_REQUIRE(good);
   send_actor_message(target, *good, 7, request_mid + 1);
   auto answer = next_actor_message();
@@ -1114,9 +1121,9 @@ BOOST_AUTO_TEST_CASE(a_peer_that_ignores_credits_is_cut_off_and_others_served) {
   auto d = transport::open_device(opts);
   BOOST_REQUIRE(d);
   auto dev = *d;
-  auto qp = dev->connect(host, *port,
-                         {opts.max_message_len_bytes, opts.recv_depth},
-                         std::chrono::milliseconds(3000));
+  auto qp
+      = dev->connect(host, *port, {opts.max_message_len_bytes, opts.recv_depth},
+                     std::chrono::milliseconds(3000));
   BOOST_REQUIRE_MESSAGE(qp, render(qp));
   auto& raw = **qp;
   connection_actor conn;
