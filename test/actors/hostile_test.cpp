@@ -121,25 +121,37 @@ struct raw_peer_fixture : system_holder {
     send_raw(std::move(buf), payload_len);
   }
 
+  /// Takes the agent's frames, each decoded with its payload, until
+  /// `take(msg, payload, len)` returns true.
+  template <class Take>
+  void take_frames(Take take, const char* what) {
+    for (bool done = false; !done;)
+      inbox->receive(
+          [&](transport::recv_atom, local_mr& mr) {
+            pb::Message msg;
+            auto r = pb::decode(mr.data(), mr.size(),
+                                opts.max_message_len_bytes, msg);
+            BOOST_REQUIRE(r.code == errc::none);
+            done = take(msg, r.payload, r.payload_len);
+          },
+          caf::after(std::chrono::seconds(5)) >>
+              [&] { BOOST_FAIL("no " << what << " from the agent"); });
+  }
+
   /// Waits for the next message from the agent for which `wanted` holds
   /// (others are skipped).
   template <class Pred>
   pb::Message next_message(Pred wanted, const char* what) {
-    for (;;) {
-      pb::Message msg;
-      bool got = false;
-      inbox->receive(
-          [&](transport::recv_atom, local_mr& mr) {
-            auto r = pb::decode(mr.data(), mr.size(),
-                                opts.max_message_len_bytes, msg);
-            BOOST_REQUIRE(r.code == errc::none);
-            got = true;
-          },
-          caf::after(std::chrono::seconds(5)) >>
-              [&] { BOOST_FAIL("no " << what << " from the agent"); });
-      if (got && wanted(msg))
-        return msg;
-    }
+    pb::Message out;
+    take_frames(
+        [&](pb::Message& msg, const uint8_t*, size_t) {
+          if (!wanted(msg))
+            return false;
+          out = std::move(msg);
+          return true;
+        },
+        what);
+    return out;
   }
 
   /// Waits for the next message from the agent that is a response.
@@ -220,27 +232,18 @@ struct raw_peer_fixture : system_holder {
   /// Waits for the next ActorMessage from the agent (others are skipped);
   /// returns its header and its payload, deserialized.
   std::pair<pb::ActorMessage, caf::message> next_actor_message() {
-    for (;;) {
-      pb::Message msg;
-      caf::message content;
-      bool got = false;
-      inbox->receive(
-          [&](transport::recv_atom, local_mr& mr) {
-            auto r = pb::decode(mr.data(), mr.size(),
-                                opts.max_message_len_bytes, msg);
-            BOOST_REQUIRE(r.code == errc::none);
-            if (!msg.has_actor_message())
-              return;
-            auto m = deserialize_message(sys, r.payload, r.payload_len);
-            BOOST_REQUIRE_MESSAGE(m, render(m));
-            content = std::move(*m);
-            got = true;
-          },
-          caf::after(std::chrono::seconds(5)) >>
-              [&] { BOOST_FAIL("no actor message from the agent"); });
-      if (got)
-        return {msg.actor_message(), std::move(content)};
-    }
+    std::pair<pb::ActorMessage, caf::message> out;
+    take_frames(
+        [&](pb::Message& msg, const uint8_t* payload, size_t len) {
+          if (!msg.has_actor_message())
+            return false;
+          auto m = deserialize_message(sys, payload, len);
+          BOOST_REQUIRE_MESSAGE(m, render(m));
+          out = {msg.actor_message(), std::move(*m)};
+          return true;
+        },
+        "actor message");
+    return out;
   }
 
   /// Says hello with remote actors and looks `name` up as the peer.

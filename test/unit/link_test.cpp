@@ -105,6 +105,15 @@ struct fixture {
     }
   }
 
+  /// The peer reads our sends from index `seen` on: returns the credits
+  /// their immediate values report and moves `seen` past them.
+  uint64_t learn_credits(size_t& seen) {
+    uint64_t credits = 0;
+    for (; seen < peer->sent.size(); ++seen)
+      credits += peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    return credits;
+  }
+
   /// Submits a SEND of a header of `header_len` bytes.
   void send(uint64_t cookie, size_t header_len = 8) {
     l->submit(op_kind::send, std::vector<uint8_t>(header_len, 7), local_mr{},
@@ -441,7 +450,8 @@ BOOST_AUTO_TEST_CASE(a_peer_that_returns_no_credits_queues_a_bounded_backlog) {
 // spends every credit it is granted on a request: each round queues more
 // replies than go.  The posts waiting on one link are bounded
 // (tuning::max_queued_posts): past it the link fails, naming the cause.
-BOOST_AUTO_TEST_CASE(a_peer_that_returns_credits_one_by_one_queues_a_bounded_backlog) {
+BOOST_AUTO_TEST_CASE(
+    a_peer_that_returns_credits_one_by_one_queues_a_bounded_backlog) {
   constexpr uint32_t depth = 8;
   fixture f{depth};
   uint64_t peer_credits = depth;
@@ -462,16 +472,12 @@ BOOST_AUTO_TEST_CASE(a_peer_that_returns_credits_one_by_one_queues_a_bounded_bac
       break;
     f.l->reclaim();
     most_posts = std::max(most_posts, f.l->queued_posts());
-    for (; seen < f.peer->sent.size(); ++seen)
-      peer_credits
-          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    peer_credits += f.learn_credits(seen);
     BOOST_REQUIRE(peer_credits >= 1);
     BOOST_REQUIRE(f.deliver(credit_only | 2, 0));
     --peer_credits;
     f.settle();
-    for (; seen < f.peer->sent.size(); ++seen)
-      peer_credits
-          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+    peer_credits += f.learn_credits(seen);
   }
   BOOST_REQUIRE(f.l->down());
   BOOST_TEST(code_of(f.l->failure()) == errc::quota_exceeded);
@@ -505,19 +511,14 @@ BOOST_AUTO_TEST_CASE(a_peer_that_spends_what_it_was_granted_never_trips) {
     msgs.clear();
     f.l->reclaim();
     // The peer reads our sends, learns its credits and returns ours.
-    uint32_t ours = 0;
-    for (; seen < f.peer->sent.size(); ++seen) {
-      peer_credits
-          += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
-      ++ours;
-    }
+    auto before = seen;
+    peer_credits += f.learn_credits(seen);
+    auto ours = static_cast<uint32_t>(seen - before);
     if (ours > 0 && peer_credits > 0) {
       BOOST_REQUIRE(f.deliver(credit_only | ours, 0));
       --peer_credits;
       f.settle();
-      for (; seen < f.peer->sent.size(); ++seen)
-        peer_credits
-            += f.peer->sent[seen].imm.value_or(0) & credit_ledger::credit_mask;
+      peer_credits += f.learn_credits(seen);
     }
     if (!f.rec.downs.empty())
       BOOST_FAIL("the link went down: " << render(f.rec.downs[0]));
