@@ -16,6 +16,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/deserializer.hpp>
 #include <caf/duration.hpp>
+#include <caf/node_id.hpp>
 #include <caf/serializer.hpp>
 #include <caf/uniform_type_info_map.hpp>
 
@@ -68,6 +69,14 @@ public:
     return refusal_;
   }
 
+  /// Whether a node id went through (its implementation tag, CAF's
+  /// "default" atom, was written or read): every actor handle writes one.
+  /// A plain integer of the same value sets it too; callers only use it to
+  /// skip looking for a node id where none can be.
+  bool node_ids() const noexcept {
+    return node_ids_;
+  }
+
   caf::error begin_object(uint16_t& nr, std::string& name) override {
     return inner_.begin_object(nr, name);
   }
@@ -111,7 +120,10 @@ protected:
     return inner_.apply(x);
   }
   caf::error apply_impl(uint64_t& x) override {
-    return inner_.apply(x);
+    auto err = inner_.apply(x);
+    if (x == static_cast<uint64_t>(caf::node_id::default_data::class_id))
+      node_ids_ = true;
+    return err;
   }
   caf::error apply_impl(float& x) override {
     return checked_float(x);
@@ -163,6 +175,7 @@ private:
   }
 
   caf::error refusal_;
+  bool node_ids_ = false;
 };
 
 /// Writes CAF's binary format, refusing what binary_processor refuses.
@@ -357,7 +370,8 @@ bool banned_type_name(const std::string& name) {
 }
 
 caf::expected<const std::vector<char>*>
-serialize_to_scratch(caf::actor_system& sys, const caf::message& msg) {
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+                     bool* node_ids) {
   // Most messages of a thread are alike: a buffer that keeps its capacity
   // saves the vector's regrowth (a copy per doubling, fresh pages each
   // time) on every large message.
@@ -366,7 +380,7 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg) {
   if (scratch.capacity() > keep_bytes)
     std::vector<char>{}.swap(scratch);
   scratch.clear();
-  auto res = serialize_message_into(sys, msg, scratch);
+  auto res = serialize_message_into(sys, msg, scratch, node_ids);
   if (res)
     return res;
   return &scratch;
@@ -383,7 +397,7 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
 
 caf::error serialize_message_into(caf::actor_system& sys,
                                   const caf::message& msg,
-                                  std::vector<char>& buf) {
+                                  std::vector<char>& buf, bool* node_ids) {
   auto& types = sys.types();
   for (size_t i = 0; i < msg.size(); ++i) {
     const auto& name = types.portable_name(msg.type(i));
@@ -404,6 +418,8 @@ caf::error serialize_message_into(caf::actor_system& sys,
   try {
     finite_serializer sink{sys, buf};
     auto err = sink(const_cast<caf::message&>(msg));
+    if (node_ids != nullptr)
+      *node_ids = sink.node_ids();
     if (sink.refusal())
       return sink.refusal();
     if (err)
@@ -417,12 +433,15 @@ caf::error serialize_message_into(caf::actor_system& sys,
   return caf::none;
 }
 
-caf::expected<caf::message>
-deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len) {
+caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
+                                                const uint8_t* data, size_t len,
+                                                bool* node_ids) {
   caf::message msg;
   try {
     bounded_deserializer source{sys, data, len};
     auto err = source(msg);
+    if (node_ids != nullptr)
+      *node_ids = source.node_ids();
     if (source.refusal())
       return source.refusal();
     if (err) {

@@ -25,9 +25,12 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                                                    const caf::message& msg);
 
 /// The same, appending to `buf`; an error leaves `buf` partly written.
+/// With `node_ids`, sets it to whether a node id (of an actor handle) may
+/// be among the bytes.
 caf::error serialize_message_into(caf::actor_system& sys,
                                   const caf::message& msg,
-                                  std::vector<char>& buf);
+                                  std::vector<char>& buf,
+                                  bool* node_ids = nullptr);
 
 /// The same into the calling thread's scratch buffer, whose capacity is
 /// kept between calls (up to 1 MiB): no allocation and no regrowth once
@@ -35,7 +38,8 @@ caf::error serialize_message_into(caf::actor_system& sys,
 /// Called by a remote-actor proxy on the sender's thread, which copies
 /// them once to where they travel from (registered memory or a vector).
 caf::expected<const std::vector<char>*>
-serialize_to_scratch(caf::actor_system& sys, const caf::message& msg);
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+                     bool* node_ids = nullptr);
 
 /// Deserializes what `serialize_message` wrote; never trusts the bytes:
 /// every sequence length is checked against the bytes left before anything
@@ -45,8 +49,11 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg);
 /// thrown by user inspect functions become errors.  Fails with
 /// `serialization_failed` naming the cause.  Called by the agent for each
 /// complete actor message from the peer.
-caf::expected<caf::message>
-deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len);
+/// With `node_ids`, sets it to whether a node id (of an actor handle) may
+/// be among the bytes.
+caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
+                                                const uint8_t* data, size_t len,
+                                                bool* node_ids = nullptr);
 
 /// Refuses `msg` as an ordinary message or request (not a response) when
 /// CAF would take it as a system message instead of handing it to the

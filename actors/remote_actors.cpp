@@ -137,20 +137,11 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
                                              opts.actor_window_bytes)),
       secret_(secret_of(sys)) {}
 
-bool remote_actors::names_this_node(const caf::message& msg, const char* data,
+bool remote_actors::names_this_node(bool node_ids, const char* data,
                                     size_t len) const {
-  if (!secret_)
-    return false;
-  // Only application types (type number 0), node ids and errors (whose
-  // context is a message) can hold a handle: CAF's other built-in types
-  // that do are banned by name.
-  bool may_hold = false;
-  for (size_t i = 0; i < msg.size() && !may_hold; ++i) {
-    auto nr = msg.type(i).first;
-    may_hold = nr == 0 || nr == caf::type_nr<caf::node_id>::value
-               || nr == caf::type_nr<caf::error>::value;
-  }
-  return may_hold && holds_secret(*secret_, data, len);
+  // The codec saw no node id (no actor handle) go through: nothing to look
+  // for, the common case, which costs no pass over the bytes.
+  return secret_ && node_ids && holds_secret(*secret_, data, len);
 }
 
 void remote_actors::set_agent(caf::strong_actor_ptr agent, memory_pool_ptr pool,
@@ -415,8 +406,9 @@ void remote_actors::forward(remote_actor_proxy& from,
       refuse(*what, err, ctx);
       return;
     }
-  auto bytes = serialize_to_scratch(sys_, content);
-  if (bytes && names_this_node(content, (*bytes)->data(), (*bytes)->size())) {
+  bool node_ids = false;
+  auto bytes = serialize_to_scratch(sys_, content, &node_ids);
+  if (bytes && names_this_node(node_ids, (*bytes)->data(), (*bytes)->size())) {
     // Not sent: the actors CAF registered for it need not stay alive.
     unregister_serialized(sys_, *secret_, (*bytes)->data(), (*bytes)->size());
     bytes = make_error(
@@ -733,7 +725,8 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
                 caf::make_error(caf::sec::request_receiver_down), ctx);
     return caf::none;
   }
-  auto msg = deserialize_message(sys_, data, len);
+  bool node_ids = false;
+  auto msg = deserialize_message(sys_, data, len, &node_ids);
   if (!msg) {
     if (mid.is_response()) // the requester gets the failure as its answer
       target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, msg.error()),
@@ -742,7 +735,7 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
       answer_peer(m.sender(), mid, msg.error(), ctx);
     return msg.error();
   }
-  if (names_this_node(*msg, reinterpret_cast<const char*>(data), len)) {
+  if (names_this_node(node_ids, reinterpret_cast<const char*>(data), len)) {
     // CAF resolved a handle of our node by the actor id alone (the local
     // registry): a peer may reach only what was published or sent to it.
     auto err = make_error(errc::serialization_failed,

@@ -284,11 +284,11 @@ private:
   /// anything (their behavior decides).  The agent's thread.
   caf::error check_interface(uint64_t id, const caf::strong_actor_ptr& target,
                              const caf::message& msg);
-  /// Whether `msg`, whose bytes are `len` at `data`, holds a handle of one
-  /// of our actors (or our node id): its bytes hold our node's secret.
-  /// Any thread.
-  bool names_this_node(const caf::message& msg, const char* data,
-                       size_t len) const;
+  /// Whether the `len` bytes at `data` of a message hold a handle of one
+  /// of our actors (or our node id): they hold our node's secret.
+  /// `node_ids`: the codec saw a node id go through (else nothing is
+  /// looked for).  Any thread.
+  bool names_this_node(bool node_ids, const char* data, size_t len) const;
   void prune_locked();
 
   caf::actor_system& sys_;
