@@ -100,7 +100,8 @@ std::string validate(const options& o) {
   if (o.max_message_len_bytes < 256 || o.max_message_len_bytes > (1u << 30))
     return "rdmactor.max-message-len-bytes must be in [256, 2^30]";
   // 4: the transport's credit protocol needs it (min_recv_depth in
-  // transport/transport_actor.hpp; common/ does not depend on transport/).
+  // rdmactor/transport/link_params.hpp, which the handshakes check;
+  // common/ does not depend on transport/).
   if (o.recv_depth < 4 || o.recv_depth > 16384)
     return "rdmactor.recv-depth must be in [4, 16384]";
   if (o.eager_message_len_bytes < 256 || o.eager_message_len_bytes > (1u << 30))
