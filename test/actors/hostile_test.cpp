@@ -1108,9 +1108,9 @@ BOOST_FIXTURE_TEST_SUITE(credits_contract, system_holder)
 // returns a credit (immediate value 0 on every send, its receives never
 // reposted): every Pong waits in the node's link for a credit.  The node
 // counts the receives it granted; once the peer consumed more, the
-// connection ends with `quota_exceeded` ("it ignores credits"), after at
-// most three times the receive depth of Pings, so the replies it
-// queued stay bounded.  Another client is served all along.
+// connection ends with `quota_exceeded` ("it ignores credits") at the
+// first Ping past a grant of under three times the receive depth, so the
+// replies it queued stay bounded.  Another client is served all along.
 BOOST_AUTO_TEST_CASE(a_peer_that_ignores_credits_is_cut_off_and_others_served) {
   auto opts = test_options();
   opts.recv_depth = 8;
@@ -1187,10 +1187,12 @@ BOOST_AUTO_TEST_CASE(a_peer_that_ignores_credits_is_cut_off_and_others_served) {
     }
   }
   BOOST_TEST(failed);
-  // The peer is granted fewer than three times the depth; the Ping that
-  // overruns the grant is placed too (on verbs its send completes when the
-  // node's device takes it, before the node's link sees it).
-  BOOST_TEST(placed <= 3u * depth, placed << " Pings placed");
+  // The peer is granted fewer than three times the depth and cut off at
+  // the first Ping past its grant.  On verbs a send completes when the
+  // node's device takes it into a posted receive, before the node's link
+  // sees it, so a few more (at most the receives posted: the depth) may be
+  // placed until the link has failed.
+  BOOST_TEST(placed < 4u * depth, placed << " Pings placed");
   // The node ended that connection for the reason named.
   caf::error reason;
   acceptor->receive([&](caf::down_msg& dm) { reason = dm.reason; },
