@@ -114,6 +114,17 @@ struct fixture {
     return credits;
   }
 
+  /// The owner answers every message delivered so far with a SEND and lets
+  /// their buffers go (the receives are reposted).
+  void answer_all() {
+    auto msgs = std::move(rec.messages);
+    rec.messages.clear();
+    for (size_t i = 0; i < msgs.size(); ++i)
+      send(0);
+    msgs.clear();
+    l->reclaim();
+  }
+
   /// Submits a SEND of a header of `header_len` bytes.
   void send(uint64_t cookie, size_t header_len = 8) {
     l->submit(op_kind::send, std::vector<uint8_t>(header_len, 7), local_mr{},
@@ -431,12 +442,7 @@ BOOST_AUTO_TEST_CASE(a_peer_that_returns_no_credits_queues_a_bounded_backlog) {
     ++requests;
     f.settle();
     // The owner answers every request and lets its buffer go.
-    auto msgs = std::move(f.rec.messages);
-    f.rec.messages.clear();
-    for (size_t i = 0; i < msgs.size(); ++i)
-      f.send(0);
-    msgs.clear();
-    f.l->reclaim();
+    f.answer_all();
     most_queued = std::max(most_queued, f.l->queued());
   }
   BOOST_REQUIRE(f.l->down());
@@ -504,12 +510,7 @@ BOOST_AUTO_TEST_CASE(a_peer_that_spends_what_it_was_granted_never_trips) {
       --peer_credits;
     }
     f.settle();
-    auto msgs = std::move(f.rec.messages);
-    f.rec.messages.clear();
-    for (size_t i = 0; i < msgs.size(); ++i)
-      f.send(0);
-    msgs.clear();
-    f.l->reclaim();
+    f.answer_all();
     // The peer reads our sends, learns its credits and returns ours.
     auto before = seen;
     peer_credits += f.learn_credits(seen);
