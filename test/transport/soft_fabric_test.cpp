@@ -607,7 +607,8 @@ BOOST_AUTO_TEST_CASE(hellos_that_are_no_offer_are_dropped_unanswered) {
   three.recv_depth = transport::min_recv_depth - 1;
   wire::encode(three, bytes.data());
   wire::hello out;
-  BOOST_TEST((wire::decode(bytes.data(), out) == wire::hello_status::bad_params));
+  BOOST_TEST(
+      (wire::decode(bytes.data(), out) == wire::hello_status::bad_params));
   auto shallow_listen = dev->listen(
       "127.0.0.1", 0, conn_params{4096, transport::min_recv_depth - 1});
   BOOST_REQUIRE(!shallow_listen);

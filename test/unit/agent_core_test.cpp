@@ -1958,11 +1958,10 @@ BOOST_AUTO_TEST_CASE(a_partial_actor_message_is_dropped_at_its_deadline) {
 BOOST_AUTO_TEST_CASE(a_partial_finished_in_time_leaves_no_deadline) {
   using std::chrono::milliseconds;
   receive_at(t0, actor_chunk(1000, 2000), std::string(1000, 'a'));
-  receive_at(t0 + milliseconds{400}, actor_chunk(1000),
-             std::string(1000, 'b'));
+  receive_at(t0 + milliseconds{400}, actor_chunk(1000), std::string(1000, 'b'));
   BOOST_TEST(!out.partial_on);
-  BOOST_TEST((core->expire(t0 + milliseconds{400})
-              == agent_core::time_point::max()));
+  BOOST_TEST(
+      (core->expire(t0 + milliseconds{400}) == agent_core::time_point::max()));
   receive_at(t0 + milliseconds{450}, actor_chunk(1000, 3000, 8),
              std::string(1000, 'c'));
   BOOST_TEST((core->expire(t0 + milliseconds{timeout_ms})

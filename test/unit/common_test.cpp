@@ -24,10 +24,10 @@
 #include "rdmactor/config.hpp"
 #include "rdmactor/detail/completion_mode.hpp"
 #include "rdmactor/error.hpp"
-#include "test/actors/log_capture.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/transport/fabric.hpp"
+#include "test/actors/log_capture.hpp"
 
 using namespace rdmactor;
 

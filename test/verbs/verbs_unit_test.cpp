@@ -149,8 +149,8 @@ BOOST_AUTO_TEST_CASE(malformed_private_data_is_rejected) {
     BOOST_TEST(contains(what_of(d.error()), "below the 4"), render(d.error()));
   }
   auto four = encode_hello(hello_kind::offer, conn_params{4096, 4});
-  BOOST_TEST(
-      static_cast<bool>(decode_hello(four.data(), four.size(), hello_kind::offer)));
+  BOOST_TEST(static_cast<bool>(
+      decode_hello(four.data(), four.size(), hello_kind::offer)));
   auto tiny = encode_hello(hello_kind::offer, conn_params{8, 4});
   BOOST_TEST(
       code_of(decode_hello(tiny.data(), tiny.size(), hello_kind::offer).error())

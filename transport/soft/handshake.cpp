@@ -22,9 +22,8 @@ caf::error check_offer(const conn_params& offer) {
       || offer.recv_depth > limits::max_recv_depth)
     return make_error(errc::invalid_argument,
                       "recv_depth must be in [" + std::to_string(min_recv_depth)
-                          + ", "
-                          + std::to_string(limits::max_recv_depth) + "], got "
-                          + std::to_string(offer.recv_depth));
+                          + ", " + std::to_string(limits::max_recv_depth)
+                          + "], got " + std::to_string(offer.recv_depth));
   return {};
 }
 

@@ -71,9 +71,10 @@ hello_bytes encode_reject(errc reason) noexcept;
 ///
 /// Fails with `handshake_failed` for short data, a wrong magic, an
 /// unexpected kind or out-of-range parameters (max_message_len_bytes below
-/// `min_message_len_bytes`, recv_depth below `min_recv_depth`), and with `version_mismatch` when
-/// the peer speaks another protocol version.  `expected` is the kind the
-/// caller waits for; a reject is always accepted and returned as such.
+/// `min_message_len_bytes`, recv_depth below `min_recv_depth`), and with
+/// `version_mismatch` when the peer speaks another protocol version. `expected`
+/// is the kind the caller waits for; a reject is always accepted and returned
+/// as such.
 caf::expected<hello> decode_hello(const void* data, size_t len,
                                   hello_kind expected);
 
