@@ -7,6 +7,7 @@
 #include <cxxabi.h>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -64,6 +65,12 @@ public:
   template <class... Ts>
   explicit binary_processor(caf::actor_system& sys, Ts&&... xs)
       : Base(sys), inner_(sys, std::forward<Ts>(xs)...) {}
+
+  /// With `ctx` as the context CAF's handle loading asks for the proxies
+  /// of remote actors (its proxy registry).
+  template <class... Ts>
+  explicit binary_processor(caf::execution_unit* ctx, Ts&&... xs)
+      : Base(ctx), inner_(ctx, std::forward<Ts>(xs)...) {}
 
   const caf::error& refusal() const noexcept {
     return refusal_;
@@ -198,6 +205,10 @@ class bounded_deserializer final
 public:
   bounded_deserializer(caf::actor_system& sys, const uint8_t* data, size_t len)
       : binary_processor(sys, reinterpret_cast<const char*>(data), len) {}
+
+  bounded_deserializer(caf::execution_unit* ctx, const uint8_t* data,
+                       size_t len)
+      : binary_processor(ctx, reinterpret_cast<const char*>(data), len) {}
 
   size_t remaining() const noexcept {
     return inner_.remaining();
@@ -348,21 +359,11 @@ caf::error check_not_system_message(const caf::message& msg, bool peer) {
 }
 
 bool banned_type_name(const std::string& name) {
-  static const char* const banned[] = {"@actor",
-                                       "@actorvec",
-                                       "@addr",
-                                       "@addrvec",
-                                       "@down",
-                                       "@downstream_msg",
-                                       "@exit",
-                                       "@group",
-                                       "@group_down",
-                                       "@message",
-                                       "@open_stream_msg",
-                                       "@strong_actor_ptr",
-                                       "@timeout",
-                                       "@upstream_msg",
-                                       "@weak_actor_ptr"};
+  // Actor handles travel (remote_actors resolves them into proxies);
+  // these do not.
+  static const char* const banned[] = {
+      "@down",    "@downstream_msg",  "@exit",    "@group",       "@group_down",
+      "@message", "@open_stream_msg", "@timeout", "@upstream_msg"};
   for (auto* b : banned)
     if (name == b)
       return true;
@@ -410,10 +411,9 @@ caf::error serialize_message_into(caf::actor_system& sys,
     if (banned_type_name(name))
       return make_error(errc::serialization_failed,
                         "element " + std::to_string(i) + " is a " + name
-                            + ", which cannot travel between nodes: actor "
-                              "handles, groups and nested messages stay on "
-                              "their node; publish an actor and look it up "
-                              "by name instead");
+                            + ", which cannot travel between nodes: groups, "
+                              "system messages and nested messages stay on "
+                              "their node");
   }
   try {
     finite_serializer sink{sys, buf};
@@ -435,10 +435,16 @@ caf::error serialize_message_into(caf::actor_system& sys,
 
 caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
                                                 const uint8_t* data, size_t len,
-                                                bool* node_ids) {
+                                                bool* node_ids,
+                                                caf::execution_unit* ctx) {
   caf::message msg;
   try {
-    bounded_deserializer source{sys, data, len};
+    std::optional<bounded_deserializer> holder;
+    if (ctx != nullptr)
+      holder.emplace(ctx, data, len);
+    else
+      holder.emplace(sys, data, len);
+    auto& source = *holder;
     auto err = source(msg);
     if (node_ids != nullptr)
       *node_ids = source.node_ids();

@@ -17,10 +17,10 @@ namespace rdmactor {
 /// Serializes `msg` with caf::binary_serializer.  Fails with
 /// `serialization_failed` when an element's type is not registered in the
 /// actor system's config (`add_message_type`) or is one that cannot travel
-/// (actor handles, groups, down and exit messages, nested messages,
-/// streams), or when it holds a floating-point value that is not finite
-/// (CAF 0.17's format loops forever on an infinity).  Called by a
-/// remote-actor proxy on the sender's thread.
+/// (groups, down and exit messages, nested messages, streams; actor
+/// handles travel, see remote_actors), or when it holds a floating-point value
+/// that is not finite (CAF 0.17's format loops forever on an infinity).  Called
+/// by a remote-actor proxy on the sender's thread.
 caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
                                                    const caf::message& msg);
 
@@ -50,10 +50,13 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
 /// `serialization_failed` naming the cause.  Called by the agent for each
 /// complete actor message from the peer.
 /// With `node_ids`, sets it to whether a node id (of an actor handle) may
-/// be among the bytes.
-caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
-                                                const uint8_t* data, size_t len,
-                                                bool* node_ids = nullptr);
+/// be among the bytes.  Actor handles load through `ctx`'s proxy registry
+/// (remote_actors' resolver); without `ctx` a handle of another node fails
+/// to load (`serialization_failed`).
+caf::expected<caf::message>
+deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
+                    bool* node_ids = nullptr,
+                    caf::execution_unit* ctx = nullptr);
 
 /// Refuses `msg` as an ordinary message or request (not a response) when
 /// CAF would take it as a system message instead of handing it to the

@@ -264,17 +264,17 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   agent_state::hand_to_transport(st.transport, core.take_owned(),
                                  !st.trim_attached);
   st.trim_attached = true;
+  // Normal operation (a close by either side) is quiet at the default
+  // log level, as with CAF io; a lost connection is not normal.
   if (code == errc::closed)
     log().debug("connection to {} closed{}", peer,
                 graceful ? " (Goodbye sent)" : "");
-  else if (auto v = connection_log_budget()) {
-    if (code == errc::peer_closed)
-      log().info("connection to {} closed by the peer: {}{}", peer,
-                 what_of(reason), suppressed_note(v.denied_before));
-    else
-      log().info("connection to {} lost: {}{}", peer, render(err),
-                 suppressed_note(v.denied_before));
-  }
+  else if (code == errc::peer_closed)
+    log().debug("connection to {} closed by the peer: {}", peer,
+                what_of(reason));
+  else if (auto v = connection_log_budget())
+    log().info("connection to {} lost: {}{}", peer, render(err),
+               suppressed_note(v.denied_before));
   // A graceful close ends the transport itself (once the peer closed its
   // side); it ignores our exit, which follows.
   if (!graceful)
@@ -383,10 +383,8 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
             [self](caf::error& err) { shut_down(self, err); });
   st.core->start(); // our Hello
   const auto& lp = st.core->link();
-  if (auto v = connection_log_budget())
-    log().info("connected to {} (max message {} B, recv depth {}){}", lp.peer,
-               lp.max_message_len_bytes, lp.recv_depth,
-               suppressed_note(v.denied_before));
+  log().debug("connected to {} (max message {} B, recv depth {})", lp.peer,
+              lp.max_message_len_bytes, lp.recv_depth);
   return {
       // The data path first: CAF 0.17 tries a behavior's handlers in order
       // (a type check each, then the atom), so a frame, a held ack flush or

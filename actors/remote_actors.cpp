@@ -8,12 +8,16 @@
 #include <caf/attachable.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/make_actor.hpp>
+#include <caf/proxy_registry.hpp>
+#include <caf/resumable.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
 #include <caf/sec.hpp>
 
 #include "actors/actor_codec.hpp"
 #include "common/logging.hpp"
 #include "common/node_identity.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/tuning.hpp"
 #include "rdmactor/atoms.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -126,6 +130,46 @@ void remote_actor_proxy::on_destroy() {
   caf::actor_proxy::on_destroy();
 }
 
+// -- the handle resolver ------------------------------------------------------
+
+/// What CAF's deserializer asks for the actor handles in the peer's
+/// messages: the execution unit it runs with, whose proxy registry (one
+/// per connection) keeps a proxy per (node, id) the peer named and asks
+/// the router to make new ones.  The registry's entries die with the
+/// connection (`close` clears it) or when the peer says the actor ended.
+class remote_actors::handle_resolver final
+    : public caf::proxy_registry::backend,
+      public caf::execution_unit {
+public:
+  explicit handle_resolver(remote_actors& owner)
+      : caf::execution_unit(&owner.sys_), owner_(owner),
+        registry_(owner.sys_, *this) {
+    proxy_registry_ptr(&registry_);
+  }
+
+  caf::strong_actor_ptr make_proxy(caf::node_id nid,
+                                   caf::actor_id aid) override {
+    return owner_.proxy_for_handle(nid, aid);
+  }
+
+  void set_last_hop(caf::node_id*) override {
+    // One hop: the peer.
+  }
+
+  void exec_later(caf::resumable* ptr) override {
+    // Never runs actors: the deserializer only makes proxies.
+    system().scheduler().enqueue(ptr);
+  }
+
+  caf::proxy_registry& registry() noexcept {
+    return registry_;
+  }
+
+private:
+  remote_actors& owner_;
+  caf::proxy_registry registry_;
+};
+
 // -- the router ---------------------------------------------------------------
 
 remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
@@ -135,7 +179,77 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
       node_dir_(std::move(node_directory)),
       inflow_(std::make_shared<actor_inflow>(opts.actor_window_messages,
                                              opts.actor_window_bytes)),
-      secret_(secret_of(sys)) {}
+      secret_(secret_of(sys)),
+      resolver_(std::make_unique<handle_resolver>(*this)) {}
+
+remote_actors::~remote_actors() {
+  // `close` cleared the registry (its proxies share this router, so they
+  // cannot outlive it in it).
+}
+
+caf::node_id remote_actors::peer_node() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return peer_node_;
+}
+
+caf::strong_actor_ptr remote_actors::proxy_for_handle(const caf::node_id& nid,
+                                                      caf::actor_id aid) {
+  if (aid == 0 || !nid)
+    return nullptr; // a null handle stays null
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!peer_node_) {
+      peer_node_ = nid;
+    } else if (peer_node_ != nid) {
+      resolve_refusal_ = make_error(
+          errc::serialization_failed,
+          "the peer sent a handle of an actor on node " + caf::to_string(nid)
+              + ", which is not its own (" + caf::to_string(peer_node_)
+              + "): a handle reaches only the node that sent it");
+      return nullptr;
+    }
+  }
+  auto proxy = caf::actor_cast<caf::strong_actor_ptr>(proxy_for(aid));
+  if (!proxy)
+    resolve_refusal_ = too_many_proxies();
+  return proxy;
+}
+
+void remote_actors::watch(
+    const std::vector<std::pair<uint64_t, caf::strong_actor_ptr>>& actors) {
+  for (auto& [id, actor] : actors)
+    actor->get()->attach(
+        caf::attachable_ptr{new down_watch(weak_from_this(), this, id)});
+}
+
+std::vector<std::pair<uint64_t, caf::strong_actor_ptr>>
+remote_actors::export_handles_locked(const std::vector<uint64_t>& ids) {
+  std::vector<std::pair<uint64_t, caf::strong_actor_ptr>> to_watch;
+  for (auto id : ids) {
+    // CAF's serializer registered it (save_actor): the registry keeps it
+    // alive for the peer, as caf::io does for the handles it sends, until
+    // it quits or no connection holds it any more (release_handed).
+    caf::strong_actor_ptr actor;
+    if (handed_.insert(id).second) {
+      auto held = hold_handed(sys_, {id});
+      if (held.empty()) {
+        handed_.erase(id);
+        continue;
+      }
+      actor = std::move(held.front());
+    } else {
+      actor = sys_.registry().get(id);
+    }
+    if (!actor)
+      continue;
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(actor);
+    exports_[id] = weak;
+    if (watched_.emplace(id, weak).second)
+      to_watch.emplace_back(id, std::move(actor));
+  }
+  prune_locked();
+  return to_watch;
+}
 
 bool remote_actors::names_this_node(bool node_ids, const char* data,
                                     size_t len) const {
@@ -305,21 +419,19 @@ remote_actors::found remote_actors::find(const std::string& name) {
     return result;
   for (auto& sig : actor->get()->message_types())
     result.interface.push_back(sig);
-  bool watch = false;
+  std::vector<std::pair<uint64_t, caf::strong_actor_ptr>> to_watch;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_)
       return result;
     result.id = actor->id();
     exports_[result.id] = caf::actor_cast<caf::weak_actor_ptr>(actor);
-    watch = watched_
-                .emplace(result.id, caf::actor_cast<caf::weak_actor_ptr>(actor))
-                .second;
+    if (watched_.emplace(result.id, caf::actor_cast<caf::weak_actor_ptr>(actor))
+            .second)
+      to_watch.emplace_back(result.id,
+                            caf::actor_cast<caf::strong_actor_ptr>(actor));
   }
-  // Outside the lock: an actor that ended already runs it at once.
-  if (watch)
-    actor->get()->attach(
-        caf::attachable_ptr{new down_watch(weak_from_this(), this, result.id)});
+  watch(to_watch);
   return result;
 }
 
@@ -330,16 +442,20 @@ void remote_actors::exported_down(uint64_t id, const caf::error& reason) {
         sys_, caf::make_message(
                   make_error(errc::peer_error, "the remote actor ended: "
                                                    + sys_.render(reason))));
-  if (!bytes)
-    return;
-  std::lock_guard<std::mutex> guard{mtx_};
-  watched_.erase(id);
-  auto agent = agent_.lock();
-  if (closed_ || !agent)
-    return;
-  // Behind our queued messages (a down notice is never refused).
-  static_cast<void>(post_locked(
-      agent, queued_frame{id, 0, 0, std::move(*bytes), true, false}, nullptr));
+  bool held = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    watched_.erase(id);
+    held = handed_.erase(id) != 0;
+    auto agent = agent_.lock();
+    // Behind our queued messages (a down notice is never refused).
+    if (!closed_ && agent && bytes)
+      static_cast<void>(post_locked(
+          agent, queued_frame{id, 0, 0, std::move(*bytes), true, false},
+          nullptr));
+  }
+  if (held)
+    release_handed(sys_, {id});
 }
 
 /// Drops what no longer lives from the tables once they doubled.
@@ -351,26 +467,35 @@ void remote_actors::prune_locked() {
       i = exports_.count(i->first) != 0 ? std::next(i) : interfaces_.erase(i);
     exports_prune_at_ = std::max<size_t>(1024, exports_.size() * 2);
   }
-  if (proxies_.size() >= proxies_prune_at_) {
-    for (auto i = proxies_.begin(); i != proxies_.end();)
-      i = i->second.lock() ? std::next(i) : proxies_.erase(i);
-    proxies_prune_at_ = std::max<size_t>(1024, proxies_.size() * 2);
-  }
 }
 
 caf::actor remote_actors::proxy_for(uint64_t id) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (closed_ || id == 0)
     return caf::actor{};
-  auto& slot = proxies_[id];
-  if (auto existing = slot.lock())
-    return caf::actor_cast<caf::actor>(existing);
+  auto i = proxies_.find(id);
+  if (i != proxies_.end())
+    return caf::actor_cast<caf::actor>(i->second);
+  if (proxies_.size() >= tuning::max_peer_proxies)
+    return caf::actor{};
   caf::actor_config cfg;
   auto hdl = caf::make_actor<remote_actor_proxy, caf::strong_actor_ptr>(
       sys_.next_actor_id(), sys_.node(), &sys_, cfg, shared_from_this(), id);
-  slot = caf::actor_cast<caf::weak_actor_ptr>(hdl);
-  prune_locked();
+  proxies_.emplace(id, hdl);
   return caf::actor_cast<caf::actor>(hdl);
+}
+
+bool remote_actors::closed() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return closed_;
+}
+
+caf::error remote_actors::too_many_proxies() const {
+  return make_error(errc::quota_exceeded,
+                    "the peer's messages named "
+                        + std::to_string(tuning::max_peer_proxies)
+                        + " of its actors that are alive, the most one "
+                          "connection holds proxies of");
 }
 
 void remote_actors::refuse(const caf::mailbox_element& what,
@@ -408,16 +533,12 @@ void remote_actors::forward(remote_actor_proxy& from,
     }
   bool node_ids = false;
   auto bytes = serialize_to_scratch(sys_, content, &node_ids);
-  if (bytes && names_this_node(node_ids, (*bytes)->data(), (*bytes)->size())) {
-    // Not sent: the actors CAF registered for it need not stay alive.
-    unregister_serialized(sys_, *secret_, (*bytes)->data(), (*bytes)->size());
-    bytes = make_error(
-        errc::serialization_failed,
-        "the message holds an actor handle (or this node's id) inside an "
-        "application type or an error: handles cannot travel between "
-        "rdmactor nodes (the peer could not reach the actor); publish the "
-        "actor and let the peer look it up by name");
-  }
+  // The actors of ours whose handles the message holds: the peer may reach
+  // them once it is sent.
+  std::vector<uint64_t> handles;
+  if (bytes && names_this_node(node_ids, (*bytes)->data(), (*bytes)->size()))
+    handles
+        = serialized_local_ids(*secret_, (*bytes)->data(), (*bytes)->size());
   if (bytes && (*bytes)->size() > opts_.actor_max_message_bytes)
     bytes = make_error(errc::size_limit,
                        "a remote-actor message of "
@@ -426,6 +547,10 @@ void remote_actors::forward(remote_actor_proxy& from,
                            + std::to_string(opts_.actor_max_message_bytes)
                            + "; send large data with send_data or a lent "
                              "memory region instead");
+  if (!bytes && !handles.empty()) {
+    unregister_serialized(sys_, handles);
+    handles.clear();
+  }
   if (!bytes && mid.is_response()) {
     // A requester on the peer waits for this answer: it gets the reason
     // instead, never a silent drop (nor a wait until its own timeout).
@@ -467,6 +592,7 @@ void remote_actors::forward(remote_actor_proxy& from,
   const auto& sender = what->sender;
   uint64_t sender_id = sender ? sender->id() : 0;
   caf::error failure;
+  std::vector<std::pair<uint64_t, caf::strong_actor_ptr>> to_watch;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto agent = agent_.lock();
@@ -496,22 +622,37 @@ void remote_actors::forward(remote_actor_proxy& from,
     } else {
       // Handed over or queued (under the lock: nothing reaches the agent
       // after close, and the answer finds its pending entry).
+      if (!handles.empty()) {
+        to_watch = export_handles_locked(handles);
+        handles.clear();
+      }
       if (sender) {
-        exports_.emplace(sender_id,
-                         caf::actor_cast<caf::weak_actor_ptr>(sender));
+        // The peer holds its proxy of the sender until we say it ended.
+        auto weak = caf::actor_cast<caf::weak_actor_ptr>(sender);
+        exports_.emplace(sender_id, weak);
+        if (watched_.emplace(sender_id, weak).second)
+          to_watch.emplace_back(sender_id, sender);
         prune_locked();
         if (mid.is_request())
           pending_[pending_key{sender_id,
                                mid.integer_value()
                                    & caf::message_id::request_id_mask}]
-              = pending_request{caf::actor_cast<caf::weak_actor_ptr>(sender),
-                                mid};
+              = pending_request{
+                  caf::actor_cast<caf::weak_actor_ptr>(sender), mid,
+                  // A proxy (the request came from another node) lives
+                  // only through its handles: the answer must find it.
+                  dynamic_cast<caf::actor_proxy*>(sender->get()) != nullptr
+                      ? sender
+                      : nullptr};
       }
       ++sent;
     }
   }
-  if (failure)
+  watch(to_watch);
+  if (failure) {
+    unregister_serialized(sys_, handles);
     refuse(*what, failure, ctx);
+  }
 }
 
 void remote_actors::answer_peer(uint64_t peer_sender, caf::message_id mid,
@@ -660,11 +801,8 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     {
       std::lock_guard<std::mutex> guard{mtx_};
       auto i = proxies_.find(m.target());
-      if (i != proxies_.end()) {
-        proxy = i->second.lock();
-        if (!proxy)
-          proxies_.erase(i);
-      }
+      if (i != proxies_.end())
+        proxy = i->second;
     }
     if (!proxy)
       return caf::none;
@@ -674,14 +812,20 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     if (!msg->match_elements<caf::error>())
       return make_error(errc::malformed_message,
                         "an actor's down notice without its reason");
+    caf::node_id node;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       auto i = proxies_.find(m.target());
-      if (i != proxies_.end() && i->second.lock() == proxy)
+      if (i != proxies_.end() && i->second == proxy)
         proxies_.erase(i);
+      node = peer_node_;
     }
-    static_cast<remote_actor_proxy*>(proxy->get())
-        ->kill_proxy(ctx, msg->get_as<caf::error>(0));
+    const auto& reason = msg->get_as<caf::error>(0);
+    static_cast<remote_actor_proxy*>(proxy->get())->kill_proxy(ctx, reason);
+    // A proxy a handle made leaves the registry too (already ended, the
+    // registry's kill does nothing more).
+    if (node && resolver_->registry().get(node, m.target()))
+      resolver_->registry().erase(node, m.target(), reason);
     return caf::none;
   }
   caf::message_id mid{m.message_id()};
@@ -726,7 +870,10 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     return caf::none;
   }
   bool node_ids = false;
-  auto msg = deserialize_message(sys_, data, len, &node_ids);
+  resolve_refusal_ = caf::none;
+  auto msg = deserialize_message(sys_, data, len, &node_ids, resolver_.get());
+  if (msg && resolve_refusal_)
+    msg = std::move(resolve_refusal_);
   if (!msg) {
     if (mid.is_response()) // the requester gets the failure as its answer
       target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, msg.error()),
@@ -737,11 +884,12 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   }
   if (names_this_node(node_ids, reinterpret_cast<const char*>(data), len)) {
     // CAF resolved a handle of our node by the actor id alone (the local
-    // registry): a peer may reach only what was published or sent to it.
+    // registry): a peer could reach actors it was never given.  An honest
+    // peer names only its own actors (its proxies of ours included).
     auto err = make_error(errc::serialization_failed,
                           "the peer sent an actor handle that names an actor "
-                          "of this node: refused (handles cannot travel "
-                          "between rdmactor nodes)");
+                          "of this node by its id: refused (a peer's handles "
+                          "name the peer's own actors and proxies)");
     if (mid.is_response())
       target->enqueue(caf::make_mailbox_element(nullptr, mid, {}, err), ctx);
     else
@@ -760,10 +908,12 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
       return refusal;
     }
   }
-  auto sender
-      = m.sender() != 0
-            ? caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()))
-            : nullptr;
+  caf::strong_actor_ptr sender;
+  if (m.sender() != 0) {
+    sender = caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()));
+    if (!sender) // closed meanwhile, or too many proxies
+      return closed() ? caf::error{} : too_many_proxies();
+  }
   ++delivered;
   // The credit returns when the target took the message from its mailbox.
   target->enqueue(
@@ -848,9 +998,10 @@ caf::error remote_actors::check_interface(uint64_t id,
 
 void remote_actors::close(const caf::error& reason, const caf::error& err) {
   std::unordered_map<pending_key, pending_request, pending_hash> pending;
-  std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies;
+  std::unordered_map<uint64_t, caf::strong_actor_ptr> proxies;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> watched;
+  std::vector<uint64_t> handed;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_)
@@ -861,8 +1012,12 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
     proxies.swap(proxies_);
     exports.swap(exports_);
     watched.swap(watched_);
+    handed.assign(handed_.begin(), handed_.end());
+    handed_.clear();
     agent_.reset();
   }
+  // The actors whose handles only this connection held may go now.
+  release_handed(sys_, handed);
   // Long-lived published actors must not collect an attachable per
   // connection they ever served.
   for (auto& kv : watched)
@@ -880,9 +1035,10 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
                           nullptr, kv.second.mid.response_id(), {}, err),
                       nullptr);
   for (auto& kv : proxies)
-    if (auto proxy = kv.second.lock())
-      static_cast<remote_actor_proxy*>(proxy->get())
-          ->kill_proxy(nullptr, reason);
+    static_cast<remote_actor_proxy*>(kv.second->get())
+        ->kill_proxy(nullptr, reason);
+  // The proxies handles made (ended above; their references go).
+  resolver_->registry().clear();
   own_.clear();
 }
 

@@ -14,12 +14,14 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_proxy.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/mailbox_element.hpp>
+#include <caf/node_id.hpp>
 
 #include "actors/actor_flow.hpp"
 #include "protocol/agent.pb.h"
@@ -74,14 +76,28 @@ private:
 };
 
 /// The remote actors of one connection (thread-safe): the actors the peer
-/// may reach (published ones it looked up, and actors that sent it
-/// messages, so that it can answer), our proxies of its actors, and the
-/// requests through those proxies that wait for an answer.  The agent
-/// owns it; proxies share it.
+/// may reach (published ones it looked up, actors that sent it messages, so
+/// that it can answer, and actors whose handles we sent it), our proxies of
+/// its actors, and the requests through those proxies that wait for an
+/// answer.  The agent owns it; proxies share it.
+///
+/// Actor handles inside messages travel as CAF writes them: the actor's id
+/// and node id on the sending node.  A handle we send names an actor of
+/// our system (a local actor or one of our proxies) and makes it reachable
+/// by the peer under its id, as a sender is; the peer resolves it into its
+/// proxy of that id.  A handle the peer sends must name the peer's node
+/// (the first node id it names is taken as its own; others are refused)
+/// and becomes our proxy of that id, which lives until the peer says its
+/// actor ended or the connection goes.  A handle of another node reaches
+/// that node through the peer (its proxy forwards), so no handle ever
+/// resolves to an actor of ours by an id the peer chose: a message that
+/// names this node is refused whole.
 class remote_actors : public std::enable_shared_from_this<remote_actors> {
 public:
   remote_actors(caf::actor_system& sys, const options& opts, std::string peer,
                 actor_directory_ptr node_directory);
+
+  ~remote_actors();
 
   /// Sets the agent that posts our frames (held weakly).  Called once by
   /// the agent when it starts.  With `pool`, a serialization of at least
@@ -114,8 +130,12 @@ public:
   found find(const std::string& name);
 
   /// Returns our proxy of the peer's actor `id` (one per id while it
-  /// lives); an invalid handle after `close`.  Called by the agent.
+  /// lives); an invalid handle after `close` or while
+  /// tuning::max_peer_proxies live.  Called by the agent.
   caf::actor proxy_for(uint64_t id);
+
+  /// The node id the peer's handles name (invalid until its first handle).
+  caf::node_id peer_node() const;
 
   /// Takes one ActorMessage frame from the peer (the agent's thread):
   /// reassembles chunks, deserializes and delivers.  Returns an error when
@@ -215,6 +235,9 @@ private:
   struct pending_request {
     caf::weak_actor_ptr sender;
     caf::message_id mid;
+    /// Holds a requester that is a proxy of another node's actor (nothing
+    /// else may): the answer goes back through it.
+    caf::strong_actor_ptr keep;
   };
 
   struct pending_key {
@@ -290,6 +313,29 @@ private:
   /// looked for).  Any thread.
   bool names_this_node(bool node_ids, const char* data, size_t len) const;
   void prune_locked();
+  /// Makes the actors of our node whose handles CAF wrote into `bytes`
+  /// (their ids, serialized_local_ids) reachable by the peer, and tells it
+  /// when one ends (down_watch).  Returns the ones to watch; the caller
+  /// attaches the watches outside the lock.
+  std::vector<std::pair<uint64_t, caf::strong_actor_ptr>>
+  export_handles_locked(const std::vector<uint64_t>& ids);
+  /// Attaches a down_watch to each of `actors` (not under the lock: an
+  /// actor that ended already runs it at once).
+  void
+  watch(const std::vector<std::pair<uint64_t, caf::strong_actor_ptr>>& actors);
+  /// The proxy a handle in the peer's message names (CAF's proxy registry
+  /// asks, through the resolver, on the agent's thread); null with
+  /// `resolve_refusal_` set when the handle names a node other than the
+  /// peer's, or past tuning::max_peer_proxies.
+  caf::strong_actor_ptr proxy_for_handle(const caf::node_id& nid,
+                                         caf::actor_id aid);
+
+  /// Whether `close` ran.
+  bool closed() const;
+  /// The refusal when tuning::max_peer_proxies proxies live.
+  caf::error too_many_proxies() const;
+
+  class handle_resolver;
 
   caf::actor_system& sys_;
   options opts_;
@@ -310,10 +356,15 @@ private:
   std::unordered_map<uint64_t, std::shared_ptr<const std::set<std::string>>>
       interfaces_;
   size_t exports_prune_at_ = 1024;
-  /// Our proxies, by the peer's actor id.
-  std::unordered_map<uint64_t, caf::weak_actor_ptr> proxies_;
-  size_t proxies_prune_at_ = 1024;
+  /// Our proxies, by the peer's actor id: each lives until the peer says
+  /// its actor ended (a down notice) or the connection goes, as CAF io's
+  /// proxies do (at most tuning::max_peer_proxies).
+  std::unordered_map<uint64_t, caf::strong_actor_ptr> proxies_;
   std::unordered_map<pending_key, pending_request, pending_hash> pending_;
+  /// Actors of ours whose handles we sent the peer and that this
+  /// connection holds in the actor registry (hold_handed) until they end
+  /// or the connection does.
+  std::unordered_set<uint64_t> handed_;
   /// Published actors whose end we tell the peer (an attachable each,
   /// detached at close).
   std::unordered_map<uint64_t, caf::weak_actor_ptr> watched_;
@@ -330,6 +381,13 @@ private:
   /// The random part of our node id (none: the system has no
   /// system_hook, so no node id); see names_this_node.
   std::optional<std::array<uint8_t, 20>> secret_;
+  /// The node the peer's handles name (pinned by its first handle).
+  caf::node_id peer_node_;
+  /// CAF's proxy registry for the handles in the peer's messages and the
+  /// execution unit the deserializer runs with (the agent's thread).
+  std::unique_ptr<handle_resolver> resolver_;
+  /// Why the last resolution of a handle failed.  The agent's thread.
+  caf::error resolve_refusal_;
 };
 
 using remote_actors_ptr = std::shared_ptr<remote_actors>;

@@ -1,6 +1,8 @@
 #include "common/node_identity.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <utility>
 
@@ -52,8 +54,8 @@ bool holds_secret(const node_secret& secret, const char* data, size_t len) {
   return ::memmem(data, len, secret.data(), secret.size()) != nullptr;
 }
 
-void unregister_serialized(caf::actor_system& sys, const node_secret& secret,
-                           const char* data, size_t len) {
+std::vector<uint64_t> serialized_local_ids(const node_secret& secret,
+                                           const char* data, size_t len) {
   constexpr size_t before = 8 + 8 + 4; // actor id, tag, process id
   auto tag = static_cast<uint64_t>(caf::node_id::default_data::class_id);
   auto read_u64 = [](const char* p) {
@@ -62,6 +64,7 @@ void unregister_serialized(caf::actor_system& sys, const node_secret& secret,
       x = (x << 8) | static_cast<uint8_t>(p[i]);
     return x;
   };
+  std::vector<uint64_t> ids;
   const char* end = data + len;
   for (const char* p = data; p < end;) {
     auto* hit = static_cast<const char*>(::memmem(
@@ -70,9 +73,63 @@ void unregister_serialized(caf::actor_system& sys, const node_secret& secret,
       break;
     if (static_cast<size_t>(hit - data) >= before
         && read_u64(hit - before + 8) == tag)
-      sys.registry().erase(read_u64(hit - before));
+      ids.push_back(read_u64(hit - before));
     p = hit + 1;
   }
+  return ids;
+}
+
+namespace {
+
+/// Connections that hold each handed actor, by system and actor id.
+struct handed_table {
+  std::mutex mtx;
+  std::map<std::pair<const caf::actor_system*, uint64_t>, size_t> holds;
+};
+
+handed_table& handed() {
+  static handed_table table;
+  return table;
+}
+
+} // namespace
+
+std::vector<caf::strong_actor_ptr>
+hold_handed(caf::actor_system& sys, const std::vector<uint64_t>& ids) {
+  std::vector<caf::strong_actor_ptr> found;
+  auto& t = handed();
+  std::lock_guard<std::mutex> guard{t.mtx};
+  for (auto id : ids) {
+    auto actor = sys.registry().get(id);
+    if (!actor)
+      continue;
+    ++t.holds[{&sys, id}];
+    found.push_back(std::move(actor));
+  }
+  return found;
+}
+
+void release_handed(caf::actor_system& sys, const std::vector<uint64_t>& ids) {
+  auto& t = handed();
+  std::lock_guard<std::mutex> guard{t.mtx};
+  for (auto id : ids) {
+    auto i = t.holds.find({&sys, id});
+    if (i == t.holds.end())
+      continue;
+    if (--i->second == 0) {
+      t.holds.erase(i);
+      sys.registry().erase(id);
+    }
+  }
+}
+
+void unregister_serialized(caf::actor_system& sys,
+                           const std::vector<uint64_t>& ids) {
+  auto& t = handed();
+  std::lock_guard<std::mutex> guard{t.mtx};
+  for (auto id : ids)
+    if (t.holds.count({&sys, id}) == 0)
+      sys.registry().erase(id);
 }
 
 } // namespace rdmactor

@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
+#include <caf/actor_control_block.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/node_id.hpp>
 
@@ -35,14 +37,32 @@ std::optional<node_secret> secret_of(const caf::actor_system& sys);
 /// our node's secret.
 bool holds_secret(const node_secret& secret, const char* data, size_t len);
 
-/// Takes the handles of our actors that CAF's serializer wrote into `len`
-/// bytes at `data` (a message that will not be sent) out of `sys`'s actor
-/// registry again: CAF 0.17 registers every actor of this node whose handle
-/// it serializes, with a strong reference, so that a peer could find it,
-/// which would keep the actor alive until it quits on its own.  Each handle
-/// is the actor id (8 bytes, big-endian), CAF's "default" node id tag (8),
-/// the process id (4) and the secret (20).
-void unregister_serialized(caf::actor_system& sys, const node_secret& secret,
-                           const char* data, size_t len);
+/// The actor ids of the handles of our node that CAF's serializer wrote
+/// into `len` bytes at `data`: each handle is the actor id (8 bytes,
+/// big-endian), CAF's "default" node id tag (8), the process id (4) and
+/// the secret (20).  Any thread.
+std::vector<uint64_t> serialized_local_ids(const node_secret& secret,
+                                           const char* data, size_t len);
+
+/// Counts a connection's hold on the actors `ids` of `sys` whose handles it
+/// sent (CAF's serializer put them in the actor registry, which keeps them
+/// alive for the peer, as caf::io does) and returns those still there.
+/// Any thread.
+std::vector<caf::strong_actor_ptr>
+hold_handed(caf::actor_system& sys, const std::vector<uint64_t>& ids);
+
+/// Ends a connection's hold on `ids` (its end, or the actor's): an actor
+/// no connection holds leaves the registry, so that it can go (an actor
+/// kept there forever would keep ~actor_system waiting).  Any thread.
+void release_handed(caf::actor_system& sys, const std::vector<uint64_t>& ids);
+
+/// Takes the actors `ids` whose handles CAF's serializer wrote into a
+/// message that will not be sent out of `sys`'s actor registry again: CAF
+/// 0.17 registers every actor of this node whose handle it serializes,
+/// with a strong reference, so that a peer could find it, which would keep
+/// the actor alive until it quits on its own.  Actors a connection holds
+/// (hold_handed) stay.  Any thread.
+void unregister_serialized(caf::actor_system& sys,
+                           const std::vector<uint64_t>& ids);
 
 } // namespace rdmactor

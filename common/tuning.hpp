@@ -49,6 +49,14 @@ constexpr size_t max_queued_ops = size_t{1} << 20;
 /// replies are far smaller).
 constexpr size_t max_queued_posts = size_t{1} << 16;
 
+/// Proxies of one peer's actors that a connection holds (senders of its
+/// messages and actors its handles name; each a small actor that lives
+/// until the peer says its actor ended or the connection goes); a message
+/// that would need one more is refused with quota_exceeded.  Bounds what
+/// a peer that names ever new actor ids makes us hold (a proxy is about
+/// 300 bytes).
+constexpr size_t max_peer_proxies = size_t{1} << 16;
+
 /// Bytes preallocated per receive slot for the shared-pointer control block
 /// and `mr_block` of the message it holds (no allocation per receive).
 constexpr size_t slot_block_bytes = 256;

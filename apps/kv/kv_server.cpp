@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "kv_service.hpp"
 #include "kv_slot.hpp"
@@ -49,11 +52,62 @@ struct service_counts {
   std::atomic<uint64_t> actor_gets{0}; ///< gets answered by the actor
 };
 
+/// Subscriptions open at once (a client's end ends its own).
+constexpr size_t max_watchers = 4096;
+
 struct service_state {
   table tab;
   std::shared_ptr<service_counts> counts;
+  /// The subscriptions, by key (each leaves when it ends).
+  std::multimap<std::string, watcher> watchers;
   static inline const char* name = "kv.service";
 };
+
+struct watcher_state {
+  /// The put not yet taken by a `next` (the latest).
+  std::optional<std::pair<uint64_t, std::string>> latest;
+  /// A `next` waiting for the put.
+  std::optional<caf::typed_response_promise<uint64_t, std::string>> waiting;
+  static inline const char* name = "kv.watcher";
+};
+
+/// One client's subscription to one key; ends with `client` (the proxy of
+/// the actor that asked: it ends when the client's connection goes).
+watcher::behavior_type
+watcher_impl(watcher::stateful_pointer<watcher_state> self,
+             caf::actor_addr client) {
+  if (auto c = caf::actor_cast<caf::strong_actor_ptr>(client)) {
+    self->monitor(c);
+    self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  } else {
+    self->quit();
+  }
+  return {
+      [self](next_atom) -> caf::result<uint64_t, std::string> {
+        auto& st = self->state;
+        if (st.latest) {
+          auto [version, value] = std::move(*st.latest);
+          st.latest.reset();
+          return {version, std::move(value)};
+        }
+        if (st.waiting) // one `next` at a time
+          return rdmactor::make_error(rdmactor::errc::invalid_argument,
+                                      "a next is already waiting on this "
+                                      "watcher: wait for its answer");
+        st.waiting = self->make_response_promise<uint64_t, std::string>();
+        return *st.waiting;
+      },
+      [self](put_atom, uint64_t version, std::string& value) {
+        auto& st = self->state;
+        if (st.waiting) {
+          st.waiting->deliver(version, std::move(value));
+          st.waiting.reset();
+        } else {
+          st.latest.emplace(version, std::move(value));
+        }
+      },
+  };
+}
 
 /// Finds the slot of `key`, or the first empty one in its probe window;
 /// nullptr when every slot of the window holds another key.
@@ -85,6 +139,14 @@ service_impl(service::stateful_pointer<service_state> self, table tab,
              std::shared_ptr<service_counts> counts) {
   self->state.tab = std::move(tab);
   self->state.counts = std::move(counts);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& ws = self->state.watchers;
+    for (auto i = ws.begin(); i != ws.end(); ++i)
+      if (i->second.address() == dm.source) {
+        ws.erase(i);
+        return;
+      }
+  });
   return {
       [self](put_atom, const std::string& key,
              const std::string& value) -> caf::result<uint64_t> {
@@ -106,7 +168,28 @@ service_impl(service::stateful_pointer<service_state> self, table tab,
         if (key_of(p).empty())
           ++st.counts->keys;
         ++st.counts->puts;
-        return write_slot(p, key, value);
+        auto version = write_slot(p, key, value);
+        auto range = st.watchers.equal_range(key);
+        for (auto i = range.first; i != range.second; ++i)
+          self->send(i->second, put_atom::value, version, value);
+        return version;
+      },
+      [self](watch_atom, const std::string& key) -> caf::result<watcher> {
+        if (auto err = check_key(key))
+          return err;
+        if (self->state.watchers.size() >= max_watchers)
+          return rdmactor::make_error(
+              rdmactor::errc::quota_exceeded,
+              std::to_string(max_watchers)
+                  + " watchers are open on this server (each ends with its "
+                    "client): try again later");
+        auto w
+            = self->spawn(watcher_impl, self->current_sender()
+                                            ? self->current_sender()->address()
+                                            : caf::actor_addr{});
+        self->monitor(w);
+        self->state.watchers.emplace(key, w);
+        return w;
       },
       [self](get_atom,
              const std::string& key) -> caf::result<bool, std::string> {

@@ -10,11 +10,13 @@
 //   rdmactor-kv --serve=HOST:PORT [--slots=N]     until SIGINT/SIGTERM
 //   rdmactor-kv --get=HOST:PORT --key=K           prints the value
 //   rdmactor-kv --put=HOST:PORT --key=K --value=V
+//   rdmactor-kv --watch=HOST:PORT --key=K [--count=N]  prints the next puts
 //   rdmactor-kv --bench=HOST:PORT [--clients=N] [--writers=W] [--seconds=S]
 //               [--keys=K] [--via=rdma|actor]
 //
 // Only the installed API is used (<rdmactor/...>, CAF, std).
 
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -25,6 +27,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/config_option_adder.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "kv_client.hpp"
 #include "kv_service.hpp"
@@ -37,6 +40,10 @@ kv_config::kv_config() {
            "serve a table on HOST:PORT (port 0: any) until SIGINT/SIGTERM")
       .add(get, "get", "print the value of --key from the server at HOST:PORT")
       .add(put, "put", "store --value under --key on the server at HOST:PORT")
+      .add(watch, "watch",
+           "print the next --count puts of --key on the server at HOST:PORT "
+           "(a subscription actor the server hands out)")
+      .add(count, "count", "watch: puts to wait for (default 1)")
       .add(bench, "bench",
            "fill --keys keys on the server at HOST:PORT, then get random ones "
            "from --clients connections for --seconds")
@@ -49,7 +56,9 @@ kv_config::kv_config() {
       .add(clients, "clients", "bench: connections that get (default 4)")
       .add(writers, "writers",
            "bench: connections that put meanwhile (default 0)")
-      .add(seconds, "seconds", "bench: how long to get (default 5)")
+      .add(seconds, "seconds",
+           "bench: how long to get; watch: how long to wait for each put "
+           "(default 5)")
       .add(keys, "keys", "bench: keys to fill and get (default 1000)")
       .add(via, "via",
            "bench: rdma (one-sided READ, default), actor (gets as requests "
@@ -59,6 +68,8 @@ kv_config::kv_config() {
            "server: also publish the kv actor over CAF io on HOST:PORT (port "
            "0: any), for the bench's --via=caf-io")
       .add(fabric, "fabric", "soft or verbs (default: rdmactor.fabric)");
+  // The watcher's handle travels in a reply: registered in both processes.
+  add_message_type<watcher>("kv::watcher");
 }
 
 int run_get(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg) {
@@ -95,6 +106,39 @@ int run_put(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg) {
     return 1;
   }
   std::cout << "stored " << cfg.key << " (version " << *v << ")" << std::endl;
+  return 0;
+}
+
+int run_watch(caf::actor_system& sys, rdmactor::node& nd,
+              const kv_config& cfg) {
+  auto fail = [&](const std::string& what, const caf::error& err) {
+    std::cerr << "rdmactor-kv: " << what << rdmactor::render(err) << std::endl;
+    return 1;
+  };
+  auto svc = nd.remote_actor<service>(cfg.watch, service_name);
+  if (!svc)
+    return fail("", svc.error());
+  auto wait = std::chrono::seconds(cfg.seconds);
+  caf::scoped_actor self{sys};
+  watcher w;
+  caf::error err;
+  self->request(*svc, wait, watch_atom::value, cfg.key)
+      .receive([&](watcher& got) { w = std::move(got); },
+               [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return fail("watch " + cfg.key + ": ", err);
+  std::cout << "watching " << cfg.key << std::endl;
+  for (uint32_t i = 0; i < cfg.count; ++i) {
+    self->request(w, wait, next_atom::value)
+        .receive(
+            [&](uint64_t version, std::string& value) {
+              std::cout << cfg.key << " = " << value << " (version " << version
+                        << ")" << std::endl;
+            },
+            [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      return fail("watch " + cfg.key + ": ", err);
+  }
   return 0;
 }
 
@@ -144,7 +188,10 @@ int main(int argc, char** argv) {
            "\"kv\", the table's only writer. --get reads the key's slots "
            "with one-sided\nRDMA READ (the server's CPU is not involved), "
            "repeating a read that raced a\nput; --put is a request to the "
-           "actor. --bench prints its counts and, on\nits last line, the "
+           "actor; --watch\nasks the actor for a subscription (an actor handle "
+           "in "
+           "the reply) and prints\nthe key's next --count puts. --bench prints "
+           "its counts and, on\nits last line, the "
            "latency percentiles and gets/s. Exit status: 0 on success,\n"
            "1 when a key was not found or an operation failed, 2 for a usage "
            "error.\nEvery rdmactor.* option can be given as "
@@ -152,14 +199,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   int modes = !cfg.serve.empty() + !cfg.get.empty() + !cfg.put.empty()
-              + !cfg.bench.empty();
+              + !cfg.watch.empty() + !cfg.bench.empty();
   if (modes != 1) {
-    std::cerr << "rdmactor-kv: give exactly one of --serve, --get, --put and "
-                 "--bench (see --help)\n";
+    std::cerr << "rdmactor-kv: give exactly one of --serve, --get, --put, "
+                 "--watch and --bench (see --help)\n";
     return 2;
   }
-  if ((!cfg.get.empty() || !cfg.put.empty()) && cfg.key.empty()) {
-    std::cerr << "rdmactor-kv: --get and --put need --key\n";
+  if ((!cfg.get.empty() || !cfg.put.empty() || !cfg.watch.empty())
+      && cfg.key.empty()) {
+    std::cerr << "rdmactor-kv: --get, --put and --watch need --key\n";
     return 2;
   }
   if (!cfg.put.empty() && !value) {
@@ -204,6 +252,8 @@ int main(int argc, char** argv) {
     rc = kv::run_get(sys, **nd, cfg);
   else if (!cfg.put.empty())
     rc = kv::run_put(sys, **nd, cfg);
+  else if (!cfg.watch.empty())
+    rc = kv::run_watch(sys, **nd, cfg);
   else
     rc = kv::run_bench(sys, **nd, cfg);
   (*nd)->close();

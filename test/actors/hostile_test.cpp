@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE hostile_peer
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -21,6 +22,7 @@
 #include "rdmactor/unexpected.hpp"
 
 #include "actors/actor_codec.hpp"
+#include "common/node_identity.hpp"
 #include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
@@ -351,6 +353,52 @@ BOOST_AUTO_TEST_CASE(a_forged_handle_of_the_receivers_actor_reaches_nothing) {
   BOOST_TEST(touched->load() == 0);
   caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(hidden, caf::exit_reason::user_shutdown);
+}
+
+// A peer's handles name the peer's own actors: the first node id it names
+// is taken as its own, a handle of any other node is refused (a peer
+// cannot make the receiver hold proxies of nodes it does not reach), and
+// the connection keeps serving.
+BOOST_AUTO_TEST_CASE(a_peers_handles_name_only_its_own_node) {
+  auto svc = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](handle_box& box) { return int32_t{box.hdl ? 1 : 0}; }};
+  });
+  BOOST_REQUIRE(server->publish("svc", svc));
+  auto target = reach("svc");
+  auto any = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](int32_t) {}};
+  });
+  auto bytes = serialize_message(sys, caf::make_message(handle_box{any}));
+  BOOST_REQUIRE_MESSAGE(bytes, render(bytes));
+  auto secret = secret_of(sys);
+  BOOST_REQUIRE(secret);
+  // The handle, as a node whose host id is all `b` would write it.
+  auto as_node = [&](uint8_t b) {
+    auto v = *bytes;
+    auto at = std::search(
+        v.begin(), v.end(), secret->begin(), secret->end(),
+        [](char a, uint8_t b) { return static_cast<uint8_t>(a) == b; });
+    BOOST_REQUIRE(at != v.end());
+    std::fill_n(at, secret->size(), static_cast<char>(b));
+    return v;
+  };
+  auto before = server_stats().protocol_errors;
+  send_actor_message(target, as_node(0x11), 7, request_mid);
+  // The first becomes a proxy (the service sees a valid handle).
+  auto first = next_actor_message();
+  BOOST_REQUIRE_MESSAGE(first.second.match_elements<int32_t>(),
+                        to_string(first.second));
+  BOOST_TEST(first.second.get_as<int32_t>(0) == 1);
+  send_actor_message(target, as_node(0x22), 7, request_mid + 1);
+  auto err = next_error_answer();
+  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
+  BOOST_TEST(what_of(err).find("which is not its own") != std::string::npos,
+             render(err));
+  BOOST_TEST(
+      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_still_serving();
+  caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(any, caf::exit_reason::user_shutdown);
 }
 
 // One asynchronous message that holds just a caf::error made published

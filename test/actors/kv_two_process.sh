@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # kv_two_process.sh KV_BINARY [EXTRA_ARGS...]
 # rdmactor-kv as separate processes: a server; puts and gets of single keys
-# (values, a missing key, refused keys and values); four clients that put
-# and get keys of their own at once while a bench races puts against
-# one-sided gets (every value it reads must be well formed) and another
-# bench is killed with SIGKILL mid-run; then the server still serves, saw
+# (values, a missing key, refused keys and values); a watch of a key (a
+# subscription actor handed out in a reply) that sees two puts; four
+# clients that put and get keys of their own at once while a bench races
+# puts against one-sided gets (every value it reads must be well formed)
+# and another bench is killed with SIGKILL mid-run; then the server still serves, saw
 # the killed client go (peer_gone), and stops on SIGTERM with exit 0; its
 # actor answered only the gets of the benches that asked it (--via=actor,
 # --via=caf-io): every other get was a one-sided READ.
@@ -56,6 +57,27 @@ expect longvalue 1 ""
 expect_err longvalue "rdmactor: invalid_argument: values have at most 192 bytes; this one has 193"
 run usage --put="$at" --key=x "$@"
 [[ $rc == 2 ]] || fail "usage: exit status $rc, expected 2"
+
+# A subscription: the server answers --watch with a watcher actor (an
+# actor handle in a reply, a proxy on the client) that the client asks
+# for the key's next puts.
+"$kv" --watch="$at" --key=watched --count=2 --seconds=$((30 * scale)) "$@" \
+  >"$tmp/watch.out" 2>"$tmp/watch.err" &
+watch=$!
+pids+=("$watch")
+wait_for "$tmp/watch.out" '^watching watched$'
+run wput1 --put="$at" --key=watched --value=one "$@"
+expect wput1 0 "stored watched (version 2)"
+wait_for "$tmp/watch.out" '^watched = one \(version 2\)$'
+run wput2 --put="$at" --key=watched --value=two "$@"
+expect wput2 0 "stored watched (version 4)"
+set +e
+wait "$watch"
+rc=$?
+set -e
+expect watch 0 "watching watched
+watched = one (version 2)
+watched = two (version 4)"
 
 # Many clients at once: four writers of their own keys, a bench that races
 # puts against one-sided gets, and a bench that is killed mid-run.
