@@ -263,6 +263,17 @@ struct raw_peer_fixture : system_holder {
     return target;
   }
 
+  /// Waits for the error that answers the raw peer's request (its actor
+  /// 7) and checks it: `code`, a text that holds `why`, and the server's
+  /// count of protocol violations reaching `violations`.
+  void expect_refusal(errc code, const std::string& why, uint64_t violations) {
+    auto err = next_error_answer();
+    BOOST_TEST(code_of(err) == code, render(err));
+    BOOST_TEST(what_of(err).find(why) != std::string::npos, render(err));
+    BOOST_TEST(eventually(
+        [&] { return server_stats().protocol_errors == violations; }));
+  }
+
   /// Waits for the error that answers the raw peer's request (its actor 7).
   caf::error next_error_answer() {
     auto answer = next_actor_message();
@@ -309,11 +320,7 @@ BOOST_AUTO_TEST_CASE(deeply_nested_payloads_are_refused_never_a_crash) {
   auto before = server_stats().protocol_errors;
   send_actor_message(424242, deep, 0, 0, true); // a down notice: not read
   send_actor_message(target, deep, 7, request_mid);
-  auto err = next_error_answer();
-  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
-  BOOST_TEST(what_of(err).find("nested more than") != std::string::npos);
-  BOOST_TEST(
-      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_refusal(errc::serialization_failed, "nested more than", before + 1);
   expect_still_serving();
   auto alive = call<int32_t>(sys, svc, int32_t{1});
   BOOST_REQUIRE_MESSAGE(alive, render(alive));
@@ -342,13 +349,8 @@ BOOST_AUTO_TEST_CASE(a_forged_handle_of_the_receivers_actor_reaches_nothing) {
   BOOST_REQUIRE_MESSAGE(forged, render(forged));
   auto before = server_stats().protocol_errors;
   send_actor_message(target, *forged, 7, request_mid);
-  auto err = next_error_answer();
-  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
-  BOOST_TEST(what_of(err).find("names an actor of this node")
-                 != std::string::npos,
-             render(err));
-  BOOST_TEST(
-      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_refusal(errc::serialization_failed, "names an actor of this node",
+                 before + 1);
   expect_still_serving();
   BOOST_TEST(touched->load() == 0);
   caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
@@ -390,12 +392,8 @@ BOOST_AUTO_TEST_CASE(a_peers_handles_name_only_its_own_node) {
                         to_string(first.second));
   BOOST_TEST(first.second.get_as<int32_t>(0) == 1);
   send_actor_message(target, as_node(0x22), 7, request_mid + 1);
-  auto err = next_error_answer();
-  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
-  BOOST_TEST(what_of(err).find("which is not its own") != std::string::npos,
-             render(err));
-  BOOST_TEST(
-      eventually([&] { return server_stats().protocol_errors == before + 1; }));
+  expect_refusal(errc::serialization_failed, "which is not its own",
+                 before + 1);
   expect_still_serving();
   caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(any, caf::exit_reason::user_shutdown);
@@ -411,11 +409,7 @@ BOOST_AUTO_TEST_CASE(a_lone_error_cannot_make_a_published_actor_quit) {
   auto before = server_stats().protocol_errors;
   send_actor_message(target, lone);                 // asynchronous
   send_actor_message(target, lone, 7, request_mid); // a request
-  auto err = next_error_answer();
-  BOOST_TEST(code_of(err) == errc::serialization_failed, render(err));
-  BOOST_TEST(what_of(err).find("error handler") != std::string::npos);
-  BOOST_TEST(
-      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  expect_refusal(errc::serialization_failed, "error handler", before + 2);
   auto alive = call<int32_t>(sys, svc, int32_t{41});
   BOOST_REQUIRE_MESSAGE(alive, render(alive));
   BOOST_TEST(*alive == 42);
@@ -439,12 +433,7 @@ BOOST_AUTO_TEST_CASE(a_message_outside_a_typed_interface_is_refused) {
       sys, caf::make_message(caf::atom("sub"), int32_t{2}, int32_t{3}));
   BOOST_REQUIRE(sub);
   send_actor_message(target, *sub, 7, request_mid);
-  auto err = next_error_answer();
-  BOOST_TEST(code_of(err) == errc::unexpected_message, render(err));
-  BOOST_TEST(what_of(err).find("('sub',@i32,@i32)") != std::string::npos,
-             render(err));
-  BOOST_TEST(
-      eventually([&] { return server_stats().protocol_errors == before + 2; }));
+  expect_refusal(errc::unexpected_message, "('sub',@i32,@i32)", before + 2);
   auto good = serialize_message(
       sys, caf::make_message(add_atom::value, int32_t{2}, int32_t{3}));
   BOOST_REQUIRE(good);
