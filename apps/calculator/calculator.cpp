@@ -229,7 +229,7 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd,
   auto calc = sys.spawn(calculator_impl);
   // rdmactor: publish by name on the node (every connection can look it
   // up), then listen; CAF io: `sys.middleman().publish(calc, port)`.
-  if (auto r = nd.publish(cfg.name, caf::actor_cast<caf::actor>(calc)); !r) {
+  if (auto r = nd.publish(cfg.name, calc); !r) {
     std::cerr << "rdmactor-calculator: " << rdmactor::render(r.error()) << "\n";
     return 1;
   }

@@ -276,7 +276,7 @@ int run_server(caf::actor_system& sys, rdmactor::node& nd, const kv_config& cfg,
   write_header(tab.mr.data(), tab.slots, tab.max_probes);
   auto counts = std::make_shared<service_counts>();
   auto svc = sys.spawn(service_impl, tab, counts);
-  if (auto r = nd.publish(service_name, caf::actor_cast<caf::actor>(svc)); !r) {
+  if (auto r = nd.publish(service_name, svc); !r) {
     caf::anon_send_exit(svc, caf::exit_reason::user_shutdown);
     return fail(r.error());
   }

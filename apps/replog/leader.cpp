@@ -394,8 +394,7 @@ int run_leader(caf::actor_system& sys, rdmactor::node& nd,
     nd.close();
     caf::anon_send_exit(leader, caf::exit_reason::user_shutdown);
   };
-  if (auto r = nd.publish(service_name, caf::actor_cast<caf::actor>(leader));
-      !r) {
+  if (auto r = nd.publish(service_name, leader); !r) {
     stop();
     return fail(r.error());
   }

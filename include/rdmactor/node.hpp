@@ -109,6 +109,13 @@ public:
   /// Any thread.
   caf::expected<bool> publish(const std::string& name, caf::actor actor);
 
+  /// The same for any other actor handle (a typed actor, a
+  /// `caf::strong_actor_ptr`), as CAF io's `publish` takes any handle.
+  template <class Handle>
+  caf::expected<bool> publish(const std::string& name, const Handle& actor) {
+    return publish(name, caf::actor_cast<caf::actor>(actor));
+  }
+
   /// Unpublishes `name` (new lookups fail with `unknown_actor`; proxies
   /// peers hold keep working while the actor lives); returns whether
   /// something was published under it.  Any thread.

@@ -424,7 +424,7 @@ BOOST_AUTO_TEST_CASE(a_message_outside_a_typed_interface_is_refused) {
   auto typed = sys.spawn([]() -> adder::behavior_type {
     return {[](add_atom, int32_t a, int32_t b) { return a + b; }};
   });
-  BOOST_REQUIRE(server->publish("adder", caf::actor_cast<caf::actor>(typed)));
+  BOOST_REQUIRE(server->publish("adder", typed)); // a typed handle as it is
   auto target = reach("adder");
   auto before = server_stats().protocol_errors;
   send_actor_message(target, bytes_of(sys, std::string(3000, 'x')));
