@@ -106,16 +106,22 @@ void remote_actor_proxy::enqueue(caf::mailbox_element_ptr what,
                                  caf::execution_unit* ctx) {
   if (!what)
     return;
-  if (getf(is_cleaned_up_flag)) {
-    auto reason = fail_state();
-    router_->refuse(
-        *what,
-        reason ? reason
-               : make_error(errc::peer_gone, "the remote actor is gone"),
-        ctx);
+  auto router = router_.lock();
+  if (getf(is_cleaned_up_flag) || !router) {
+    // A request fails with rdmactor's cause (peer_gone, closed, ...), not
+    // the remote_link_unreachable monitors see.
+    auto reason = cause_of(fail_state());
+    if (!reason)
+      reason = make_error(errc::peer_gone, "the remote actor is gone");
+    if (router)
+      router->refuse(*what, reason, ctx);
+    else if (what->mid.is_request() && what->sender)
+      what->sender->enqueue(caf::make_mailbox_element(
+                                nullptr, what->mid.response_id(), {}, reason),
+                            ctx);
     return;
   }
-  router_->forward(*this, std::move(what), ctx);
+  router->forward(*this, std::move(what), ctx);
 }
 
 void remote_actor_proxy::kill_proxy(caf::execution_unit* ctx,
@@ -183,8 +189,11 @@ remote_actors::remote_actors(caf::actor_system& sys, const options& opts,
       resolver_(std::make_unique<handle_resolver>(*this)) {}
 
 remote_actors::~remote_actors() {
-  // `close` cleared the registry (its proxies share this router, so they
-  // cannot outlive it in it).
+  // The agent closes its router when it shuts down; a router that goes
+  // without (its agent never ran to its end) still fails what waits and
+  // ends its proxies, which hold it weakly.
+  close(make_error(errc::closed, "the connection to " + peer_ + " ended"),
+        make_error(errc::closed, "the connection to " + peer_ + " ended"));
 }
 
 caf::node_id remote_actors::peer_node() const {
@@ -1034,9 +1043,12 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
       sender->enqueue(caf::make_mailbox_element(
                           nullptr, kv.second.mid.response_id(), {}, err),
                       nullptr);
+  // Monitors see CAF's remote_link_unreachable, as with CAF io, with the
+  // connection's end beside it (cause_of).
+  auto unreachable = link_unreachable(reason);
   for (auto& kv : proxies)
     static_cast<remote_actor_proxy*>(kv.second->get())
-        ->kill_proxy(nullptr, reason);
+        ->kill_proxy(nullptr, unreachable);
   // The proxies handles made (ended above; their references go).
   resolver_->registry().clear();
   own_.clear();

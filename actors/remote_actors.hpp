@@ -39,9 +39,10 @@ class remote_actors;
 /// (with its sender and request id) is serialized on the sending thread
 /// and handed to the connection's agent, which posts it; responses come
 /// back to the requester directly.  It quits (monitors and links see it)
-/// with the connection's end reason (`peer_gone`, `peer_closed`, `closed`)
-/// or with the reason the remote actor ended with.  A request it cannot
-/// forward (closed connection, unregistered type, too large, too many
+/// with `exit_reason::remote_link_unreachable` when the connection ends
+/// (its context holds the end: `peer_gone`, `peer_closed`, `closed`; see
+/// `cause_of`), or with the reason the remote actor ended with.  A request it
+/// cannot forward (closed connection, unregistered type, too large, too many
 /// pending) is answered with the error at once; an asynchronous message it
 /// cannot forward is dropped and logged.
 class remote_actor_proxy final : public caf::actor_proxy {
@@ -71,7 +72,8 @@ public:
   }
 
 private:
-  std::shared_ptr<remote_actors> router_;
+  /// Weak: the router holds its proxies until they end.
+  std::weak_ptr<remote_actors> router_;
   uint64_t remote_id_;
 };
 

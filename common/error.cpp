@@ -1,5 +1,6 @@
 #include "rdmactor/error.hpp"
 
+#include <caf/exit_reason.hpp>
 #include <caf/message.hpp>
 #include <caf/sec.hpp>
 
@@ -33,6 +34,22 @@ std::string what_of(const caf::error& err) {
   return {};
 }
 
+caf::error link_unreachable(const caf::error& cause) {
+  return caf::error{
+      static_cast<uint8_t>(caf::exit_reason::remote_link_unreachable),
+      caf::atom("exit"), caf::make_message(cause)};
+}
+
+caf::error cause_of(const caf::error& reason) {
+  // CAF 0.17 reads an empty error's category through a null pointer.
+  if (reason && reason.category() == caf::atom("exit")
+      && reason.code()
+             == static_cast<uint8_t>(caf::exit_reason::remote_link_unreachable)
+      && reason.context().match_elements<caf::error>())
+    return reason.context().get_as<caf::error>(0);
+  return reason;
+}
+
 void register_error_category(caf::actor_system_config& cfg) {
   cfg.add_error_category(error_category,
                          [](uint8_t code, caf::atom_value,
@@ -61,6 +78,8 @@ std::string render(const caf::error& err) {
   }
   if (err.category() == caf::atom("system"))
     return "caf: " + caf::to_string(static_cast<caf::sec>(err.code()));
+  if (auto cause = cause_of(err); cause != err)
+    return "caf: remote_link_unreachable (" + render(cause) + ")";
   return caf::to_string(err);
 }
 

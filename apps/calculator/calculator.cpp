@@ -362,11 +362,13 @@ int run_client(caf::actor_system& sys, rdmactor::node& nd,
     }
   }
   if (gone) {
-    // The proxy quit: its down message says why (peer_gone, peer_closed).
+    // The proxy quit with CAF's remote_link_unreachable, as with CAF io;
+    // rdmactor's cause says why (peer_gone, peer_closed).
     self->receive(
         [&](caf::down_msg& dm) {
           std::cerr << "rdmactor-calculator: the calculator is gone: "
-                    << rdmactor::render(dm.reason) << std::endl;
+                    << rdmactor::render(rdmactor::cause_of(dm.reason))
+                    << std::endl;
         },
         caf::after(timeout) >> [] {});
   }

@@ -28,6 +28,16 @@ errc code_of(const caf::error& err) noexcept;
 /// Returns the context string of an rdmactor error (empty otherwise).
 std::string what_of(const caf::error& err);
 
+/// The exit reason of a proxy whose connection ended: CAF's
+/// `exit_reason::remote_link_unreachable`, as with CAF io, with `cause`
+/// (the connection's end: `peer_gone`, `peer_closed`, `closed`) as its
+/// context; `cause_of` takes it out again.
+caf::error link_unreachable(const caf::error& cause);
+
+/// The rdmactor error inside a reason made by `link_unreachable`
+/// (`down_msg::reason` of a proxy); `reason` itself otherwise.
+caf::error cause_of(const caf::error& reason);
+
 /// Registers the `rdmactor` error category with `cfg` so that
 /// `sys.render(err)` prints "rdmactor: peer_gone (...)".
 void register_error_category(caf::actor_system_config& cfg);

@@ -12,6 +12,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/config.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/logger.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <string>
@@ -54,6 +55,25 @@ BOOST_AUTO_TEST_CASE(make_error_carries_code_and_message) {
   BOOST_TEST(render(err) == "rdmactor: peer_gone: the peer 10.0.0.2:7471 died");
   BOOST_TEST(code_of(caf::error{}) == errc::none);
   BOOST_TEST(what_of(make_error(errc::closed)) == describe(errc::closed));
+}
+
+// A proxy whose connection ended quits with CAF's remote_link_unreachable
+// (as with CAF io), and rdmactor's cause travels inside it.
+BOOST_AUTO_TEST_CASE(link_unreachable_carries_the_cause) {
+  auto cause = make_error(errc::peer_gone, "the peer 10.0.0.2:7471 died");
+  auto reason = link_unreachable(cause);
+  BOOST_TEST((reason == caf::exit_reason::remote_link_unreachable));
+  BOOST_TEST(code_of(reason) == errc::none);
+  BOOST_TEST(code_of(cause_of(reason)) == errc::peer_gone);
+  BOOST_TEST(what_of(cause_of(reason)) == "the peer 10.0.0.2:7471 died");
+  BOOST_TEST(render(reason)
+             == "caf: remote_link_unreachable (rdmactor: peer_gone: the peer "
+                "10.0.0.2:7471 died)");
+  // Anything else is its own cause, an empty error included.
+  BOOST_TEST(code_of(cause_of(cause)) == errc::peer_gone);
+  BOOST_TEST(!cause_of(caf::error{}));
+  auto plain = caf::make_error(caf::exit_reason::remote_link_unreachable);
+  BOOST_TEST((cause_of(plain) == caf::exit_reason::remote_link_unreachable));
 }
 
 BOOST_AUTO_TEST_CASE(work_completion_statuses_map_to_codes) {
