@@ -264,8 +264,10 @@ using peer_operations = caf::typed_actor<
 ///   against the published actor's interface (`interface` from
 ///   `rdmactor::interface_of<Handle>(sys)`); a mismatch fails with
 ///   `invalid_argument`; then `caf::actor_cast<Handle>` the answer.
-///   The proxies quit with the connection's end reason (`peer_gone` when
-///   the peer dies) and pending requests through them fail with it.
+///   The proxies quit with `exit_reason::remote_link_unreachable` when
+///   the connection ends (`rdmactor::cause_of` gives its end: `peer_gone`
+///   when the peer dies) and pending requests through them fail with that
+///   cause.
 ///
 /// One actor per peer plays this interface: the agent (actors/agent.hpp),
 /// so a user's call reaches the transport actor in two mailbox hops and its
