@@ -196,11 +196,6 @@ remote_actors::~remote_actors() {
         make_error(errc::closed, "the connection to " + peer_ + " ended"));
 }
 
-caf::node_id remote_actors::peer_node() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return peer_node_;
-}
-
 caf::strong_actor_ptr remote_actors::proxy_for_handle(const caf::node_id& nid,
                                                       caf::actor_id aid) {
   if (aid == 0 || !nid)
@@ -638,10 +633,12 @@ void remote_actors::forward(remote_actor_proxy& from,
       if (sender) {
         // The peer holds its proxy of the sender until we say it ended.
         auto weak = caf::actor_cast<caf::weak_actor_ptr>(sender);
-        exports_.emplace(sender_id, weak);
-        if (watched_.emplace(sender_id, weak).second)
-          to_watch.emplace_back(sender_id, sender);
-        prune_locked();
+        // Known already (the common case): watched since it was exported.
+        if (exports_.emplace(sender_id, weak).second) {
+          if (watched_.emplace(sender_id, weak).second)
+            to_watch.emplace_back(sender_id, sender);
+          prune_locked();
+        }
         if (mid.is_request())
           pending_[pending_key{sender_id,
                                mid.integer_value()

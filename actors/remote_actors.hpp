@@ -136,9 +136,6 @@ public:
   /// tuning::max_peer_proxies live.  Called by the agent.
   caf::actor proxy_for(uint64_t id);
 
-  /// The node id the peer's handles name (invalid until its first handle).
-  caf::node_id peer_node() const;
-
   /// Takes one ActorMessage frame from the peer (the agent's thread):
   /// reassembles chunks, deserializes and delivers.  Returns an error when
   /// the frame violates the protocol (unknown target, a response nobody
