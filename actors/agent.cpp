@@ -545,15 +545,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
         return subscribe_handler(self, std::move(handler));
       },
       [self](release_atom, remote_mr& mr) -> caf::result<uint64_t> {
-        if (!mr.valid() || detail::state_of(mr)->agent() != self->address())
-          return make_error(errc::invalid_argument,
-                            "this remote_mr belongs to another connection");
-        if (lease_ended(self, *detail::state_of(mr))) {
-          detail::state_of(mr)
-              ->take(); // revoked by its owner: nothing to release
-          return make_error(errc::lease_expired,
-                            "the lease of this remote_mr ended; its owner "
-                            "revoked it");
+        if (auto err = check_remote(self, mr, remote_use::release, "release")) {
+          if (code_of(err) == errc::lease_expired)
+            detail::state_of(mr)->take(); // revoked: nothing to release
+          return err;
         }
         if (!detail::state_of(mr)->take())
           return make_error(errc::already_sent,

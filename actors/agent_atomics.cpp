@@ -16,15 +16,8 @@ caf::expected<mr_token> atomic_word(self_ptr self, const char* what,
   auto fail = [what](errc code, const std::string& why) {
     return make_error(code, std::string{what} + ": " + why);
   };
-  if (!word.valid())
-    return fail(errc::invalid_argument, "needs a valid remote_mr");
-  if (detail::state_of(word)->agent() != self->address())
-    return fail(errc::invalid_argument,
-                "the remote_mr belongs to another connection; use the "
-                "connection it came from");
-  if (detail::state_of(word)->done())
-    return fail(errc::invalid_argument,
-                "the remote_mr was released or sent back");
+  if (auto err = check_remote(self, word, remote_use::post, what))
+    return err;
   if (word.size() < transport::atomic_word_bytes)
     return fail(errc::out_of_bounds,
                 "the remote_mr has " + std::to_string(word.size())

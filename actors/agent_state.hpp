@@ -20,6 +20,7 @@
 
 #include "actors/agent_core.hpp"
 #include "actors/remote_actors.hpp"
+#include "actors/remote_gate.hpp"
 #include "common/heap_trim.hpp"
 #include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/agent.hpp"
@@ -470,8 +471,10 @@ send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms);
 caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
                                   uint32_t lease_ms);
 
-/// Whether the lease of `st` ended by the agent's clock.
-bool lease_ended(self_ptr self, const remote_mr_state& st);
+/// `check_remote` (actors/remote_gate.hpp) of `mr` for `use` by this
+/// agent, now by its clock: every use of a remote_mr passes it.
+caf::error check_remote(self_ptr self, const remote_mr& mr, remote_use use,
+                        std::string_view what);
 
 /// SendData of `size` bytes at `data`, copied into pool memory first
 /// (actors/agent_send_bytes.cpp); with `imm`, every chunk carries it.

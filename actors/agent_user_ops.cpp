@@ -111,32 +111,18 @@ send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms) {
   return rp;
 }
 
-bool lease_ended(self_ptr self, const remote_mr_state& st) {
-  auto end = st.lease_end_ns();
-  if (end == 0)
-    return false;
+caf::error check_remote(self_ptr self, const remote_mr& mr, remote_use use,
+                        std::string_view what) {
   auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                  self->clock().now().time_since_epoch())
                  .count();
-  return now >= end;
+  return check_remote(mr, self->address(), now, use, what);
 }
 
 caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
                                   uint32_t lease_ms) {
-  if (!mr.valid() || detail::state_of(mr)->agent() != self->address())
-    return make_error(errc::invalid_argument,
-                      "renew_lease: the remote_mr belongs to another "
-                      "connection");
-  if (detail::state_of(mr)->lease_end_ns() == 0)
-    return make_error(errc::invalid_argument,
-                      "renew_lease: this remote_mr was lent without a lease");
-  if (detail::state_of(mr)->done())
-    return make_error(errc::invalid_argument,
-                      "renew_lease: the remote_mr was released or sent back");
-  if (lease_ended(self, *detail::state_of(mr)))
-    return make_error(errc::lease_expired,
-                      "renew_lease: the lease already ended; ask the owner "
-                      "for the region again");
+  if (auto err = check_remote(self, mr, remote_use::renew, "renew_lease"))
+    return err;
   if (lease_ms == 0)
     return make_error(errc::invalid_argument, "renew_lease: a renewal of 0 ms");
   auto rp = self->make_response_promise<uint32_t>();
@@ -170,14 +156,8 @@ caf::typed_response_promise<mr_token> send_remote_mr(self_ptr self,
 caf::typed_response_promise<mr_token>
 send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
   auto rp = self->make_response_promise<mr_token>();
-  if (!mr.valid() || detail::state_of(mr)->agent() != self->address()) {
-    rp.deliver(make_error(errc::invalid_argument,
-                          "this remote_mr belongs to another connection"));
-    return rp;
-  }
-  if (!mr.whole()) {
-    rp.deliver(make_error(errc::invalid_argument,
-                          "send the whole remote_mr back, not a slice"));
+  if (auto err = check_remote(self, mr, remote_use::send_back, "send_mr")) {
+    rp.deliver(std::move(err));
     return rp;
   }
   if (!detail::state_of(mr)->take()) {
@@ -245,24 +225,11 @@ caf::result<local_mr> alloc_local_mr(self_ptr self, uint64_t size,
 /// Checks a one-sided operation locally before anything is posted.
 caf::error check_one_sided(self_ptr self, const char* what,
                            const local_mr& local, const remote_mr& remote) {
-  if (!local.valid() || !remote.valid())
+  if (!local.valid())
     return make_error(errc::invalid_argument,
-                      std::string{what} + " needs a valid local_mr and "
-                          + "remote_mr");
-  if (detail::state_of(remote)->agent() != self->address())
-    return make_error(errc::invalid_argument,
-                      std::string{what}
-                          + ": the remote_mr belongs to another connection");
-  if (detail::state_of(remote)->done())
-    return make_error(errc::invalid_argument,
-                      std::string{what}
-                          + ": the remote_mr was released or sent back");
-  if (lease_ended(self, *detail::state_of(remote)))
-    return make_error(errc::lease_expired,
-                      std::string{what}
-                          + ": the lease of this remote_mr ended (its owner "
-                            "revokes it); renew leases before they end "
-                            "(renew_lease) or ask for the region again");
+                      std::string{what} + " needs a valid local_mr");
+  if (auto err = check_remote(self, remote, remote_use::post, what))
+    return err;
   if (local.size() != remote.size())
     return make_error(errc::length_mismatch,
                       std::string{what} + " of " + std::to_string(local.size())

@@ -15,9 +15,9 @@ remote_mr_state::~remote_mr_state() {
   if (done_.load())
     return;
   // A lease that ended: the owner revoked the region by itself.
-  auto end = lease_end_ns_.load();
-  if (end != 0
-      && std::chrono::steady_clock::now().time_since_epoch().count() >= end)
+  if (lease_ended_at(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count()))
     return;
   // The agent may be gone (peer disconnected): then there is nothing to
   // release, the peer freed everything it allocated for us.

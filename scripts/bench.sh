@@ -23,7 +23,10 @@
 # actor (--actor-driver; VM), in a table of their own.  Completion modes:
 # the default
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
-# and event and busy in the VM, each in a table of its own.  Scale (host):
+# and event and busy in the VM, each in a table of its own.  Contention
+# (host): actor lat 8 B and actor bw 64 KiB of both implementations again
+# while two CPU hogs (busy shell loops) run.  bw rows show the CPU seconds
+# per GB of both sides beside MB/s.  Scale (host):
 # 1, 100 and 1000 connections from one process to another (connect times,
 # both processes' threads, RSS, registered bytes and fds), and one active
 # connection alone and among 1000 idle ones; in the VM, 200 connections over
@@ -229,9 +232,12 @@ run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "im
   local round=$1 label=$2
   shift 2
   local t0=$SECONDS
+  # RUN_IMPL renames the line's impl, whichever it is (rdmactor or caf-io).
+  local rename='s/^$//'
+  [[ -n ${RUN_IMPL:-} ]] && rename="s/\"impl\":\"[^\"]*\"/\"impl\":\"$RUN_IMPL\"/"
   # pipefail: the status is rdmactor-bench's.
   if ! "$bench" --json --rdmactor.log-level=error "${extra[@]}" "$@" \
-    2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/; s/\"impl\":\"rdmactor\"/\"impl\":\"${RUN_IMPL:-rdmactor}\"/" >>"$host_json"; then
+    2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/; $rename" >>"$host_json"; then
     echo "   round $round $label: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
   else
     printf '   round %s %-28s %3d s\n' "$round" "$label:" $((SECONDS - t0))
@@ -250,6 +256,20 @@ rows=(
   "actor lat 8|--op=actor --mode=lat --size=8 --iters=$lat_iters"
   "actor bw 64K|--op=actor --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
 )
+# Under contention: two CPU hogs (busy shell loops) share the cores while
+# request/response rows of both implementations run.
+hog_rows=(
+  "actor lat 8|--op=actor --mode=lat --size=8 --iters=$lat_iters"
+  "actor bw 64K|--op=actor --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
+)
+hog_pids=()
+stop_hogs() {
+  ((${#hog_pids[@]} == 0)) && return 0
+  kill "${hog_pids[@]}" 2>/dev/null || true
+  wait "${hog_pids[@]}" 2>/dev/null || true
+  hog_pids=()
+}
+trap stop_hogs EXIT
 rounds=${BENCH_ROUNDS:-$((quick == 1 ? 1 : 3))}
 echo "== host: rdmactor (soft fabric, two nodes in one process) vs caf-io (two processes on loopback), $rounds round(s)"
 t_host=$SECONDS
@@ -273,6 +293,17 @@ for round in $(seq 1 "$rounds"); do
   # completion-mode=busy (on soft the default, adaptive, does not poll).
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
+  for _ in 1 2; do
+    bash -c 'while :; do :; done' &
+    hog_pids+=($!)
+  done
+  for row in "${hog_rows[@]}"; do
+    label=${row%%|*}
+    read -r -a args <<<"${row#*|}"
+    RUN_IMPL=rdmactor-hogs run "$round" "rdmactor-hogs $label" "${args[@]}"
+    RUN_IMPL=caf-io-hogs run "$round" "caf-io-hogs $label" --baseline=caf-io "${args[@]}"
+  done
+  stop_hogs
 done
 
 rm -f "$out_dir/.stderr"
@@ -293,7 +324,8 @@ awk_jget='
 # -- side-by-side table -----------------------------------------------------
 # table FILE IMPL REF_IMPL TITLE [ONLY]: one row per (op, mode, size), the
 # median over the rounds of each side; raw rows compare with the reference's
-# send.  ONLY=1: just the rows IMPL ran (the completion-mode tables).
+# send; bw rows add the CPU seconds per GB of both sides (ratio > 1: rdmactor
+# spends less).  ONLY=1: just the rows IMPL ran (the completion-mode tables).
 table() {
   awk -v impl="$2" -v ref="$3" -v title="$4" -v only="${5:-0}" "$awk_jget"'
     function num(x) { return x != "" && x != "null" }
@@ -325,6 +357,7 @@ table() {
       add(side SUBSEP key SUBSEP "p99", jget($0, "lat_us_p99"))
       add(side SUBSEP key SUBSEP "bw", jget($0, "bw_MBps"))
       add(side SUBSEP key SUBSEP "ops", jget($0, "ops_per_s"))
+      add(side SUBSEP key SUBSEP "cpu", jget($0, "cpu_s_per_GB"))
     }
     function note(side, key, name) {
       if (!((side, key) in runs)) return "  " name ": no result"
@@ -353,6 +386,10 @@ table() {
         } else {
           a = median("a" SUBSEP key SUBSEP "bw"); b = median("b" SUBSEP rk SUBSEP "bw")
           printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "MB/s", fmt(a), fmt(b), ratio(a, b, 0), msg
+          # CPU seconds per GB of both sides (lower is better).
+          a = median("a" SUBSEP key SUBSEP "cpu"); b = median("b" SUBSEP rk SUBSEP "cpu")
+          if (num(a) || num(b))
+            printf "%-6s %-4s %9s  %-8s %14s %14s %7s\n", "", "", "", "CPU s/GB", fmt(a), fmt(b), ratio(a, b, 1)
         }
       }
     }' "$1"
@@ -363,6 +400,8 @@ table "$host_json" rdmactor-actors caf-io \
   "Host: rdmactor send lat with a user actor on each side (--actor-driver --actor-echo) vs CAF io" 1
 table "$host_json" rdmactor-busy caf-io \
   "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
+table "$host_json" rdmactor-hogs caf-io-hogs \
+  "Host: request/response to a remote actor with two CPU hogs running, rdmactor vs CAF io" 1
 
 # -- scale ------------------------------------------------------------------
 # Two processes on loopback: a server (rdmactor-bench --listen) and a client

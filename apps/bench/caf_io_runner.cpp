@@ -44,8 +44,10 @@ int serve(caf::actor_system& sys, const bench_plan& plan,
 }
 
 /// Runs every size against the server at host:port.
+/// `server_pid`: the forked server's (its CPU time counts), or 0 for a
+/// server elsewhere.
 int run_against(bench_config& cfg, const bench_plan& plan,
-                const std::string& host, uint16_t port) {
+                const std::string& host, uint16_t port, int server_pid) {
   caf::actor_system sys{cfg};
   auto server = sys.middleman().remote_actor(host, port);
   if (!server)
@@ -54,6 +56,10 @@ int run_against(bench_config& cfg, const bench_plan& plan,
   run_context ctx;
   ctx.impl = "caf-io";
   ctx.fabric = "tcp";
+  if (server_pid > 0)
+    ctx.cpu_pids.push_back(server_pid);
+  else
+    ctx.cpu_scope = "client";
   ctx.device = host == "127.0.0.1" || host == "localhost" ? "loopback" : host;
   ctx.topology = "two processes";
   ctx.poll_attempts
@@ -82,14 +88,14 @@ int run_caf_io(bench_config& cfg, const bench_plan& plan) {
     auto addr = transport::parse_address(plan.connect);
     if (!addr)
       return fail(render(addr.error()));
-    return run_against(cfg, plan, addr->first, addr->second);
+    return run_against(cfg, plan, addr->first, addr->second, 0);
   }
   // The server runs in a child forked before this process has threads:
   // CAF io between two actor systems of one process would talk to itself.
   auto child = caf_io::fork_server(cfg, cfg.opts.peer_max_claim_bytes);
   if (!child)
     return fail(render(child.error()));
-  auto rc = run_against(cfg, plan, "127.0.0.1", child->port);
+  auto rc = run_against(cfg, plan, "127.0.0.1", child->port, child->pid);
   caf_io::stop_forked_server(*child);
   return rc;
 }

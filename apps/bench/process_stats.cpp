@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include <dirent.h>
+#include <unistd.h>
 
 namespace rdmactor::bench {
 
@@ -40,6 +42,33 @@ process_stats read_process_stats() {
     std::fclose(f);
   }
   return out;
+}
+
+double cpu_seconds(int pid) {
+  auto path = pid == 0 ? std::string{"/proc/self/stat"}
+                       : "/proc/" + std::to_string(pid) + "/stat";
+  auto* f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return 0;
+  char buf[1024];
+  auto n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // Fields after the command name (which may hold spaces, so start after
+  // its closing parenthesis): state is field 3, utime 14 and stime 15.
+  const char* p = std::strrchr(buf, ')');
+  unsigned long long utime = 0;
+  unsigned long long stime = 0;
+  if (!p
+      || std::sscanf(p + 1,
+                     " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                     &utime, &stime)
+             != 2)
+    return 0;
+  auto ticks = ::sysconf(_SC_CLK_TCK);
+  return ticks > 0
+             ? static_cast<double>(utime + stime) / static_cast<double>(ticks)
+             : 0;
 }
 
 } // namespace rdmactor::bench

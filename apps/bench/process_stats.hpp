@@ -18,4 +18,9 @@ struct process_stats {
 /// Reads the figures of this process; fields it cannot read stay 0.
 process_stats read_process_stats();
 
+/// CPU time (user + system, all threads) of process `pid` so far, in
+/// seconds, from /proc/PID/stat; `pid` 0 is this process.  0 when it
+/// cannot be read (a process that is gone).
+double cpu_seconds(int pid = 0);
+
 } // namespace rdmactor::bench

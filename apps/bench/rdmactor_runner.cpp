@@ -238,6 +238,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     topology_note += ", actor driver";
   if (!plan.connect.empty()) {
     ctx.topology = "two processes" + topology_note;
+    ctx.cpu_scope = "client";
     auto raw_addr = raw_address_of(plan.connect);
     if (!raw_addr)
       return fail(raw_addr.error());

@@ -57,6 +57,10 @@ run_summary summarize(const run_outcome& x, bench_mode mode) {
     s.has_bw = true;
     s.bw_MBps = static_cast<double>(x.bytes) / x.elapsed_s / mega;
     s.ops_per_s = static_cast<double>(x.ops) / x.elapsed_s;
+    if (x.cpu_s > 0 && x.all_bytes > 0) {
+      s.has_cpu = true;
+      s.cpu_s_per_GB = x.cpu_s / (static_cast<double>(x.all_bytes) / 1e9);
+    }
   }
   return s;
 }
@@ -116,8 +120,9 @@ void report_printer::header(const run_spec& spec) {
                 "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]",
                 "t_avg[usec]", "99%[usec]", "99.9%[usec]");
   else
-    std::printf(" %-9s %-12s %-20s %-18s\n", "#bytes", "#iterations",
-                "BW average[MB/sec]", "MsgRate[ops/sec]");
+    std::printf(" %-9s %-12s %-20s %-18s CPU[s/GB, %s]\n", "#bytes",
+                "#iterations", "BW average[MB/sec]", "MsgRate[ops/sec]",
+                ctx_.cpu_scope.c_str());
 }
 
 void report_printer::print(const run_spec& spec, const run_outcome& x) {
@@ -130,7 +135,8 @@ void report_printer::print(const run_spec& spec, const run_outcome& x) {
         "\"device\":\"%s\",\"topology\":\"%s\",\"size\":%llu,\"iters\":%llu,"
         "\"window\":%u,\"poll_attempts\":%llu,\"lat_us_p50\":%s,"
         "\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,"
-        "\"lat_us_avg\":%s,\"bw_MBps\":%s,\"ops_per_s\":%s%s%s%s}\n",
+        "\"lat_us_avg\":%s,\"bw_MBps\":%s,\"ops_per_s\":%s,\"cpu_s\":%s,"
+        "\"cpu_s_per_GB\":%s,\"cpu_scope\":\"%s\"%s%s%s}\n",
         ctx_.impl.c_str(), to_string(spec.op), to_string(spec.mode),
         ctx_.fabric.c_str(), json_escape(ctx_.device).c_str(),
         ctx_.topology.c_str(), static_cast<unsigned long long>(spec.size),
@@ -144,7 +150,9 @@ void report_printer::print(const run_spec& spec, const run_outcome& x) {
         json_number(s.has_lat, s.lat_avg, 3).c_str(),
         json_number(s.has_bw, s.bw_MBps, 2).c_str(),
         json_number(s.has_bw, s.ops_per_s, 1).c_str(),
-        x.err ? ",\"error\":\"" : "",
+        json_number(!x.err && x.cpu_s > 0, x.cpu_s, 3).c_str(),
+        json_number(s.has_cpu, s.cpu_s_per_GB, 3).c_str(),
+        ctx_.cpu_scope.c_str(), x.err ? ",\"error\":\"" : "",
         x.err ? json_escape(render(x.err)).c_str() : "", x.err ? "\"" : "");
     std::fflush(stdout);
     return;
@@ -162,10 +170,10 @@ void report_printer::print(const run_spec& spec, const run_outcome& x) {
                 static_cast<unsigned long long>(spec.iters), s.lat_min,
                 s.lat_max, s.lat_p50, s.lat_avg, s.lat_p99, s.lat_p999);
   } else {
-    std::printf(" %-9llu %-12llu %-20.2f %-18.0f\n",
+    std::printf(" %-9llu %-12llu %-20.2f %-18.0f %.2f\n",
                 static_cast<unsigned long long>(spec.size),
                 static_cast<unsigned long long>(spec.iters), s.bw_MBps,
-                s.ops_per_s);
+                s.ops_per_s, s.cpu_s_per_GB);
   }
   std::fflush(stdout);
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
@@ -22,6 +23,10 @@ struct run_summary {
   bool has_bw = false;
   double bw_MBps = 0;
   double ops_per_s = 0;
+  /// CPU seconds per GB (10^9 bytes) of payload, over the whole run
+  /// (bw mode, when the CPU time was read).
+  bool has_cpu = false;
+  double cpu_s_per_GB = 0;
 };
 
 /// Computes percentiles (nearest rank) and throughput of an outcome.
@@ -39,6 +44,11 @@ struct run_context {
   std::string topology;
   /// Value of work-stealing.aggressive-poll-attempts in this process.
   uint64_t poll_attempts = 0;
+  /// The processes whose CPU time a run counts: 0 (this one) and, for a
+  /// server forked by this process, its pid.
+  std::vector<int> cpu_pids{0};
+  /// "both sides" when `cpu_pids` cover client and server, else "client".
+  std::string cpu_scope = "both sides";
 };
 
 /// Prints runs as a perftest-like table (stdout) or as JSON lines.
@@ -52,6 +62,10 @@ public:
 
   /// Closes the table (a rule line); nothing in JSON mode.
   void finish();
+
+  const run_context& context() const noexcept {
+    return ctx_;
+  }
 
   /// Returns true when every printed run succeeded.
   bool all_ok() const noexcept {

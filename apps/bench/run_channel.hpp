@@ -22,6 +22,11 @@ struct run_outcome {
   uint64_t bytes = 0;
   /// Wall time of the measured part.
   double elapsed_s = 0;
+  /// CPU seconds of the processes that took part (run_context::cpu_pids)
+  /// and their payload bytes, over the whole run, warm-up included
+  /// (run_sizes fills them in).
+  double cpu_s = 0;
+  uint64_t all_bytes = 0;
   /// Set when the run failed; the other fields are then meaningless.
   caf::error err;
 };

@@ -8,10 +8,19 @@
 #include <caf/send.hpp>
 
 #include "apps/bench/bench_config.hpp"
+#include "apps/bench/process_stats.hpp"
 #include "apps/bench/report.hpp"
 #include "apps/bench/run_channel.hpp"
 
 namespace rdmactor::bench {
+
+/// CPU seconds of the processes `pids` so far (see cpu_seconds).
+inline double cpu_seconds_of(const std::vector<int>& pids) {
+  double sum = 0;
+  for (auto pid : pids)
+    sum += cpu_seconds(pid);
+  return sum;
+}
 
 /// Upper bound of one run, a guard against a stuck driver (each request
 /// has its own, shorter timeout).
@@ -25,10 +34,13 @@ void run_sizes(const bench_plan& plan, report_printer& out, Spawn spawn) {
   for (auto size : plan.sizes) {
     auto spec = plan.spec_for(size);
     auto chan = std::make_shared<run_channel>(spec.warmup + spec.iters);
+    auto cpu0 = cpu_seconds_of(out.context().cpu_pids);
     auto driver = spawn(spec, chan);
     auto label = std::string{to_string(spec.op)} + " " + to_string(spec.mode)
                  + " " + std::to_string(size) + " B";
     auto x = wait_for_run(*chan, label, run_limit);
+    x.cpu_s = cpu_seconds_of(out.context().cpu_pids) - cpu0;
+    x.all_bytes = (spec.warmup + spec.iters) * spec.size;
     // The driver quits by itself; this only matters after run_limit.
     caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
     out.print(spec, x);

@@ -53,6 +53,13 @@ public:
     return lease_end_ns_.load();
   }
 
+  /// Whether the region's lease ended by `now_ns` (the same clock as
+  /// `lease_end_ns`); false without a lease.  Its owner revoked it then.
+  bool lease_ended_at(int64_t now_ns) const noexcept {
+    auto end = lease_end_ns_.load();
+    return end != 0 && now_ns >= end;
+  }
+
   void set_lease_end_ns(int64_t x) noexcept {
     lease_end_ns_.store(x);
   }

@@ -542,6 +542,41 @@ BOOST_AUTO_TEST_CASE(operations_in_flight_when_a_lease_ends) {
   BOOST_REQUIRE_MESSAGE(sent, render(sent));
 }
 
+BOOST_AUTO_TEST_CASE(atomics_and_send_backs_on_an_ended_lease_fail_locally) {
+  // Every use of a remote_mr passes one gate (actors/remote_gate.hpp): an
+  // atomic on a revoked region would otherwise reach the peer's fabric
+  // with a dead rkey and end the connection.
+  two_nodes t;
+  const uint32_t lease = 1000 * timeout_scale();
+  auto rmr = lend_leased(t, 64, lease);
+  BOOST_REQUIRE(eventually([&] { return server_stats(t).leases_expired == 1; },
+                           std::chrono::milliseconds(lease * 5)));
+  auto fa = call<uint64_t>(t.sys, t.client_conn, fetch_add_atom::value, rmr,
+                           uint64_t{1});
+  BOOST_REQUIRE(!fa);
+  BOOST_TEST(code_of(fa.error()) == errc::lease_expired, render(fa.error()));
+  BOOST_TEST(render(fa.error()).find("fetch_add") != std::string::npos,
+             render(fa.error()));
+  auto cs = call<uint64_t>(t.sys, t.client_conn, compare_swap_atom::value, rmr,
+                           uint64_t{0}, uint64_t{1});
+  BOOST_REQUIRE(!cs);
+  BOOST_TEST(code_of(cs.error()) == errc::lease_expired, render(cs.error()));
+  auto back = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, rmr);
+  BOOST_REQUIRE(!back);
+  BOOST_TEST(code_of(back.error()) == errc::lease_expired,
+             render(back.error()));
+  // Nothing reached the server, and the connection still serves.
+  auto src = alloc_on(t.sys, t.client_conn, 64);
+  auto sent = call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  auto got = call<local_mr>(t.server_side.sys, t.server_conn,
+                            receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  auto s = server_stats(t);
+  BOOST_TEST(s.rejected_requests == 0u);
+  BOOST_TEST(s.protocol_errors == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_lease_needs_memory_from_the_allocator) {
   two_nodes t;
   auto src = alloc_on(t.sys, t.client_conn, 100);
