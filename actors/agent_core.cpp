@@ -47,7 +47,7 @@ agent_stats agent_core::stats() const {
   s.owned_mrs = owned_.size();
   s.pending_requests = pending_.size();
   s.peer_alloc_bytes = peer_alloc_bytes_;
-  s.rendezvous_bytes = rendezvous_bytes_ + actor_inbound_bytes_;
+  s.rendezvous_bytes = inbound_.bytes() + actor_inbound_.bytes();
   s.partial_actor_bytes = out_.partial_actor().bytes;
   return s;
 }
@@ -84,9 +84,11 @@ void agent_core::close(const caf::error& err) {
   hello_waiters_.clear();
   for (auto& w : waiters)
     w.fn(err);
-  // Rendezvous chunks being read or waiting behind one: never delivered.
-  drop_inbound_chunks();
-  drop_actor_inbound();
+  // Rendezvous chunks and actor messages being read or waiting behind
+  // one: never delivered (a READ in flight keeps its memory alive in the
+  // transport until it completes or the queue pair is gone).
+  inbound_.clear();
+  actor_inbound_.clear();
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
   if (auto n = log_budget_.take_denied(); n > 0) {

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "actors/in_order_reader.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "protocol/codec.hpp"
@@ -556,41 +557,23 @@ private:
   /// A SendData chunk from the peer, delivered in arrival order
   /// (agent_core_rendezvous.cpp).
   struct inbound_chunk {
-    uint64_t seq = 0;
     uint64_t id = 0; // the peer's request id
     local_mr chunk;
     std::optional<uint32_t> imm;
-    /// Its data is in place (eager, or the READ finished).
-    bool ready = false;
-    /// The READ failed: answered with an error, delivered never.
-    bool failed = false;
-    /// Bytes counted in `rendezvous_bytes_` (0 for an eager chunk).
-    uint64_t counted = 0;
-    /// While its READ is in flight: when the connection ends unless the
-    /// READ completed (peer-partial-timeout-ms).
-    time_point deadline = time_point::max();
   };
 
   /// An actor message from the peer, delivered in arrival order while a
   /// rendezvous one before it is being read (agent_core_actor_rendezvous.cpp).
   struct inbound_actor {
-    uint64_t seq = 0;
     /// The frame's fields (len: the whole serialization for a rendezvous).
     protocol::ActorMessage head;
     /// Rendezvous: where the READ puts the serialization.
     local_mr read_into;
     /// Eager: a copy of the frame's payload.
     std::vector<uint8_t> bytes;
-    /// Its bytes are in place (eager, or the READ finished).
-    bool ready = false;
-    /// Refused (the READ failed): `why` goes to the sink in its turn.
-    bool failed = false;
+    /// Refused (its READ failed, or no room for it): goes to the sink in
+    /// its turn.
     caf::error why;
-    /// Bytes counted in `actor_inbound_bytes_`.
-    uint64_t counted = 0;
-    /// While its READ is in flight: when the connection ends unless the
-    /// READ completed (peer-partial-timeout-ms).
-    time_point deadline = time_point::max();
   };
 
   /// An operation waiting for the peer's Hello (`when_offered`).
@@ -647,7 +630,6 @@ private:
                         std::optional<uint32_t> imm);
   void on_read_done(uint64_t seq, const caf::error& err);
   void drain_in_order();
-  void drop_inbound_chunks();
   void run_hello_waiters();
   void on_renew_lease(uint64_t id, const protocol::RenewLease& req);
   time_point expire_leases(time_point now);
@@ -686,7 +668,6 @@ private:
                                     protocol::Status& status) const;
   void on_actor_read_done(uint64_t seq, const caf::error& err);
   void drain_actor_inbound();
-  void drop_actor_inbound();
 
   // deadlines and the budget of partial work (agent_core_partials.cpp)
   void track_partial_actor();
@@ -745,20 +726,14 @@ private:
   /// take rendezvous).
   uint64_t peer_max_rendezvous_bytes_ = 0;
   /// SendData chunks from the peer in arrival order, held while a READ of
-  /// an earlier rendezvous chunk is in flight (data arrives in order).
-  std::deque<inbound_chunk> inbound_;
-  uint64_t next_inbound_seq_ = 0;
-  /// Bytes allocated for the peer's rendezvous chunks not yet delivered
-  /// (counted against peer-max-queued-bytes with the unclaimed chunks),
-  /// and READs of them in flight.
-  uint64_t rendezvous_bytes_ = 0;
-  uint32_t rendezvous_reads_ = 0;
+  /// an earlier rendezvous chunk is in flight (data arrives in order); the
+  /// bytes they hold count against peer-max-queued-bytes with the
+  /// unclaimed chunks.
+  in_order_reader<inbound_chunk> inbound_;
   /// Actor messages from the peer in arrival order, held while a READ of
-  /// an earlier rendezvous one is in flight, and the bytes they hold
-  /// (counted against peer-max-queued-bytes).
-  std::deque<inbound_actor> actor_inbound_;
-  uint64_t next_actor_seq_ = 0;
-  uint64_t actor_inbound_bytes_ = 0;
+  /// an earlier rendezvous one is in flight (their bytes count against
+  /// peer-max-queued-bytes too).
+  in_order_reader<inbound_actor> actor_inbound_;
   /// The peer's chunked actor message being reassembled (the sink holds
   /// it) started at `actor_partial_since_`; its deadline does not move.
   bool actor_partial_ = false;

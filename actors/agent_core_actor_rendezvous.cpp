@@ -156,11 +156,9 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
         out_.refuse_actor_message(m, err);
       } else {
         inbound_actor a;
-        a.seq = next_actor_seq_++;
         a.head = m;
-        a.failed = true;
         a.why = std::move(err);
-        actor_inbound_.push_back(std::move(a));
+        actor_inbound_.push_failed(std::move(a));
       }
     }
     return;
@@ -168,15 +166,11 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
   accepted();
   ++counters_.rendezvous_read;
   inbound_actor a;
-  a.seq = next_actor_seq_++;
   a.head = m;
   a.head.clear_source();
-  a.counted = m.len();
-  actor_inbound_bytes_ += a.counted;
-  auto seq = a.seq;
   a.read_into = dst;
-  a.deadline = partial_deadline();
-  actor_inbound_.push_back(std::move(a));
+  auto seq
+      = actor_inbound_.push_reading(std::move(a), m.len(), partial_deadline());
   out_.schedule_sweep();
   out_.read(std::move(dst),
             mr_token{m.source().addr(), m.source().len(), m.source().rkey()},
@@ -197,44 +191,28 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
 }
 
 void agent_core::on_actor_read_done(uint64_t seq, const caf::error& err) {
-  auto i = std::find_if(actor_inbound_.begin(), actor_inbound_.end(),
-                        [seq](const inbound_actor& a) { return a.seq == seq; });
-  if (i == actor_inbound_.end() || i->ready || i->failed)
+  auto* a = actor_inbound_.complete(seq, !err);
+  if (!a)
     return;
-  if (err) {
-    i->failed = true;
-    i->why = make_error(errc::peer_gone,
+  if (err)
+    a->why = make_error(errc::peer_gone,
                         "the receiver could not read the actor message from "
                         "the sender's memory: "
                             + what_of(err));
-  } else {
-    i->ready = true;
-  }
   drain_actor_inbound();
 }
 
 void agent_core::drain_actor_inbound() {
-  while (!actor_inbound_.empty() && !closed_ && !disconnected_
-         && (actor_inbound_.front().ready || actor_inbound_.front().failed)) {
-    auto a = std::move(actor_inbound_.front());
-    actor_inbound_.pop_front();
-    actor_inbound_bytes_ -= a.counted;
-    if (a.failed) {
-      out_.refuse_actor_message(a.head, a.why);
-      continue;
-    }
-    if (a.read_into.valid())
-      deliver_actor_frame(a.head, a.read_into.data(), a.read_into.size());
-    else
-      deliver_actor_frame(a.head, a.bytes.data(), a.bytes.size());
-  }
-}
-
-void agent_core::drop_actor_inbound() {
-  // A READ still in flight keeps its memory alive in the transport until
-  // it completes or the queue pair is gone.
-  actor_inbound_.clear();
-  actor_inbound_bytes_ = 0;
+  actor_inbound_.drain(
+      [this](inbound_actor&& a, bool failed) {
+        if (failed)
+          out_.refuse_actor_message(a.head, a.why);
+        else if (a.read_into.valid())
+          deliver_actor_frame(a.head, a.read_into.data(), a.read_into.size());
+        else
+          deliver_actor_frame(a.head, a.bytes.data(), a.bytes.size());
+      },
+      [this] { return !closed_ && !disconnected_; });
 }
 
 } // namespace rdmactor

@@ -266,13 +266,9 @@ void agent_core::on_actor_message(const pb::ActorMessage& m,
   }
   accepted();
   inbound_actor a;
-  a.seq = next_actor_seq_++;
   a.head = m;
   a.bytes.assign(frame.payload, frame.payload + frame.payload_len);
-  a.ready = true;
-  a.counted = frame.payload_len;
-  actor_inbound_bytes_ += a.counted;
-  actor_inbound_.push_back(std::move(a));
+  actor_inbound_.push_ready(std::move(a), frame.payload_len);
 }
 
 void agent_core::deliver_actor_frame(const pb::ActorMessage& m,

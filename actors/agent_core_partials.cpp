@@ -25,7 +25,7 @@ uint64_t agent_core::buffered_bytes() const {
   // What the peer sent and nobody claimed yet, what is being read, what
   // waits behind a READ and the chunked actor message being reassembled:
   // data and actor messages alike (each bounded, so the sum cannot wrap).
-  return out_.queued_data_bytes() + rendezvous_bytes_ + actor_inbound_bytes_
+  return out_.queued_data_bytes() + inbound_.bytes() + actor_inbound_.bytes()
          + out_.partial_actor().bytes;
 }
 
@@ -80,23 +80,10 @@ agent_core::time_point agent_core::expire_partials(time_point now) {
   // reusing it) would let the peer write into memory someone else holds,
   // and forgetting it would let the peer pile up stalled READs past its
   // budget.  So the connection ends; its teardown flushes the READ.
-  auto stalled = [now](time_point deadline) { return deadline <= now; };
-  bool read_stalled = false;
-  for (auto& c : inbound_) {
-    if (c.ready || c.failed)
-      continue;
-    if (stalled(c.deadline))
-      read_stalled = true;
-    next = std::min(next, c.deadline);
-  }
-  for (auto& a : actor_inbound_) {
-    if (a.ready || a.failed || !a.read_into.valid())
-      continue;
-    if (stalled(a.deadline))
-      read_stalled = true;
-    next = std::min(next, a.deadline);
-  }
-  if (read_stalled) {
+  auto [data_next, data_stalled] = inbound_.deadlines(now);
+  auto [actor_next, actor_stalled] = actor_inbound_.deadlines(now);
+  next = std::min({next, data_next, actor_next});
+  if (data_stalled || actor_stalled) {
     ++counters_.partials_dropped;
     end_connection(
         make_error(errc::request_timeout,

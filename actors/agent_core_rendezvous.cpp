@@ -163,18 +163,12 @@ void agent_core::on_send_data_rendezvous(uint64_t id, const pb::SendData& req) {
   }
   accepted();
   ++counters_.rendezvous_read;
-  ++rendezvous_reads_;
-  rendezvous_bytes_ += len;
   inbound_chunk c;
-  c.seq = next_inbound_seq_++;
   c.id = id;
   c.chunk = *dst;
   if (req.has_imm())
     c.imm = req.imm();
-  c.counted = len;
-  c.deadline = partial_deadline();
-  auto seq = c.seq;
-  inbound_.push_back(std::move(c));
+  auto seq = inbound_.push_reading(std::move(c), len, partial_deadline());
   out_.schedule_sweep();
   out_.read(std::move(*dst), to_token(req.source()),
             [this, seq](const caf::error& err) { on_read_done(seq, err); });
@@ -191,28 +185,18 @@ void agent_core::deliver_in_order(uint64_t id, local_mr chunk,
     return;
   }
   // Behind a chunk still being read: wait for it (counted like one).
-  inbound_chunk c;
-  c.seq = next_inbound_seq_++;
-  c.id = id;
-  c.counted = chunk.size();
-  c.chunk = std::move(chunk);
-  c.imm = imm;
-  c.ready = true;
-  rendezvous_bytes_ += c.counted;
-  inbound_.push_back(std::move(c));
+  auto counted = chunk.size();
+  inbound_.push_ready(inbound_chunk{id, std::move(chunk), imm}, counted);
 }
 
 void agent_core::on_read_done(uint64_t seq, const caf::error& err) {
   if (closed_)
     return;
-  auto i = std::find_if(inbound_.begin(), inbound_.end(),
-                        [seq](const inbound_chunk& c) { return c.seq == seq; });
-  if (i == inbound_.end() || i->ready || i->failed)
+  auto* c = inbound_.complete(seq, !err);
+  if (!c)
     return;
-  --rendezvous_reads_;
   if (err) {
-    i->failed = true;
-    auto id = i->id;
+    auto id = c->id;
     drain_in_order();
     reject(pb::make_send_data_response(id, pb::UNKNOWN_TOKEN,
                                        "reading the rendezvous source failed: "
@@ -220,32 +204,19 @@ void agent_core::on_read_done(uint64_t seq, const caf::error& err) {
            "a rendezvous SendData whose source could not be read");
     return;
   }
-  i->ready = true;
   drain_in_order();
 }
 
 void agent_core::drain_in_order() {
-  while (!inbound_.empty()
-         && (inbound_.front().ready || inbound_.front().failed)) {
-    auto c = std::move(inbound_.front());
-    inbound_.pop_front();
-    rendezvous_bytes_ -= c.counted;
-    if (c.failed)
-      continue;
+  inbound_.drain([this](inbound_chunk&& c, bool failed) {
+    if (failed)
+      return; // answered with an error when its READ failed
     if (c.imm)
       out_.deliver_imm_data(std::move(c.chunk), *c.imm);
     else
       out_.deliver_data(std::move(c.chunk));
     ack_send_data(c.id);
-  }
-}
-
-void agent_core::drop_inbound_chunks() {
-  // A READ still in flight keeps its memory alive in the transport until
-  // it completes or the queue pair is gone.
-  inbound_.clear();
-  rendezvous_bytes_ = 0;
-  rendezvous_reads_ = 0;
+  });
 }
 
 } // namespace rdmactor

@@ -274,7 +274,7 @@ void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
     return;
   }
   // Rendezvous chunks still being read count as well.
-  auto queued = out_.queued_data_bytes() + rendezvous_bytes_;
+  auto queued = out_.queued_data_bytes() + inbound_.bytes();
   if (queued > opts_.peer_max_queued_bytes
       || view->size() > opts_.peer_max_queued_bytes - queued) {
     reject(
