@@ -3,7 +3,7 @@
 # `nproc` CPU hogs (`yes > /dev/null`) compete for the cores, and prints
 # one row per suite: failures/runs and the first failing check it saw.
 # It measures how the suites hold on a busy, shared machine (issue 19);
-# it is too slow for CI.  Results go into docs/reliability.md.
+# it is too slow for CI.  Record a run's results in the issue it serves.
 #
 #   scripts/stress-tests.sh [RUNS] [LABEL]      # defaults: 5 soft
 #   scripts/rxe-vm.sh scripts/stress-tests.sh 3 verbs   # verbs, in the VM

@@ -92,12 +92,11 @@ bench_config::bench_config() {
       .add(plain_actors, "plain-actors",
            "spawn the bench's driver and echo server with CAF's spawn "
            "instead of rdmactor::spawn_with_scheduler_job (the default, "
-           "as the README recommends for actors on a hot path)")
+           "as docs/data-handlers.md recommends for actors on a hot path)")
       .add(actor_echo, "actor-echo",
            "send lat: the echo server echoes from an actor subscribed to "
            "the connection's data instead of from a data handler inside "
-           "the connection (the default; README 'Serving inside the "
-           "connection')")
+           "the connection (the default; docs/data-handlers.md)")
       .add(actor_driver, "actor-driver",
            "send, write and read: the client's driver actor issues each "
            "operation (and takes each echo) instead of a data handler "

@@ -2,8 +2,8 @@
 
 // What CAF's scheduler queues for an actor that runs often, in place of
 // the actor itself; for the actors of a hot path (the agents of rdmactor,
-// and users' actors that call connections in a loop).  See the README,
-// "Actors on a hot path".
+// and users' actors that call connections in a loop).  See
+// docs/data-handlers.md, "Actors on a hot path".
 
 #include <cstddef>
 #include <utility>

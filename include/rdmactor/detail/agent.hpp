@@ -246,7 +246,7 @@ using peer_operations = caf::typed_actor<
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
-/// - Remote actors (actors/remote_actors.hpp; README "Remote actors"):
+/// - Remote actors (actors/remote_actors.hpp; docs/remote-actors.md):
 ///   `(publish_atom, name, caf::actor) -> replaced`: makes a local actor
 ///   reachable by the peer of this connection under `name` (names of 1 to
 ///   256 bytes; the node's `publish` serves every connection); `replaced`
@@ -269,9 +269,10 @@ using peer_operations = caf::typed_actor<
 ///   when the peer dies) and pending requests through them fail with that
 ///   cause.
 ///
-/// One actor per peer plays this interface: the agent (actors/agent.hpp),
-/// so a user's call reaches the transport actor in two mailbox hops and its
-/// answer comes back in two.
+/// One actor per peer plays this interface: the agent (actors/agent.cpp),
+/// which posts on and polls the link its transport actor lends it inside
+/// its own activation, so a user's call reaches the queue pair in one
+/// mailbox hop and its answer comes back in one.
 ///
 /// Lifetime: the connection (the agent) supervises the transport of its
 /// peer and ends when the last handle to it goes.  Users `monitor` it to

@@ -37,7 +37,7 @@ int main() {
     return 1;
   // An event-based actor connects (asynchronously) and sends bytes; it
   // runs through a scheduler job (<rdmactor/scheduler_job.hpp>), as the
-  // README recommends for actors on a hot path.
+  // docs/data-handlers.md recommends for actors on a hot path.
   spawn_with_scheduler_job(sys, [nd = *client, to = caf::actor{self},
                                  addr = "127.0.0.1:" + std::to_string(port)](
                                     caf::event_based_actor* user) {

@@ -1,5 +1,6 @@
-// Testing your actors over rdmactor with Boost.Test: the README's example,
-// built by the install_consumer test against an installed rdmactor.
+// Testing your actors over rdmactor with Boost.Test: the example of
+// docs/testing-your-actors.md, built by the install_consumer test against
+// an installed rdmactor.
 #define BOOST_TEST_MODULE my_actors
 #include <boost/test/unit_test.hpp>
 
