@@ -68,7 +68,8 @@ Every rdmactor.* option of config/rdmactor.ini can be given as
 
 int main(int argc, char** argv) {
   rdmactor::bench::bench_config cfg;
-  if (auto err = cfg.parse(argc, argv, RDMACTOR_DEFAULT_INI)) {
+  if (auto err
+      = cfg.parse(argc, argv, rdmactor::default_config_file().c_str())) {
     std::cerr << "rdmactor-bench: " << cfg.render(err) << "\n"
               << "run rdmactor-bench --help for the options\n";
     return 2;

@@ -62,7 +62,7 @@ int fail(const caf::error& err) {
 
 int main(int argc, char** argv) {
   demo_config cfg;
-  if (auto err = cfg.parse(argc, argv, RDMACTOR_DEFAULT_INI)) {
+  if (auto err = cfg.parse(argc, argv, default_config_file().c_str())) {
     std::cerr << "rdmactor-demo: " << cfg.render(err) << "\n"
               << "run rdmactor-demo --help for the options\n";
     return 2;

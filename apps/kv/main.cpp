@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
   kv::kv_config cfg;
   if (value)
     cfg.value = *value;
-  if (auto err = cfg.parse(argc, argv)) {
+  if (auto err
+      = cfg.parse(argc, argv, rdmactor::default_config_file().c_str())) {
     std::cerr << "rdmactor-kv: " << cfg.render(err) << "\n"
               << "run rdmactor-kv --help for the options\n";
     return 2;

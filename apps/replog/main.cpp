@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     log_level_given |= std::strncmp(argv[i], "--rdmactor.log-level", 20) == 0;
   replog::replog_config cfg;
-  if (auto err = cfg.parse(argc, argv)) {
+  if (auto err
+      = cfg.parse(argc, argv, rdmactor::default_config_file().c_str())) {
     std::cerr << "rdmactor-replog: " << cfg.render(err) << "\n"
               << "run rdmactor-replog --help for the options\n";
     return 2;

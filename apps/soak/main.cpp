@@ -134,7 +134,8 @@ int run_client(caf::actor_system& sys, node& nd, const soak_config& cfg) {
 
 int main(int argc, char** argv) {
   soak_config cfg;
-  if (auto err = cfg.parse(argc, argv)) {
+  if (auto err
+      = cfg.parse(argc, argv, rdmactor::default_config_file().c_str())) {
     std::cerr << "rdmactor-soak: " << cfg.render(err) << "\n";
     return 2;
   }

@@ -17,7 +17,8 @@ namespace rdmactor {
 /// shuts down (so `~actor_system` never waits for a node).
 ///
 /// Derive from it to add options of your own, then
-/// `cfg.parse(argc, argv, "rdmactor.ini")` as with any CAF config.
+/// `cfg.parse(argc, argv, rdmactor::default_config_file().c_str())` as
+/// with any CAF config (or name your own file).
 class config : public caf::actor_system_config {
 public:
   config();
@@ -40,5 +41,12 @@ public:
   /// `--help` (`cli_helptext_printed`) so that users see them.
   std::string rdmactor_help() const;
 };
+
+/// The config file rdmactor's programs load when `--config-file` names
+/// none: `$RDMACTOR_CONFIG` when set; else `share/rdmactor/rdmactor.ini`
+/// of the install prefix the running program lives in (`<prefix>/bin`);
+/// else the source tree's config/rdmactor.ini when the program runs from
+/// the build tree; else "" (CAF reads no file).  See docs/configuration.md.
+std::string default_config_file();
 
 } // namespace rdmactor

@@ -35,6 +35,14 @@ if grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(infiniband|rdma)/' 
   "$prefix/include"; then
   fail "installed headers include rdma-core headers"
 fi
+# An installed program reads the installed config file
+# (rdmactor::default_config_file), not the source tree's.
+ini="$prefix/share/rdmactor/rdmactor.ini"
+[[ -f "$ini" ]] || fail "share/rdmactor/rdmactor.ini was not installed"
+sed -i 's/^keepalive-ms=.*/keepalive-ms=4321/' "$ini"
+env -u RDMACTOR_CONFIG "$prefix/bin/rdmactor-demo" --dump-config 2>&1 |
+  grep -q 'keepalive-ms = 4321' ||
+  fail "the installed rdmactor-demo did not read $ini"
 # The consumers include <rdmactor/...> and nothing of the source tree.
 for f in "$src/apps/tutorial/tutorial.cpp" "$src/apps/calculator/calculator.cpp" \
   "$consumer"/*.cpp; do
