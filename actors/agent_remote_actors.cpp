@@ -1,6 +1,6 @@
 // The agent actor's part of remote actors: publish, lookup, and the frames
 // its proxies forward.  The protocol is in agent_core_actors.cpp, the CAF
-// side of proxies and delivery in remote_actors.cpp.
+// side of proxies and delivery in remote_actors*.cpp.
 
 #include <caf/actor_cast.hpp>
 

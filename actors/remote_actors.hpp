@@ -2,7 +2,11 @@
 
 // Internal to the agent: the remote actors of one connection.  Not
 // installed; users see them through the connection's publish / lookup
-// (actors/agent.hpp) and the node's publish (actors/node.hpp).
+// (include/rdmactor/detail/agent.hpp) and the node's publish
+// (include/rdmactor/node.hpp).  Split by direction: the proxies, the
+// handle resolver and the tables in remote_actors.cpp; messages to the
+// peer in remote_actors_forward.cpp; messages from it in
+// remote_actors_deliver.cpp.
 
 #include <array>
 #include <atomic>
