@@ -194,8 +194,7 @@ void agent_core::complete(uint64_t id, const pb::Response* res,
 /// many pending) and returns false.
 bool agent_core::admit_request(completion_fn& done) {
   if (closed_) {
-    done(nullptr,
-         make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+    done(nullptr, peer_gone_error());
     return false;
   }
   if (pending_.size() >= opts_.peer_max_pending_requests) {

@@ -251,6 +251,12 @@ public:
     return link_;
   }
 
+  /// What an operation fails with once the connection closed: `peer_gone`
+  /// naming the peer.  The one wording of it, for the core and the actor.
+  caf::error peer_gone_error() const {
+    return make_error(errc::peer_gone, "the peer " + link_.peer + " is gone");
+  }
+
   const memory_pool_ptr& pool() const noexcept {
     return pool_;
   }

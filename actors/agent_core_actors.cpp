@@ -145,7 +145,7 @@ caf::error agent_core::post_actor(uint64_t target, uint64_t sender,
                                   uint64_t message_id, const char* data,
                                   size_t len, local_mr region, bool down) {
   if (closed_)
-    return make_error(errc::peer_gone, "the peer " + link_.peer + " is gone");
+    return peer_gone_error();
   if (!peer_offers(pb::EXT_REMOTE_ACTORS))
     return make_error(errc::not_negotiated,
                       "the peer " + link_.peer

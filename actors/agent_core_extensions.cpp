@@ -32,7 +32,7 @@ void agent_core::when_offered(uint32_t extension, const char* what,
                               std::function<void(const caf::error&)> fn) {
   now_ = now;
   if (closed_) {
-    fn(make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+    fn(peer_gone_error());
     return;
   }
   if (hello_seen_) {
@@ -64,7 +64,7 @@ void agent_core::run_hello_waiters() {
   hello_waiters_.clear();
   for (auto& w : waiters) {
     if (closed_) {
-      w.fn(make_error(errc::peer_gone, "the peer " + link_.peer + " is gone"));
+      w.fn(peer_gone_error());
       continue;
     }
     if ((peer_extensions_ & w.extension) == w.extension)

@@ -130,10 +130,7 @@ lookup_actor(self_ptr self, const std::string& name,
         }
         auto proxy = self->state.actors->proxy_for(res->id);
         if (!proxy) {
-          rp.deliver(
-              make_error(errc::peer_gone, "the connection to "
-                                              + self->state.core->link().peer
-                                              + " is gone"));
+          rp.deliver(peer_is_gone(self));
           return;
         }
         rp.deliver(std::move(proxy));

@@ -550,8 +550,7 @@ void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
 
 /// What a call fails with once the connection closed: `peer_gone`.
 inline caf::error peer_is_gone(self_ptr self) {
-  return make_error(errc::peer_gone,
-                    "the peer " + self->state.core->link().peer + " is gone");
+  return self->state.core->peer_gone_error();
 }
 
 template <class T>
