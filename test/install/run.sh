@@ -40,8 +40,11 @@ fi
 ini="$prefix/share/rdmactor/rdmactor.ini"
 [[ -f "$ini" ]] || fail "share/rdmactor/rdmactor.ini was not installed"
 sed -i 's/^keepalive-ms=.*/keepalive-ms=4321/' "$ini"
-env -u RDMACTOR_CONFIG "$prefix/bin/rdmactor-demo" --dump-config 2>&1 |
-  grep -q 'keepalive-ms = 4321' ||
+# (Output captured first: grep -q stopping early would make the demo die
+# of SIGPIPE, which pipefail reports as a failure.)
+dump=$(env -u RDMACTOR_CONFIG "$prefix/bin/rdmactor-demo" --dump-config 2>&1) ||
+  fail "rdmactor-demo --dump-config failed: $dump"
+grep -q 'keepalive-ms = 4321' <<<"$dump" ||
   fail "the installed rdmactor-demo did not read $ini"
 # The consumers include <rdmactor/...> and nothing of the source tree.
 for f in "$src/apps/tutorial/tutorial.cpp" "$src/apps/calculator/calculator.cpp" \
