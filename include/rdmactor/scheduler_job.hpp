@@ -66,9 +66,14 @@ public:
   /// the worker after an activation that ends in `awaiting_message` or
   /// `done`).  Called by whoever unblocked the mailbox, on any thread;
   /// `eu`: the calling worker, or nullptr off the scheduler's threads.
+  /// Only a worker of this actor's own system takes the job: a sender in
+  /// another actor system of the process (two nodes in one process) would
+  /// otherwise run it on its workers, and after this actor's system went
+  /// (a hidden actor outlives it) resume it there against a dead system
+  /// (seen as a SIGSEGV in local_actor::cleanup -> actor_system::clock).
   void schedule_job(caf::execution_unit* eu) {
     this->intrusive_ptr_add_ref_impl();
-    if (eu != nullptr)
+    if (eu != nullptr && &eu->system() == &this->home_system())
       eu->exec_later(&job_);
     else
       this->home_system().scheduler().enqueue(&job_);
