@@ -226,4 +226,27 @@ BOOST_AUTO_TEST_CASE(a_typed_actor_runs_through_its_job) {
   sched.run();
 }
 
+// Two actor systems in one process (two nodes in a test): a sender that
+// runs on a worker of the other system queues the job in the actor's own
+// system, never on its own worker (which would run the actor there, and
+// after the actor's system went, against a dead system).
+BOOST_AUTO_TEST_CASE(a_sender_of_another_system_queues_the_job_at_home) {
+  auto hdl = sys.spawn<counter>(std::ref(alive));
+  auto* c = raw(hdl);
+  run_the_job_of(c);
+  test_config other_cfg;
+  caf::actor_system other{other_cfg};
+  auto& other_sched
+      = dynamic_cast<caf::scheduler::test_coordinator&>(other.scheduler());
+  auto sender = other.spawn([hdl](caf::event_based_actor* self) {
+    self->send(hdl, ping_atom::value); // from a worker of `other`
+  });
+  other_sched.run();
+  // The job waits in its own system's queue, not in the sender's.
+  BOOST_TEST(other_sched.jobs.empty());
+  run_the_job_of(c);
+  BOOST_TEST(c->pings == 1);
+  stop(hdl);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
