@@ -11,8 +11,8 @@ namespace rdmactor::bench {
 /// first byte is `echo_flag` (zero copy: it sends the received buffer
 /// back) and drops the others, and quits when the connection goes.  The
 /// echo is a data handler (rdmactor/data_handler.hpp: inside the agent's
-/// activation, the way to serve requests docs/data-handlers.md recommends), or with
-/// `actor_echo` this actor as the connection's data_subscriber (every
+/// activation, the way to serve requests docs/data-handlers.md recommends), or
+/// with `actor_echo` this actor as the connection's data_subscriber (every
 /// chunk pushed to it, as CAF io pushes messages to its sink).
 /// `plain`: CAF's spawn, else rdmactor::spawn_with_scheduler_job.
 caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn,

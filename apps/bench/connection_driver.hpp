@@ -26,8 +26,8 @@ namespace rdmactor::bench {
 /// its completion time) or a window of them (bw).
 ///
 /// `plain`: spawned with CAF's spawn, else (the bench's default) with
-/// rdmactor::spawn_with_scheduler_job, as docs/data-handlers.md recommends for an
-/// actor that calls a connection in a loop.
+/// rdmactor::spawn_with_scheduler_job, as docs/data-handlers.md recommends for
+/// an actor that calls a connection in a loop.
 caf::actor spawn_connection_driver(caf::actor_system& sys,
                                    connection_actor conn, run_spec spec,
                                    run_channel_ptr chan, bool plain);
