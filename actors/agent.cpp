@@ -641,6 +641,7 @@ public:
         [&](const transport::due_work& w) {
           detach_caf_logger();
           context(ctx);
+          hold_posts();
           if (w.tail)
             flush_acks(this);
           if (w.notified)
@@ -649,16 +650,34 @@ public:
             state.driver.drain();
           if (w.notified || w.poll)
             after_poll(this, false);
+          flush_posts();
         },
         [&] {
-          return run_activation(
+          auto result = run_activation(
               max_throughput, [&] { return super::resume(ctx, 1); },
               [&] {
                 return state.yield_now
                        || state.activation_delivered_bytes
                               >= tuning::agent_yield_after_bytes;
               });
+          // Still ours: the messages that wait come in a later activation.
+          if (result == caf::resumable::resume_later)
+            flush_posts();
+          return result;
         });
+  }
+
+  /// Runs one message with the link's posts held, so that a burst of
+  /// messages (a window of sends, actor messages) leaves in one doorbell;
+  /// they go once the mailbox is empty.  Flushing here, not after
+  /// `resume`, matters: the `resume` that ran the last message blocks the
+  /// mailbox, and from then on another worker may run this actor.
+  caf::invoke_message_result consume(caf::mailbox_element& x) override {
+    hold_posts();
+    auto result = super::consume(x);
+    if (mailbox().empty() || getf(is_terminated_flag))
+      flush_posts();
+    return result;
   }
 
   /// The CQ's notification, on the fabric's thread: no `cq_event_atom`
@@ -668,6 +687,17 @@ public:
   }
 
 private:
+  /// See `link::hold_posts`; only while the agent drives its link.
+  void hold_posts() {
+    if (state.driver.driving())
+      state.driver.path().hold_posts();
+  }
+
+  void flush_posts() {
+    if (state.driver.driving())
+      state.driver.path().flush_posts();
+  }
+
   parked_link transport_;
   transport::direct_poll polls_;
   link_params link_;

@@ -629,7 +629,32 @@ void link::on_completion(const work_completion& wc) {
   maybe_return_credits();
 }
 
+void link::hold_posts() {
+  if (posts_held_)
+    return;
+  posts_held_ = true;
+  qp_->hold_doorbell();
+}
+
+void link::flush_posts() {
+  if (!posts_held_)
+    return;
+  posts_held_ = false;
+  qp_->ring_doorbell();
+}
+
 size_t link::poll() {
+  // What the completions make us post (READs of rendezvous headers, sends
+  // the credits they return let go) leaves in one doorbell.
+  bool own_batch = !posts_held_;
+  hold_posts();
+  auto total = poll_held();
+  if (own_batch)
+    flush_posts();
+  return total;
+}
+
+size_t link::poll_held() {
   work_completion wcs[tuning::cq_batch];
   size_t total = 0;
   paused_ = false;

@@ -167,6 +167,24 @@ public:
   /// off before arming's last poll.
   void set_polled(bool on);
 
+  /// Holds what this link posts from now on (submits, credit-only sends,
+  /// what `poll`'s completions let go) in the queue pair until `flush_posts`,
+  /// which hands it to the device at once: a burst costs one doorbell (one
+  /// `sendmsg` on the soft fabric), not one per operation.  The owner holds
+  /// them while it handles a burst (an activation) and flushes before it
+  /// waits for anything or hands the link over; `poll` holds and flushes
+  /// on its own when the owner holds nothing.  Idempotent.
+  void hold_posts();
+
+  /// Hands what was posted since `hold_posts` to the device; posts go out
+  /// at once again.  Idempotent.
+  void flush_posts();
+
+  /// Posts are held (`hold_posts`).
+  bool posts_held() const noexcept {
+    return posts_held_;
+  }
+
   /// Reposts the receive buffers released since the last call (and sends
   /// the credits they free when due); returns how many.  Before it returns
   /// it asks for a wake-up (`set_wake`) for when enough buffers are
@@ -314,6 +332,7 @@ private:
   void post_recv_slot(uint32_t slot);
   uint32_t repost_released();
   void on_completion(const work_completion& wc);
+  size_t poll_held();
   void on_recv(const work_completion& wc);
   void finish(inflight_op& op, wc_status status);
 
@@ -359,6 +378,8 @@ private:
   bool polled_ = false;
   /// See `pause`.
   bool paused_ = false;
+  /// `hold_posts` without `flush_posts` since.
+  bool posts_held_ = false;
   /// Completions taken from the CQ and not yet handled (a paused poll),
   /// from `held_pos_` on.
   std::vector<work_completion> held_;

@@ -95,8 +95,10 @@ void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
 }
 
 std::unique_ptr<driven_link> link_driver::stop() {
-  if (dl_)
+  if (dl_) {
+    dl_->path->flush_posts(); // the next owner finds nothing held
     dl_->path->set_observer(nullptr);
+  }
   return std::move(dl_);
 }
 

@@ -489,19 +489,62 @@ private:
   int cq_fd_;
 };
 
-/// A fake queue pair that records each arming of its CQ, and for what
-/// (unit tests of the link and its driver).
+/// A fake queue pair that records each arming of its CQ, and for what, and
+/// its doorbell (unit tests of the link and its driver).  Posts still go
+/// to the fake peer at once.
 class counting_queue_pair : public fake_queue_pair {
 public:
   using fake_queue_pair::fake_queue_pair;
 
   std::vector<transport::cq_events> arms;
+  /// `hold_doorbell` and `ring_doorbell` calls.
+  size_t holds = 0;
+  size_t rings = 0;
+  /// Sends, writes and reads posted while the doorbell was held.
+  size_t posted_while_held = 0;
+
+  void hold_doorbell() override {
+    ++holds;
+    held_ = true;
+  }
+
+  void ring_doorbell() override {
+    ++rings;
+    held_ = false;
+  }
+
+  caf::error post_send(uint64_t wr_id, const transport::sge* sg, size_t n,
+                       std::optional<uint32_t> imm, bool signaled) override {
+    count_post();
+    return fake_queue_pair::post_send(wr_id, sg, n, imm, signaled);
+  }
+
+  caf::error post_write(uint64_t wr_id, const transport::sge* sg, size_t n,
+                        uint64_t addr, uint32_t rkey,
+                        std::optional<uint32_t> imm, bool signaled) override {
+    count_post();
+    return fake_queue_pair::post_write(wr_id, sg, n, addr, rkey, imm, signaled);
+  }
+
+  caf::error post_read(uint64_t wr_id, const transport::sge* sg, size_t n,
+                       uint64_t addr, uint32_t rkey) override {
+    count_post();
+    return fake_queue_pair::post_read(wr_id, sg, n, addr, rkey);
+  }
 
 protected:
   caf::error do_arm_cq(transport::cq_events which) override {
     arms.push_back(which);
     return {};
   }
+
+private:
+  void count_post() noexcept {
+    if (held_)
+      ++posted_while_held;
+  }
+
+  bool held_ = false;
 };
 
 } // namespace rdmactor::fuzz

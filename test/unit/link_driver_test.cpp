@@ -223,3 +223,14 @@ BOOST_AUTO_TEST_CASE(a_paused_poll_keeps_the_rest_for_the_next_poll) {
   BOOST_TEST(rec.messages == 3u);
   BOOST_TEST(!f.take_poll());
 }
+
+BOOST_AUTO_TEST_CASE(stopping_hands_the_link_over_with_nothing_held) {
+  fixture f;
+  f.start(completion_mode::adaptive);
+  f.driver.path().hold_posts();
+  auto rings = f.qp->rings;
+  auto dl = f.driver.stop();
+  BOOST_REQUIRE(dl != nullptr);
+  BOOST_TEST(f.qp->rings == rings + 1);
+  BOOST_TEST(!dl->path->posts_held());
+}

@@ -37,4 +37,9 @@ uint64_t frames_read_by_owner(const queue_pair& qp) {
   return soft != nullptr ? soft->frames_read_by_owner() : 0;
 }
 
+uint64_t socket_writes(const queue_pair& qp) {
+  auto* soft = dynamic_cast<const soft_queue_pair*>(&qp);
+  return soft != nullptr ? soft->socket_writes() : 0;
+}
+
 } // namespace rdmactor::transport::soft

@@ -57,4 +57,9 @@ size_t waiting_for_receive(const queue_pair& qp);
 /// who reads.  Thread-safe.  0 when `qp` is not a soft queue pair.
 uint64_t frames_read_by_owner(const queue_pair& qp);
 
+/// How many `sendmsg` calls wrote frames of `qp` (one gathers every frame
+/// queued then): for tests of batching (`queue_pair::hold_doorbell`).
+/// Thread-safe.  0 when `qp` is not a soft queue pair.
+uint64_t socket_writes(const queue_pair& qp);
+
 } // namespace rdmactor::transport::soft

@@ -39,6 +39,15 @@ constexpr size_t pending_budget_bytes = size_t{4} << 20;
 /// Inbound requests buffered at most while the receiver is not ready.
 constexpr size_t max_pending_requests = 4096;
 
+/// Frames one `sendmsg` gathers at most (the outbound stream writes every
+/// queued frame in one call, up to this many and `gather_bytes`), and the
+/// registrations their payloads may name.
+constexpr size_t gather_frames = 64;
+
+/// Bytes one `sendmsg` gathers at most; a frame that starts below the
+/// bound goes whole.
+constexpr uint64_t gather_bytes = 1024 * 1024;
+
 /// Size of the buffer a queue pair reads the socket through.
 constexpr size_t rx_buffer_bytes = 64 * 1024;
 

@@ -1,5 +1,7 @@
 #include "transport/soft/outbound_stream.hpp"
 
+#include "transport/soft/limits.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -39,13 +41,17 @@ void outbound_stream::push(wire::header h, const range_list& payload,
 outbound_stream::pump_result outbound_stream::pump(int fd, time_point now) {
   pump_result res;
   blocked_ = false;
+  // After a registration of a later frame turned out invalid, the head
+  // goes alone: the frames before the bad one still leave, and the bad
+  // one fails only when it is the head.
+  bool head_only = false;
   while (!frames_.empty()) {
-    auto& f = frames_.front();
-    if (f.sent == 0 && f.not_before > now) {
+    auto& head = frames_.front();
+    if (head.sent == 0 && head.not_before > now) {
       res.status = pump_status::delayed;
       return res;
     }
-    uint64_t want = f.total - f.sent;
+    uint64_t budget = limits::gather_bytes;
     if (faults_.drop_after_bytes) {
       auto limit = *faults_.drop_after_bytes;
       uint64_t allowed = fault_bytes_ >= limit ? 0 : limit - fault_bytes_;
@@ -53,38 +59,57 @@ outbound_stream::pump_result outbound_stream::pump(int fd, time_point now) {
         res.status = pump_status::dropped;
         return res;
       }
-      want = std::min(want, allowed);
+      budget = std::min(budget, allowed);
     }
-    // Gather the unsent rest of the frame, at most `want` bytes.
-    std::array<iovec, 1 + max_sge> iov{};
+    // Gather the unsent rest of the head and as many whole frames behind
+    // it as the iovec, the lock set and the byte budget take.
+    std::array<iovec, limits::gather_frames*(1 + max_sge)> iov{};
     size_t niov = 0;
-    uint64_t skip = f.sent;
-    uint64_t left = want;
     shared_touch touch;
-    auto add = [&](uint8_t* p, uint64_t len) {
-      if (skip >= len) {
-        skip -= len;
-        return;
+    uint64_t gathered = 0;
+    size_t nframes = 0;
+    for (auto& f : frames_) {
+      if (nframes > 0
+          && (head_only || nframes == limits::gather_frames
+              || gathered >= budget || f.not_before > now
+              || niov + 1 + f.payload.size > iov.size()))
+        break;
+      auto locks = touch.size();
+      bool fits = true;
+      for (size_t i = 0; i < f.payload.size && fits; ++i)
+        fits = touch.add(f.payload.items[i].reg.get());
+      if (!fits) {
+        touch.truncate(locks);
+        break; // only a frame behind the head can miss (capacity >= max_sge)
       }
-      p += skip;
-      len -= skip;
-      skip = 0;
-      auto k = std::min(len, left);
-      if (k == 0)
-        return;
-      iov[niov].iov_base = p;
-      iov[niov].iov_len = static_cast<size_t>(k);
-      ++niov;
-      left -= k;
-    };
-    add(f.bytes.data(), f.bytes_len);
-    for (size_t i = 0; i < f.payload.size; ++i) {
-      auto before = niov;
-      add(f.payload.items[i].ptr, f.payload.items[i].len);
-      if (niov != before)
-        touch.add(f.payload.items[i].reg.get());
+      uint64_t skip = f.sent;
+      auto add = [&](uint8_t* p, uint64_t len) {
+        if (skip >= len) {
+          skip -= len;
+          return;
+        }
+        p += skip;
+        len -= skip;
+        skip = 0;
+        auto k = std::min(len, budget - gathered);
+        if (k == 0)
+          return;
+        iov[niov].iov_base = p;
+        iov[niov].iov_len = static_cast<size_t>(k);
+        ++niov;
+        gathered += k;
+      };
+      add(f.bytes.data(), f.bytes_len);
+      for (size_t i = 0; i < f.payload.size; ++i)
+        add(f.payload.items[i].ptr, f.payload.items[i].len);
+      ++nframes;
     }
     if (!touch.acquire()) {
+      if (nframes > 1) {
+        touch.release();
+        head_only = true;
+        continue;
+      }
       res.status = pump_status::unregistered;
       return res;
     }
@@ -105,17 +130,26 @@ outbound_stream::pump_result outbound_stream::pump(int fd, time_point now) {
       res.error = errno;
       return res;
     }
+    ++res.writes;
+    head_only = false;
+    // Hand the written bytes to the frames in order; a frame the socket
+    // took in part stays at the head (the next call says EAGAIN or more).
     auto written = static_cast<uint64_t>(n);
     res.bytes += written;
     fault_bytes_ += written;
-    f.sent += written;
-    if (f.sent < f.total)
-      continue; // the socket took part: the next call says EAGAIN or more
-    if (wire::is_request(f.hdr.type))
-      ++res.requests_written;
-    else
-      --responses_;
-    frames_.pop_front();
+    while (written > 0) {
+      auto& f = frames_.front();
+      auto k = std::min(written, f.total - f.sent);
+      f.sent += k;
+      written -= k;
+      if (f.sent < f.total)
+        break;
+      if (wire::is_request(f.hdr.type))
+        ++res.requests_written;
+      else
+        --responses_;
+      frames_.pop_front();
+    }
   }
   res.status = pump_status::idle;
   return res;

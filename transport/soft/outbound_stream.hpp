@@ -16,10 +16,12 @@ namespace rdmactor::transport::soft {
 /// The outbound half of a queue pair's connection: a FIFO of frames written
 /// to the socket without ever blocking.
 ///
-/// `pump` writes as much as the socket takes (one `sendmsg` per frame,
-/// gathering the header and the payload ranges: zero copy) and stops when
-/// the socket is full, a frame is held back by a delay fault, or a fault
-/// drops the connection.  Payload memory is touched only under the shared
+/// `pump` writes as much as the socket takes and stops when the socket is
+/// full, a frame is held back by a delay fault, or a fault drops the
+/// connection.  One `sendmsg` gathers every queued frame (headers and
+/// payload ranges: zero copy), up to `limits::gather_frames` frames and
+/// `limits::gather_bytes` bytes, so a burst of small frames costs one
+/// system call.  Payload memory is touched only under the shared
 /// lock of its registration.  The owner serializes every call (the queue
 /// pair's mutex).
 class outbound_stream {
@@ -40,6 +42,8 @@ public:
     /// Request frames (send, write, read) written completely.
     size_t requests_written = 0;
     size_t bytes = 0;
+    /// `sendmsg` calls that wrote something.
+    size_t writes = 0;
     int error = 0;
   };
 

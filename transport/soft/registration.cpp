@@ -4,13 +4,16 @@
 
 namespace rdmactor::transport::soft {
 
-void shared_touch::add(const registration* reg) noexcept {
-  if (reg == nullptr || n_ == regs_.size())
-    return;
+bool shared_touch::add(const registration* reg) noexcept {
+  if (reg == nullptr)
+    return true;
   for (size_t i = 0; i < n_; ++i)
     if (regs_[i] == reg)
-      return;
+      return true;
+  if (n_ == regs_.size())
+    return false;
   regs_[n_++] = reg;
+  return true;
 }
 
 bool shared_touch::acquire() {

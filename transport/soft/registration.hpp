@@ -66,11 +66,16 @@ struct range_list {
   }
 };
 
-/// Holds the shared locks of up to `max_sge` registrations at once.  It
-/// locks them in address order (skipping duplicates), so two holders never
-/// deadlock, and reports whether all of them are still valid.
+/// Holds the shared locks of up to `capacity` registrations at once (the
+/// payloads of the frames one `sendmsg` gathers).  It locks them in address
+/// order (skipping duplicates), so two holders never deadlock, and reports
+/// whether all of them are still valid.
 class shared_touch {
 public:
+  /// Registrations held at most.
+  static constexpr size_t capacity = 64;
+  static_assert(capacity >= max_sge, "a frame's payload always fits");
+
   shared_touch() = default;
   shared_touch(const shared_touch&) = delete;
   shared_touch& operator=(const shared_touch&) = delete;
@@ -79,8 +84,20 @@ public:
     release();
   }
 
-  /// Adds a registration to lock; call before `acquire`.
-  void add(const registration* reg) noexcept;
+  /// Adds a registration to lock; call before `acquire`.  Returns false
+  /// (and adds nothing) when it is new and `capacity` are held already.
+  bool add(const registration* reg) noexcept;
+
+  /// Returns how many distinct registrations were added.
+  size_t size() const noexcept {
+    return n_;
+  }
+
+  /// Forgets the registrations added after the first `n`; before `acquire`.
+  void truncate(size_t n) noexcept {
+    if (n < n_)
+      n_ = n;
+  }
 
   /// Locks every added registration; returns true when all are valid.
   bool acquire();
@@ -89,7 +106,7 @@ public:
   void release() noexcept;
 
 private:
-  std::array<const registration*, max_sge> regs_{};
+  std::array<const registration*, capacity> regs_{};
   size_t n_ = 0;
   bool locked_ = false;
 };

@@ -157,10 +157,29 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
   auto frame = h;
   frame.acks = take_owed_acks_locked();
   tx_.push(frame, payload, now, inline_bytes);
+  if (doorbell_held_)
+    return {}; // written with the rest at `ring_doorbell`
   pump_locked(now);
   if (!tx_.empty())
     wake();
   return {};
+}
+
+void soft_queue_pair::hold_doorbell() {
+  std::lock_guard<std::mutex> guard{mutex_};
+  doorbell_held_ = true;
+}
+
+void soft_queue_pair::ring_doorbell() {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (!doorbell_held_)
+    return;
+  doorbell_held_ = false;
+  if (tx_.empty())
+    return;
+  pump_locked(clock_type::now());
+  if (!tx_.empty())
+    wake();
 }
 
 caf::error soft_queue_pair::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
@@ -342,9 +361,14 @@ void soft_queue_pair::pump_locked(time_point now) {
   auto ph = phase_.load();
   if (ph == phase::closed || tx_.empty() || write_broken_deadline_)
     return;
+  // The owner's held requests wait for its doorbell, unless an answer the
+  // peer is owed is queued behind them (one stream: it takes them along).
+  if (doorbell_held_ && ph == phase::running && tx_.responses() == 0)
+    return;
   auto res = tx_.pump(sock_.get(), now);
   if (res.bytes > 0)
     note_progress(now);
+  socket_writes_.fetch_add(res.writes, std::memory_order_relaxed);
   transmitted_ += res.requests_written;
   std::string why;
   switch (res.status) {

@@ -168,6 +168,11 @@ public:
     return owner_frames_.load(std::memory_order_relaxed);
   }
 
+  /// `sendmsg` calls that wrote frames (see faults.hpp).  Any thread.
+  uint64_t socket_writes() const noexcept {
+    return socket_writes_.load(std::memory_order_relaxed);
+  }
+
   /// The owner polls the CQ from now on (true) or waits for notifications
   /// (false).  While it polls, `progress` reads the socket on the owner's
   /// thread and the event loop stops watching it for input (at its next
@@ -182,6 +187,8 @@ public:
   /// owner that made no progress for `limits::owner_stall_ms`) or the QP
   /// is not polled.  Caller: the owner, before `poll_cq`.
   void progress() override;
+  void hold_doorbell() override;
+  void ring_doorbell() override;
 
   // -- event loop interface (loop thread only) -------------------------------
 
@@ -334,6 +341,9 @@ private:
   size_t transmitted_ = 0;
   /// A request with a bad local sge is queued: later ones stay off the wire.
   bool sq_blocked_ = false;
+  /// The owner holds the doorbell (`hold_doorbell`): requests it posts are
+  /// queued in `tx_` and written at `ring_doorbell`.  Guarded by `mutex_`.
+  bool doorbell_held_ = false;
   std::deque<posted_recv> rq_;
   std::deque<inbound_request> pending_;
   uint64_t pending_bytes_ = 0;
@@ -375,6 +385,8 @@ private:
   std::atomic<clock_type::rep> owner_progress_{0};
   /// Inbound frames the owner read (`frames_read_by_owner`).
   std::atomic<uint64_t> owner_frames_{0};
+  /// `sendmsg` calls that wrote frames (`socket_writes`).
+  std::atomic<uint64_t> socket_writes_{0};
 
   /// Held by the loop while it touches memory of a posted work request, so
   /// that `fail_locked` never flushes work whose memory is being written.

@@ -291,6 +291,21 @@ public:
     static_cast<void>(on);
   }
 
+  /// Holds the doorbell: work requests posted from now on wait in the
+  /// queue pair, in order, until `ring_doorbell` hands them to the device
+  /// together (soft: one `sendmsg` for all their frames; verbs would chain
+  /// them into one `ibv_post_send`).  The owner holds it while it handles
+  /// a burst (an activation of its actor, one poll of the CQ) and rings
+  /// before it waits for anything: held work makes no progress.  (Soft:
+  /// an answer the fabric owes the peer, an ACK or a READ response, goes
+  /// out when due and takes the held requests queued before it along.)
+  /// Default: posts go to the device at once.  Caller: the owner.
+  virtual void hold_doorbell() {}
+
+  /// Hands the work requests posted since `hold_doorbell` to the device and
+  /// posts directly again.  Default: nothing held.  Caller: the owner.
+  virtual void ring_doorbell() {}
+
   /// While polled: moves the fabric's work forward on the caller's thread
   /// (soft: reads the socket, executes inbound frames, writes answers);
   /// completions then show in `poll_cq`.  Never blocks.  Default: nothing

@@ -1,0 +1,93 @@
+// Soft-fabric-only tests: work posted while the doorbell is held waits in
+// the queue pair and leaves in one sendmsg when it rings.
+
+#include <boost/test/unit_test.hpp>
+
+#include "test/transport/soft_fabric_fixture.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+BOOST_AUTO_TEST_SUITE(doorbell)
+
+namespace {
+
+constexpr size_t burst = 16;
+constexpr size_t msg_bytes = 256;
+
+/// A connected pair with `burst` receives posted on the server, and a
+/// client source of `burst` messages of `msg_bytes` each.
+struct burst_pair {
+  transport::device_ptr dev;
+  qp_pair p;
+  reg_buffer src;
+  reg_buffer dst;
+
+  burst_pair()
+      : dev(open_soft(soft_options())), p(connect_pair(*dev)),
+        src(make_buffer(*dev, burst * msg_bytes, 0)),
+        dst(make_buffer(*dev, burst * msg_bytes, local_write)) {
+    fill_pattern(src.data(), src.bytes.size(), 7);
+    for (size_t i = 0; i < burst; ++i) {
+      auto sg = dst.sge_of(i * msg_bytes, msg_bytes);
+      BOOST_REQUIRE(!p.server->post_recv(100 + i, &sg, 1));
+    }
+  }
+
+  /// Posts the burst of SENDs on the client (wr_ids 1..burst).
+  void post_burst() {
+    for (size_t i = 0; i < burst; ++i) {
+      auto sg = src.sge_of(i * msg_bytes, msg_bytes);
+      BOOST_REQUIRE(!p.client->post_send(1 + i, &sg, 1));
+    }
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(held_sends_wait_and_leave_in_one_write) {
+  burst_pair b;
+  auto writes = soft::socket_writes(*b.p.client);
+  b.p.client->hold_doorbell();
+  b.post_burst();
+  // Held: nothing reached the socket, so the server receives nothing.
+  BOOST_TEST(poll_completions(*b.p.server, 1, 50ms).empty());
+  BOOST_TEST(soft::socket_writes(*b.p.client) == writes);
+  b.p.client->ring_doorbell();
+  auto got = wait_completions(*b.p.server, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  for (size_t i = 0; i < burst; ++i) {
+    BOOST_TEST(got[i].wr_id == 100 + i);
+    BOOST_TEST(got[i].status == wc_status::success);
+    BOOST_TEST(got[i].byte_len == msg_bytes);
+  }
+  BOOST_TEST(std::memcmp(b.dst.data(), b.src.data(), burst * msg_bytes) == 0);
+  BOOST_TEST(soft::socket_writes(*b.p.client) == writes + 1);
+  auto sent = wait_completions(*b.p.client, burst);
+  BOOST_TEST(sent.size() == burst);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_hold_each_post_writes_at_once) {
+  burst_pair b;
+  auto writes = soft::socket_writes(*b.p.client);
+  b.post_burst();
+  auto got = wait_completions(*b.p.server, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  // One write per post (the socket never fills with 4 KiB).
+  BOOST_TEST(soft::socket_writes(*b.p.client) == writes + burst);
+}
+
+BOOST_AUTO_TEST_CASE(held_work_fails_with_the_connection_not_silently) {
+  burst_pair b;
+  b.p.client->hold_doorbell();
+  b.post_burst();
+  b.p.server.reset(); // the peer goes while the burst is held
+  auto got = wait_completions(*b.p.client, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  for (auto& wc : got)
+    BOOST_TEST(wc.status != wc_status::success);
+  // Ringing a failed queue pair writes nothing and does not crash.
+  b.p.client->ring_doorbell();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
