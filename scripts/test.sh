@@ -8,10 +8,17 @@
 #   RDMACTOR_SKIP_VM=1 scripts/test.sh   skip the verbs suite when no device
 #
 #   scripts/test.sh --sanitize=address,undefined
-#                                   unit + soft suites built with ASan + UBSan
-#                                   in build-asan/ (install_consumer excluded:
-#                                   it builds an outside project, which would
-#                                   need the sanitizer runtimes too)
+#                                   the library's unit + soft suites built
+#                                   with ASan + UBSan in build-asan/; not the
+#                                   sample programs' multi-process suites
+#                                   (demo, calculator, kv, replog, bench
+#                                   smoke: programs to build again for
+#                                   paths the library suites run) nor
+#                                   install_consumer (an outside project,
+#                                   which would need the sanitizer runtimes);
+#                                   `scripts/test.sh --sanitize=address,undefined
+#                                   -L "unit|soft" -E install_consumer` runs
+#                                   them all
 #   scripts/test.sh --sanitize=thread
 #                                   the soft fabric suites (fabric_test_soft,
 #                                   soft_fabric_test) and the transport and
@@ -68,7 +75,7 @@ if [[ -n "$sanitize" ]]; then
     address,undefined | undefined,address | address)
       build=${RDMACTOR_BUILD_DIR:-build-asan}
       cmake_extra=()
-      select=(-L "unit|soft" -E "^install_consumer$")
+      select=(-L "unit|soft" -E "^(install_consumer|demo_two_process|demo_in_process|calculator_two_process|kv_two_process|replog_three_process|bench_smoke)$")
       export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
       export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$supp/lsan.supp}"
       export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp}"
