@@ -640,7 +640,8 @@ void link::flush_posts() {
   if (!posts_held_)
     return;
   posts_held_ = false;
-  qp_->ring_doorbell();
+  if (auto err = qp_->ring_doorbell())
+    fail(std::move(err));
 }
 
 size_t link::poll() {

@@ -508,9 +508,10 @@ public:
     held_ = true;
   }
 
-  void ring_doorbell() override {
+  caf::error ring_doorbell() override {
     ++rings;
     held_ = false;
+    return {};
   }
 
   caf::error post_send(uint64_t wr_id, const transport::sge* sg, size_t n,

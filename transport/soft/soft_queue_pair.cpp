@@ -170,16 +170,19 @@ void soft_queue_pair::hold_doorbell() {
   doorbell_held_ = true;
 }
 
-void soft_queue_pair::ring_doorbell() {
+caf::error soft_queue_pair::ring_doorbell() {
+  // A write that fails moves the QP to the error state: the held work
+  // completes with the failure, as everything posted does.
   std::lock_guard<std::mutex> guard{mutex_};
   if (!doorbell_held_)
-    return;
+    return {};
   doorbell_held_ = false;
   if (tx_.empty())
-    return;
+    return {};
   pump_locked(clock_type::now());
   if (!tx_.empty())
     wake();
+  return {};
 }
 
 caf::error soft_queue_pair::post_recv(uint64_t wr_id, const sge* sg, size_t n) {

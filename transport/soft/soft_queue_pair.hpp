@@ -188,7 +188,7 @@ public:
   /// is not polled.  Caller: the owner, before `poll_cq`.
   void progress() override;
   void hold_doorbell() override;
-  void ring_doorbell() override;
+  caf::error ring_doorbell() override;
 
   // -- event loop interface (loop thread only) -------------------------------
 

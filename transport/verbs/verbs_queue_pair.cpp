@@ -355,6 +355,17 @@ caf::error verbs_queue_pair::post_sq(ibv_send_wr& wr, const sge* sg, size_t n,
                  || opcode == wc_opcode::atomic_comp_swap;
   if (!fetches && wr.num_sge > 0 && bytes <= max_inline_)
     wr.send_flags |= IBV_SEND_INLINE;
+  if (doorbell_held_) {
+    // Inline data is copied when the chain goes: the link keeps every
+    // gathered byte until completion anyway.
+    auto& h = held_.emplace_back();
+    h.wr = wr;
+    std::copy(list, list + wr.num_sge, h.sges.begin());
+    h.wr.sg_list = nullptr; // linked at `ring_doorbell`
+    h.wr.next = nullptr;
+    track_sq(wr.wr_id, opcode, bytes);
+    return {};
+  }
   ibv_send_wr* bad = nullptr;
   if (auto rc = ibv_post_send(qp_.get(), &wr, &bad))
     return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
@@ -363,12 +374,44 @@ caf::error verbs_queue_pair::post_sq(ibv_send_wr& wr, const sge* sg, size_t n,
                                  ? "; the send queue is full (signal a work "
                                    "request now and then and poll the CQ)"
                                  : ""));
+  track_sq(wr.wr_id, opcode, bytes);
+  return {};
+}
+
+void verbs_queue_pair::track_sq(uint64_t wr_id, wc_opcode opcode,
+                                uint64_t bytes) {
   // Devices that free the slots of unsignaled work requests on their own
   // never report them; only the newest send_depth_ can be outstanding.
   if (sq_.size() >= send_depth_)
     sq_.pop_front();
-  sq_.push_back(sq_entry{wr.wr_id, opcode, static_cast<uint32_t>(bytes)});
-  return {};
+  sq_.push_back(sq_entry{wr_id, opcode, static_cast<uint32_t>(bytes)});
+}
+
+void verbs_queue_pair::hold_doorbell() {
+  doorbell_held_ = true;
+}
+
+caf::error verbs_queue_pair::ring_doorbell() {
+  if (!doorbell_held_)
+    return {};
+  doorbell_held_ = false;
+  if (held_.empty())
+    return {};
+  for (size_t i = 0; i < held_.size(); ++i) {
+    auto& h = held_[i];
+    h.wr.sg_list = h.wr.num_sge > 0 ? h.sges.data() : nullptr;
+    h.wr.next = i + 1 < held_.size() ? &held_[i + 1].wr : nullptr;
+  }
+  auto count = held_.size();
+  ibv_send_wr* bad = nullptr;
+  auto rc = ibv_post_send(qp_.get(), &held_.front().wr, &bad);
+  held_.clear();
+  if (rc == 0)
+    return {};
+  return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
+                    "ibv_post_send of a chain of " + std::to_string(count)
+                        + " work requests to " + peer_ + " failed: "
+                        + errno_text(rc) + "; the connection fails with it");
 }
 
 caf::error verbs_queue_pair::post_send(uint64_t wr_id, const sge* sg, size_t n,

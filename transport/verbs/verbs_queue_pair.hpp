@@ -1,10 +1,12 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -112,6 +114,10 @@ public:
                          uint64_t swap) override;
   size_t poll_cq(work_completion* out, size_t max) override;
   int cq_fd() const noexcept override;
+  /// Work requests posted while held wait in `held_` and go in one
+  /// `ibv_post_send` (a chain) at `ring_doorbell`.
+  void hold_doorbell() override;
+  caf::error ring_doorbell() override;
 
 protected:
   caf::error do_arm_cq(cq_events which) override;
@@ -130,9 +136,19 @@ private:
     uint32_t bytes;
   };
 
-  /// Posts one send-queue work request.
+  /// A work request posted while the doorbell is held, with its gather
+  /// list (linked when the chain goes).
+  struct held_wr {
+    ibv_send_wr wr;
+    std::array<ibv_sge, max_sge> sges;
+  };
+
+  /// Posts one send-queue work request (or holds it).
   caf::error post_sq(ibv_send_wr& wr, const sge* sg, size_t n, wc_opcode opcode,
                      size_t max_sge);
+
+  /// Records a posted send-queue work request in `sq_`.
+  void track_sq(uint64_t wr_id, wc_opcode opcode, uint64_t bytes);
 
   /// Checks the error state and the gather/scatter list.
   caf::error check_post(const sge* sg, size_t n, size_t max_sge) const;
@@ -159,7 +175,9 @@ private:
   conn_params params_;
   std::string peer_;
   bool registered_ = false;
-  std::deque<sq_entry> sq_; ///< owner thread only
+  std::deque<sq_entry> sq_;    ///< owner thread only
+  std::vector<held_wr> held_;  ///< owner thread only
+  bool doorbell_held_ = false; ///< owner thread only
   std::atomic<bool> error_{false};
   std::atomic<bool> flushed_{false};
   std::atomic<bool> disconnected_{false};

@@ -303,8 +303,13 @@ public:
   virtual void hold_doorbell() {}
 
   /// Hands the work requests posted since `hold_doorbell` to the device and
-  /// posts directly again.  Default: nothing held.  Caller: the owner.
-  virtual void ring_doorbell() {}
+  /// posts directly again.  Fails (`qp_error`, `quota_exceeded`) when the
+  /// device refuses the batch; the work requests from the refused one on
+  /// never complete then, and the owner fails the connection.  Default:
+  /// nothing held.  Caller: the owner.
+  virtual caf::error ring_doorbell() {
+    return {};
+  }
 
   /// While polled: moves the fabric's work forward on the caller's thread
   /// (soft: reads the socket, executes inbound frames, writes answers);
