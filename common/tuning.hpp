@@ -34,6 +34,13 @@ constexpr uint32_t empty_polls_per_yield = 16;
 /// docs/benchmarks.md, "The clock in the VM".
 constexpr uint32_t polls_per_clock_read = 16;
 
+/// Work requests a link holds behind its doorbell at most
+/// (`link::hold_posts`): the next post rings it and holds again, so that a
+/// long burst reaches the peer in pieces it can start on while the rest is
+/// posted (eRPC's transmit batch is 32; 16 keeps a window of 32 messages
+/// in two pieces).
+constexpr size_t doorbell_batch = 16;
+
 /// Operations that may wait for credits or send-queue entries; more fail
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;

@@ -387,7 +387,19 @@ void link::try_post() {
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
                                     slot, op.cookie, atomic_slot});
     pop_queued();
+    count_held_post();
   }
+}
+
+void link::count_held_post() {
+  if (!posts_held_ || ++held_posts_ < tuning::doorbell_batch)
+    return;
+  held_posts_ = 0;
+  if (auto err = qp_->ring_doorbell()) {
+    fail(std::move(err));
+    return;
+  }
+  qp_->hold_doorbell();
 }
 
 /// Sends a credit-only message when enough receives were reposted since
@@ -414,6 +426,7 @@ void link::maybe_return_credits() {
   }
   inflight_.push_back(
       inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1, uint64_t{0}});
+  count_held_post();
 }
 
 void link::submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
@@ -633,6 +646,7 @@ void link::hold_posts() {
   if (posts_held_)
     return;
   posts_held_ = true;
+  held_posts_ = 0;
   qp_->hold_doorbell();
 }
 

@@ -173,7 +173,9 @@ public:
   /// `sendmsg` on the soft fabric), not one per operation.  The owner holds
   /// them while it handles a burst (an activation) and flushes before it
   /// waits for anything or hands the link over; `poll` holds and flushes
-  /// on its own when the owner holds nothing.  Idempotent.
+  /// on its own when the owner holds nothing.  Every
+  /// `tuning::doorbell_batch` posts ring it on their own (and hold again),
+  /// so that the peer starts on a long burst early.  Idempotent.
   void hold_posts();
 
   /// Hands what was posted since `hold_posts` to the device; posts go out
@@ -332,6 +334,8 @@ private:
   void post_recv_slot(uint32_t slot);
   uint32_t repost_released();
   void on_completion(const work_completion& wc);
+  /// Rings the held doorbell every `tuning::doorbell_batch` posts.
+  void count_held_post();
   size_t poll_held();
   void on_recv(const work_completion& wc);
   void finish(inflight_op& op, wc_status status);
@@ -380,6 +384,8 @@ private:
   bool paused_ = false;
   /// `hold_posts` without `flush_posts` since.
   bool posts_held_ = false;
+  /// Posted behind the held doorbell since it last rang.
+  size_t held_posts_ = 0;
   /// Completions taken from the CQ and not yet handled (a paused poll),
   /// from `held_pos_` on.
   std::vector<work_completion> held_;

@@ -227,4 +227,17 @@ BOOST_AUTO_TEST_CASE(held_posts_ring_once_at_the_flush) {
   BOOST_TEST(f.qp->holds == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_long_held_burst_rings_every_doorbell_batch) {
+  fixture f{64};
+  f.l->hold_posts();
+  auto n = 2 * tuning::doorbell_batch + 3;
+  for (uint64_t c = 1; c <= n; ++c)
+    f.send(c);
+  BOOST_TEST(f.qp->posted_while_held == n);
+  BOOST_TEST(f.qp->rings == 2u); // after posts 16 and 32
+  BOOST_TEST(f.qp->holds == 3u);
+  f.l->flush_posts();
+  BOOST_TEST(f.qp->rings == 3u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
