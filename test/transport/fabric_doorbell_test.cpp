@@ -18,30 +18,13 @@ namespace doorbell_tests {
 constexpr size_t burst = 24;
 constexpr size_t msg_bytes = 512;
 
-/// A device of the fabric under test and a connected pair with `burst`
-/// receives posted on the server.
-struct held_pair {
-  transport::device_ptr dev;
-  qp_pair p;
-  reg_buffer src;
-  reg_buffer dst;
-  reg_buffer target;
-
+/// A pair on the fabric under test for a burst of `burst` messages.
+struct held_pair : burst_pair {
   held_pair()
-      : dev(value_or_throw(transport::open_device(fabric_options()),
-                           "open_device")),
-        p(connect_pair(*dev)), src(make_buffer(*dev, burst * msg_bytes, 0)),
-        dst(make_buffer(*dev, burst * msg_bytes,
-                        transport::access::local_write)),
-        target(make_buffer(*dev, burst * msg_bytes,
-                           transport::access::local_write
-                               | transport::access::remote_write)) {
+      : burst_pair(value_or_throw(transport::open_device(fabric_options()),
+                                  "open_device"),
+                   burst, msg_bytes) {
     set_log_level(fabric_options().log_level);
-    fill_pattern(src.data(), src.bytes.size(), 11);
-    for (size_t i = 0; i < burst; ++i) {
-      auto sg = dst.sge_of(i * msg_bytes, msg_bytes);
-      BOOST_REQUIRE(!p.server->post_recv(100 + i, &sg, 1));
-    }
   }
 };
 
@@ -57,7 +40,7 @@ BOOST_AUTO_TEST_CASE(a_held_burst_of_sends_and_writes_completes_in_order) {
   auto& client = *h.p.client;
   client.hold_doorbell();
   for (size_t i = 0; i < burst; ++i) {
-    auto sg = h.src.sge_of(i * msg_bytes, msg_bytes);
+    auto sg = h.message(i);
     // Every other send unsignaled: the signaled ones after it finish it.
     BOOST_REQUIRE(!client.post_send(1 + i, &sg, 1, std::nullopt, i % 2 == 1));
     BOOST_REQUIRE(
@@ -93,7 +76,7 @@ BOOST_AUTO_TEST_CASE(ringing_without_a_hold_or_twice_is_harmless) {
   BOOST_TEST(!client.ring_doorbell());
   BOOST_TEST(!client.ring_doorbell());
   // Posts go at once again.
-  auto sg = h.src.sge_of(0, msg_bytes);
+  auto sg = h.message(0);
   BOOST_REQUIRE(!client.post_send(1, &sg, 1));
   auto got = wait_completions(*h.p.server, 1);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);

@@ -272,4 +272,38 @@ inline long long ms_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// A connected pair on `dev` for bursts of `count` messages of `bytes`:
+/// the server has `count` receives posted (wr_ids 100, 101, ...) into
+/// `dst`; `src` holds the client's messages (a pattern); `target` takes
+/// RDMA WRITEs.
+struct burst_pair {
+  transport::device_ptr dev;
+  qp_pair p;
+  size_t count;
+  size_t bytes;
+  reg_buffer src;
+  reg_buffer dst;
+  reg_buffer target;
+
+  burst_pair(transport::device_ptr d, size_t n, size_t len)
+      : dev(std::move(d)), p(connect_pair(*dev)), count(n), bytes(len),
+        src(make_buffer(*dev, n * len, 0)),
+        dst(make_buffer(*dev, n * len, transport::access::local_write)),
+        target(make_buffer(*dev, n * len,
+                           transport::access::local_write
+                               | transport::access::remote_write)) {
+    fill_pattern(src.data(), src.bytes.size(), 11);
+    for (size_t i = 0; i < count; ++i) {
+      auto sg = dst.sge_of(i * bytes, bytes);
+      if (auto err = p.server->post_recv(100 + i, &sg, 1))
+        throw std::runtime_error("post_recv: " + render(err));
+    }
+  }
+
+  /// The scatter/gather element of message `i` of `src`.
+  transport::sge message(size_t i) const {
+    return src.sge_of(i * bytes, bytes);
+  }
+};
+
 } // namespace rdmactor::test

@@ -15,29 +15,14 @@ namespace {
 constexpr size_t burst = 16;
 constexpr size_t msg_bytes = 256;
 
-/// A connected pair with `burst` receives posted on the server, and a
-/// client source of `burst` messages of `msg_bytes` each.
-struct burst_pair {
-  transport::device_ptr dev;
-  qp_pair p;
-  reg_buffer src;
-  reg_buffer dst;
-
-  burst_pair()
-      : dev(open_soft(soft_options())), p(connect_pair(*dev)),
-        src(make_buffer(*dev, burst * msg_bytes, 0)),
-        dst(make_buffer(*dev, burst * msg_bytes, local_write)) {
-    fill_pattern(src.data(), src.bytes.size(), 7);
-    for (size_t i = 0; i < burst; ++i) {
-      auto sg = dst.sge_of(i * msg_bytes, msg_bytes);
-      BOOST_REQUIRE(!p.server->post_recv(100 + i, &sg, 1));
-    }
-  }
+/// A soft pair for a burst of `burst` messages.
+struct soft_burst : burst_pair {
+  soft_burst() : burst_pair(open_soft(soft_options()), burst, msg_bytes) {}
 
   /// Posts the burst of SENDs on the client (wr_ids 1..burst).
   void post_burst() {
     for (size_t i = 0; i < burst; ++i) {
-      auto sg = src.sge_of(i * msg_bytes, msg_bytes);
+      auto sg = message(i);
       BOOST_REQUIRE(!p.client->post_send(1 + i, &sg, 1));
     }
   }
@@ -46,7 +31,7 @@ struct burst_pair {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(held_sends_wait_and_leave_in_one_write) {
-  burst_pair b;
+  soft_burst b;
   auto writes = soft::socket_writes(*b.p.client);
   b.p.client->hold_doorbell();
   b.post_burst();
@@ -68,7 +53,7 @@ BOOST_AUTO_TEST_CASE(held_sends_wait_and_leave_in_one_write) {
 }
 
 BOOST_AUTO_TEST_CASE(without_a_hold_each_post_writes_at_once) {
-  burst_pair b;
+  soft_burst b;
   auto writes = soft::socket_writes(*b.p.client);
   b.post_burst();
   auto got = wait_completions(*b.p.server, burst);
@@ -78,7 +63,7 @@ BOOST_AUTO_TEST_CASE(without_a_hold_each_post_writes_at_once) {
 }
 
 BOOST_AUTO_TEST_CASE(held_work_fails_with_the_connection_not_silently) {
-  burst_pair b;
+  soft_burst b;
   b.p.client->hold_doorbell();
   b.post_burst();
   b.p.server.reset(); // the peer goes while the burst is held
