@@ -80,8 +80,9 @@ bench_config::bench_config() {
            "caf-io: measure CAF's remote actors (BASP over TCP) instead")
       .add(json, "json", "print one JSON object per run instead of a table")
       .add(timeout_ms, "timeout-ms",
-           "timeout of every request of the caf-io baseline and of "
-           "remote-actor requests (default 30000); rdmactor's connection "
+           "timeout of every request of the caf-io baseline, of "
+           "remote-actor requests and of a --listen server's subscription "
+           "to its connection (default 30000); rdmactor's connection "
            "calls need none: rdmactor.request-timeout-ms bounds them")
       .add(peers, "peers", "connect: connections to open (default 100)")
       .add(hold_ms, "hold-ms",

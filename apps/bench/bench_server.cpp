@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <unordered_map>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -17,12 +18,12 @@ namespace rdmactor::bench {
 
 namespace {
 
-constexpr auto server_timeout = std::chrono::seconds(30);
-
 std::atomic<uint64_t> live_servers{0};
 
 struct server_state {
   connection_actor conn;
+  /// CAF timeout of the subscription request (`--timeout-ms`).
+  std::chrono::milliseconds timeout{30000};
 
   server_state() {
     ++live_servers;
@@ -62,8 +63,11 @@ data_handler_ptr echo_handler() {
 }
 
 caf::behavior server_impl(server_ptr self, connection_actor conn,
-                          bool actor_echo) {
+                          server_options how) {
   self->state.conn = std::move(conn);
+  self->state.timeout = how.timeout;
+  auto server_timeout = how.timeout;
+  auto actor_echo = how.actor_echo;
   self->monitor(self->state.conn);
   self->set_down_handler([self](caf::down_msg&) { self->quit(); });
   if (!actor_echo) {
@@ -89,11 +93,26 @@ caf::behavior server_impl(server_ptr self, connection_actor conn,
   };
 }
 
-caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain,
-                            bool actor_echo) {
+struct acceptor_state {
+  /// The servers of the connections being served.  Nothing else may hold
+  /// one: the connection holds its data handler, not the actor, and CAF
+  /// destroys an actor that nobody refers to (here: once the CAF timeout
+  /// of its subscription request, the last reference, fired).
+  std::unordered_map<caf::actor_addr, caf::actor> servers;
+
+  static inline const char* name = "rdmactor.bench.acceptor";
+};
+
+caf::behavior acceptor_impl(caf::stateful_actor<acceptor_state>* self,
+                            server_options how) {
+  self->set_down_handler(
+      [self](caf::down_msg& dm) { self->state.servers.erase(dm.source); });
   return {
-      [self, plain, actor_echo](accepted_atom, connection_actor& conn) {
-        spawn_bench_server(self->system(), std::move(conn), plain, actor_echo);
+      [self, how](accepted_atom, connection_actor& conn) {
+        auto srv = spawn_bench_server(self->system(), std::move(conn), how);
+        self->monitor(srv);
+        auto addr = srv.address();
+        self->state.servers.emplace(std::move(addr), std::move(srv));
       },
   };
 }
@@ -101,16 +120,14 @@ caf::behavior acceptor_impl(caf::event_based_actor* self, bool plain,
 } // namespace
 
 caf::actor spawn_bench_server(caf::actor_system& sys, connection_actor conn,
-                              bool plain, bool actor_echo) {
-  if (plain)
-    return sys.spawn(server_impl, std::move(conn), actor_echo);
-  return spawn_with_scheduler_job(sys, server_impl, std::move(conn),
-                                  actor_echo);
+                              server_options how) {
+  if (how.plain)
+    return sys.spawn(server_impl, std::move(conn), how);
+  return spawn_with_scheduler_job(sys, server_impl, std::move(conn), how);
 }
 
-caf::actor spawn_bench_acceptor(caf::actor_system& sys, bool plain,
-                                bool actor_echo) {
-  return sys.spawn(acceptor_impl, plain, actor_echo);
+caf::actor spawn_bench_acceptor(caf::actor_system& sys, server_options how) {
+  return sys.spawn(acceptor_impl, how);
 }
 
 uint64_t live_bench_servers() noexcept {

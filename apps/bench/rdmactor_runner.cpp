@@ -62,6 +62,15 @@ caf::expected<std::string> raw_address_of(const std::string& host_port) {
   return host + ":" + std::to_string(addr->second + 1);
 }
 
+/// How this run's bench servers run.
+server_options server_options_of(const bench_plan& plan) {
+  server_options how;
+  how.plain = plan.plain_actors;
+  how.actor_echo = plan.actor_echo;
+  how.timeout = plan.op_timeout;
+  return how;
+}
+
 /// Serves connections (agent) on --listen and raw endpoints on PORT+1
 /// until SIGINT or SIGTERM.
 int serve(caf::actor_system& sys, const bench_plan& plan) {
@@ -69,7 +78,7 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   if (!nd)
     return fail(nd.error());
   actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, plan.plain_actors, plan.actor_echo)};
+      spawn_bench_acceptor(sys, server_options_of(plan))};
   // --op=actor: the caf-io baseline's server, as a remote actor.
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
@@ -252,7 +261,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   if (!server)
     return fail(server.error());
   actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, plan.plain_actors, plan.actor_echo)};
+      spawn_bench_acceptor(sys, server_options_of(plan))};
   actor_guard<caf::actor> actor_server{
       caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
   (*server)->publish(bench_actor_name, actor_server.get());

@@ -85,6 +85,27 @@ grep -q '5 idle peers' <<<"$line" || fail "idle peers not in the topology: $line
 kill -INT $server 2>/dev/null
 wait $server 2>/dev/null
 
+# Idle connections stay: a server whose data handler echoes (the default)
+# still serves after the CAF timeout of its subscription request passed
+# (before, nothing held the server actor then and CAF destroyed it, which
+# closed its connection).
+port=$((20000 + RANDOM % 20000))
+"$bench" --listen=127.0.0.1:$port --timeout-ms=500 >/dev/null 2>&1 &
+server=$!
+line=""
+for _ in $(seq 50); do
+  # Until the server listens (a run that connected reports, pass or fail).
+  out=$("$bench" --connect=127.0.0.1:$port --op=connect --peers=3 --hold-ms=1500 --json 2>/dev/null) || true
+  line=$(grep '^{' <<<"$out" | grep '"connected":[1-9]' | head -1 || true)
+  [[ -n "$line" ]] && break
+  sleep 0.2
+done
+for want in '"connected":3' '"echoes":3' '"status":"ok"'; do
+  grep -q "$want" <<<"$line" || fail "idle connections held 1.5 s: no $want in: $line"
+done
+kill -INT $server 2>/dev/null
+wait $server 2>/dev/null
+
 # --help succeeds; a wrong option fails with a message that names it.
 help=$("$bench" --help 2>&1) || fail "--help exited with $?"
 grep -q -- "--rdmactor.recv-depth=" <<<"$help" || fail "--help does not list the rdmactor options"
