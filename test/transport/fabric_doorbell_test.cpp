@@ -20,10 +20,10 @@ constexpr size_t msg_bytes = 512;
 
 /// A pair on the fabric under test for a burst of `burst` messages.
 struct held_pair : burst_pair {
-  held_pair()
+  explicit held_pair(bool held_receives = false)
       : burst_pair(value_or_throw(transport::open_device(fabric_options()),
                                   "open_device"),
-                   burst, msg_bytes) {
+                   burst, msg_bytes, held_receives) {
     set_log_level(fabric_options().log_level);
   }
 };
@@ -66,6 +66,21 @@ BOOST_AUTO_TEST_CASE(a_held_burst_of_sends_and_writes_completes_in_order) {
   // The last write completed, so every write before it landed.
   BOOST_TEST(std::memcmp(h.target.data(), h.src.data(), burst * msg_bytes)
              == 0);
+}
+
+BOOST_AUTO_TEST_CASE(receives_posted_behind_a_held_doorbell_take_sends) {
+  doorbell_tests::held_pair h{true};
+  for (size_t i = 0; i < burst; ++i) {
+    auto sg = h.message(i);
+    BOOST_REQUIRE(!h.p.client->post_send(1 + i, &sg, 1));
+  }
+  auto got = wait_completions(*h.p.server, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  for (size_t i = 0; i < burst; ++i) {
+    BOOST_TEST(got[i].wr_id == 100 + i);
+    BOOST_TEST(got[i].status == transport::wc_status::success);
+  }
+  BOOST_TEST(std::memcmp(h.dst.data(), h.src.data(), burst * msg_bytes) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(ringing_without_a_hold_or_twice_is_harmless) {

@@ -275,7 +275,8 @@ inline long long ms_since(std::chrono::steady_clock::time_point start) {
 /// A connected pair on `dev` for bursts of `count` messages of `bytes`:
 /// the server has `count` receives posted (wr_ids 100, 101, ...) into
 /// `dst`; `src` holds the client's messages (a pattern); `target` takes
-/// RDMA WRITEs.
+/// RDMA WRITEs.  With `held_receives`, the server posts its receives
+/// behind a held doorbell and rings once (`queue_pair::hold_doorbell`).
 struct burst_pair {
   transport::device_ptr dev;
   qp_pair p;
@@ -285,7 +286,8 @@ struct burst_pair {
   reg_buffer dst;
   reg_buffer target;
 
-  burst_pair(transport::device_ptr d, size_t n, size_t len)
+  burst_pair(transport::device_ptr d, size_t n, size_t len,
+             bool held_receives = false)
       : dev(std::move(d)), p(connect_pair(*dev)), count(n), bytes(len),
         src(make_buffer(*dev, n * len, 0)),
         dst(make_buffer(*dev, n * len, transport::access::local_write)),
@@ -293,11 +295,16 @@ struct burst_pair {
                            transport::access::local_write
                                | transport::access::remote_write)) {
     fill_pattern(src.data(), src.bytes.size(), 11);
+    if (held_receives)
+      p.server->hold_doorbell();
     for (size_t i = 0; i < count; ++i) {
       auto sg = dst.sge_of(i * bytes, bytes);
       if (auto err = p.server->post_recv(100 + i, &sg, 1))
         throw std::runtime_error("post_recv: " + render(err));
     }
+    if (held_receives)
+      if (auto err = p.server->ring_doorbell())
+        throw std::runtime_error("ring_doorbell: " + render(err));
   }
 
   /// The scatter/gather element of message `i` of `src`.

@@ -320,6 +320,13 @@ caf::error verbs_queue_pair::post_recv(uint64_t wr_id, const sge* sg,
   wr.wr_id = wr_id;
   wr.sg_list = list;
   wr.num_sge = to_ibv_sges(sg, n, list);
+  if (doorbell_held_) {
+    auto& h = held_recvs_.emplace_back();
+    h.wr = wr;
+    std::copy(list, list + wr.num_sge, h.sges.begin());
+    h.wr.sg_list = nullptr; // linked at `ring_doorbell`
+    return {};
+  }
   ibv_recv_wr* bad = nullptr;
   if (auto rc = ibv_post_recv(qp_.get(), &wr, &bad))
     return make_error(
@@ -395,6 +402,26 @@ caf::error verbs_queue_pair::ring_doorbell() {
   if (!doorbell_held_)
     return {};
   doorbell_held_ = false;
+  // Receives first: the sends may provoke the peer's next messages.
+  if (!held_recvs_.empty()) {
+    for (size_t i = 0; i < held_recvs_.size(); ++i) {
+      auto& h = held_recvs_[i];
+      h.wr.sg_list = h.wr.num_sge > 0 ? h.sges.data() : nullptr;
+      h.wr.next = i + 1 < held_recvs_.size() ? &held_recvs_[i + 1].wr : nullptr;
+    }
+    auto count = held_recvs_.size();
+    ibv_recv_wr* bad = nullptr;
+    auto rc = ibv_post_recv(qp_.get(), &held_recvs_.front().wr, &bad);
+    held_recvs_.clear();
+    if (rc != 0) {
+      held_.clear();
+      return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
+                        "ibv_post_recv of a chain of " + std::to_string(count)
+                            + " receives to " + peer_
+                            + " failed: " + errno_text(rc)
+                            + "; the connection fails with it");
+    }
+  }
   if (held_.empty())
     return {};
   for (size_t i = 0; i < held_.size(); ++i) {

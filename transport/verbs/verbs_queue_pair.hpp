@@ -114,8 +114,9 @@ public:
                          uint64_t swap) override;
   size_t poll_cq(work_completion* out, size_t max) override;
   int cq_fd() const noexcept override;
-  /// Work requests posted while held wait in `held_` and go in one
-  /// `ibv_post_send` (a chain) at `ring_doorbell`.
+  /// Work requests posted while held wait in `held_` and `held_recvs_`
+  /// and go as one chain each (`ibv_post_recv`, then `ibv_post_send`) at
+  /// `ring_doorbell`.
   void hold_doorbell() override;
   caf::error ring_doorbell() override;
 
@@ -140,6 +141,12 @@ private:
   /// list (linked when the chain goes).
   struct held_wr {
     ibv_send_wr wr;
+    std::array<ibv_sge, max_sge> sges;
+  };
+
+  /// A receive posted while the doorbell is held.
+  struct held_recv {
+    ibv_recv_wr wr;
     std::array<ibv_sge, max_sge> sges;
   };
 
@@ -175,9 +182,10 @@ private:
   conn_params params_;
   std::string peer_;
   bool registered_ = false;
-  std::deque<sq_entry> sq_;    ///< owner thread only
-  std::vector<held_wr> held_;  ///< owner thread only
-  bool doorbell_held_ = false; ///< owner thread only
+  std::deque<sq_entry> sq_;           ///< owner thread only
+  std::vector<held_wr> held_;         ///< owner thread only
+  std::vector<held_recv> held_recvs_; ///< owner thread only
+  bool doorbell_held_ = false;        ///< owner thread only
   std::atomic<bool> error_{false};
   std::atomic<bool> flushed_{false};
   std::atomic<bool> disconnected_{false};

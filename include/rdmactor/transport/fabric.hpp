@@ -293,8 +293,8 @@ public:
 
   /// Holds the doorbell: work requests posted from now on wait in the
   /// queue pair, in order, until `ring_doorbell` hands them to the device
-  /// together (soft: one `sendmsg` for all their frames; verbs would chain
-  /// them into one `ibv_post_send`).  The owner holds it while it handles
+  /// together (soft: one `sendmsg` for all their frames; verbs: one chain
+  /// of receives and one of sends).  The owner holds it while it handles
   /// a burst (an activation of its actor, one poll of the CQ) and rings
   /// before it waits for anything: held work makes no progress.  (Soft:
   /// an answer the fabric owes the peer, an ACK or a READ response, goes
