@@ -28,6 +28,17 @@ struct held_pair : burst_pair {
   }
 };
 
+/// The server's receives took the burst, in order, byte for byte.
+void expect_burst_received(held_pair& h) {
+  auto got = wait_completions(*h.p.server, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  for (size_t i = 0; i < burst; ++i) {
+    BOOST_TEST(got[i].wr_id == 100 + i);
+    BOOST_TEST(got[i].status == transport::wc_status::success);
+  }
+  BOOST_TEST(std::memcmp(h.dst.data(), h.src.data(), burst * msg_bytes) == 0);
+}
+
 } // namespace doorbell_tests
 
 BOOST_AUTO_TEST_SUITE(doorbell)
@@ -48,13 +59,7 @@ BOOST_AUTO_TEST_CASE(a_held_burst_of_sends_and_writes_completes_in_order) {
                            h.target.mr->rkey(), std::nullopt, i + 1 == burst));
   }
   BOOST_REQUIRE(!client.ring_doorbell());
-  auto got = wait_completions(*h.p.server, burst);
-  BOOST_REQUIRE_EQUAL(got.size(), burst);
-  for (size_t i = 0; i < burst; ++i) {
-    BOOST_TEST(got[i].wr_id == 100 + i);
-    BOOST_TEST(got[i].status == transport::wc_status::success);
-  }
-  BOOST_TEST(std::memcmp(h.dst.data(), h.src.data(), burst * msg_bytes) == 0);
+  doorbell_tests::expect_burst_received(h);
   // Signaled: the odd sends and the last write, in posting order.
   auto sent = wait_completions(client, burst / 2 + 1);
   BOOST_REQUIRE_EQUAL(sent.size(), burst / 2 + 1);
@@ -74,13 +79,7 @@ BOOST_AUTO_TEST_CASE(receives_posted_behind_a_held_doorbell_take_sends) {
     auto sg = h.message(i);
     BOOST_REQUIRE(!h.p.client->post_send(1 + i, &sg, 1));
   }
-  auto got = wait_completions(*h.p.server, burst);
-  BOOST_REQUIRE_EQUAL(got.size(), burst);
-  for (size_t i = 0; i < burst; ++i) {
-    BOOST_TEST(got[i].wr_id == 100 + i);
-    BOOST_TEST(got[i].status == transport::wc_status::success);
-  }
-  BOOST_TEST(std::memcmp(h.dst.data(), h.src.data(), burst * msg_bytes) == 0);
+  doorbell_tests::expect_burst_received(h);
 }
 
 BOOST_AUTO_TEST_CASE(ringing_without_a_hold_or_twice_is_harmless) {

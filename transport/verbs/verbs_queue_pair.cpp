@@ -398,47 +398,56 @@ void verbs_queue_pair::hold_doorbell() {
   doorbell_held_ = true;
 }
 
+namespace {
+
+/// Links held work requests into one chain (their gather lists moved with
+/// the vector, so they are set here) and returns its head.
+template <class Held>
+auto* chain(std::vector<Held>& held) noexcept {
+  for (size_t i = 0; i < held.size(); ++i) {
+    auto& h = held[i];
+    h.wr.sg_list = h.wr.num_sge > 0 ? h.sges.data() : nullptr;
+    h.wr.next = i + 1 < held.size() ? &held[i + 1].wr : nullptr;
+  }
+  return &held.front().wr;
+}
+
+/// The error of a chain the device refused.
+caf::error chain_refused(const char* call, size_t count, const char* what,
+                         const std::string& peer, int rc) {
+  return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
+                    std::string{call} + " of a chain of "
+                        + std::to_string(count) + " " + what + " to " + peer
+                        + " failed: " + errno_text(rc)
+                        + "; the connection fails with it");
+}
+
+} // namespace
+
 caf::error verbs_queue_pair::ring_doorbell() {
   if (!doorbell_held_)
     return {};
   doorbell_held_ = false;
   // Receives first: the sends may provoke the peer's next messages.
   if (!held_recvs_.empty()) {
-    for (size_t i = 0; i < held_recvs_.size(); ++i) {
-      auto& h = held_recvs_[i];
-      h.wr.sg_list = h.wr.num_sge > 0 ? h.sges.data() : nullptr;
-      h.wr.next = i + 1 < held_recvs_.size() ? &held_recvs_[i + 1].wr : nullptr;
-    }
     auto count = held_recvs_.size();
     ibv_recv_wr* bad = nullptr;
-    auto rc = ibv_post_recv(qp_.get(), &held_recvs_.front().wr, &bad);
+    auto rc = ibv_post_recv(qp_.get(), chain(held_recvs_), &bad);
     held_recvs_.clear();
     if (rc != 0) {
       held_.clear();
-      return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
-                        "ibv_post_recv of a chain of " + std::to_string(count)
-                            + " receives to " + peer_
-                            + " failed: " + errno_text(rc)
-                            + "; the connection fails with it");
+      return chain_refused("ibv_post_recv", count, "receives", peer_, rc);
     }
   }
   if (held_.empty())
     return {};
-  for (size_t i = 0; i < held_.size(); ++i) {
-    auto& h = held_[i];
-    h.wr.sg_list = h.wr.num_sge > 0 ? h.sges.data() : nullptr;
-    h.wr.next = i + 1 < held_.size() ? &held_[i + 1].wr : nullptr;
-  }
   auto count = held_.size();
   ibv_send_wr* bad = nullptr;
-  auto rc = ibv_post_send(qp_.get(), &held_.front().wr, &bad);
+  auto rc = ibv_post_send(qp_.get(), chain(held_), &bad);
   held_.clear();
-  if (rc == 0)
-    return {};
-  return make_error(rc == ENOMEM ? errc::quota_exceeded : errc::qp_error,
-                    "ibv_post_send of a chain of " + std::to_string(count)
-                        + " work requests to " + peer_ + " failed: "
-                        + errno_text(rc) + "; the connection fails with it");
+  if (rc != 0)
+    return chain_refused("ibv_post_send", count, "work requests", peer_, rc);
+  return {};
 }
 
 caf::error verbs_queue_pair::post_send(uint64_t wr_id, const sge* sg, size_t n,
