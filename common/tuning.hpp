@@ -34,6 +34,25 @@ constexpr uint32_t empty_polls_per_yield = 16;
 /// docs/benchmarks.md, "The clock in the VM".
 constexpr uint32_t polls_per_clock_read = 16;
 
+/// Contention (transport/contention.hpp): a polling link owner samples the
+/// machine's runnable threads (/proc/loadavg) at most every this many
+/// microseconds, process-wide.
+constexpr uint32_t contention_sample_us = 1000;
+
+/// The samples' moving average spans about this many milliseconds: a CPU
+/// hog is noticed within a few windows, a burst of our own threads is not.
+constexpr uint32_t contention_window_ms = 20;
+
+/// While the machine has more runnable threads than cores (all cores
+/// busy), the cores' worth of CPU that goes to other programs (cores minus
+/// the cores this process keeps busy, on average) from which polling
+/// owners stop spinning, and below which they spin again.  Two nodes of
+/// one process ping-ponging on two cores leave others about 0.1 cores,
+/// two CPU hogs take 1.4 or more (docs/benchmarks.md, "Polling under
+/// contention").
+constexpr double contention_enter_cores = 0.75;
+constexpr double contention_leave_cores = 0.4;
+
 /// Work requests a link holds behind its doorbell at most
 /// (`link::hold_posts`): the next post rings it and holds again, so that a
 /// long burst reaches the peer in pieces it can start on while the rest is

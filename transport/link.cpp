@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
@@ -670,6 +671,14 @@ size_t link::poll() {
 }
 
 size_t link::poll_held() {
+  // Not from inside a poll: the nested one would take completions from the
+  // CQ (and, paused, hold them) while the running one still works through
+  // its own batch, and a pause of either would drop what the other held.
+  if (polling_) {
+    repoll_ = true;
+    return 0;
+  }
+  polling_ = true;
   work_completion wcs[tuning::cq_batch];
   size_t total = 0;
   paused_ = false;
@@ -686,18 +695,21 @@ size_t link::poll_held() {
     qp_->progress();
   while (!down_ && !paused_) {
     auto n = qp_->poll_cq(wcs, tuning::cq_batch);
-    total += n;
     for (size_t i = 0; i < n && !down_; ++i) {
+      ++total;
       on_completion(wcs[i]);
       if (paused_) {
+        // The rest waits here (counted when handled).
         held_.assign(wcs + i + 1, wcs + n);
         held_pos_ = 0;
         break;
       }
     }
-    if (n < tuning::cq_batch)
+    if (n < tuning::cq_batch && !std::exchange(repoll_, false))
       break;
   }
+  polling_ = false;
+  repoll_ = false;
   // Completions change what is owed (a credit-only message reposts at
   // once): the wake-up threshold follows.
   if (total > 0 && !down_)

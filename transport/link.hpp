@@ -147,7 +147,10 @@ public:
 
   /// Handles every completion the CQ holds; returns how many.  While the
   /// owner polls (`set_polled`), it first lets the fabric make progress on
-  /// this thread (`queue_pair::progress`).
+  /// this thread (`queue_pair::progress`).  Called from inside a running
+  /// poll (a completion's handler that posts and polls, e.g. event mode's
+  /// `link_driver::requested`), it handles nothing and returns 0: the
+  /// running poll looks at the CQ once more before it ends.
   size_t poll();
   /// Ends the running `poll` after the completion being handled (called
   /// by the observer, from inside it): the owner's turn ends, e.g. to let
@@ -382,6 +385,10 @@ private:
   bool polled_ = false;
   /// See `pause`.
   bool paused_ = false;
+  /// A `poll` runs (its completions' handlers run); `repoll_`: one from
+  /// inside it asked for another look at the CQ.
+  bool polling_ = false;
+  bool repoll_ = false;
   /// `hold_posts` without `flush_posts` since.
   bool posts_held_ = false;
   /// Posted behind the held doorbell since it last rang.

@@ -12,6 +12,7 @@
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/transport/atoms.hpp"
+#include "transport/contention.hpp"
 
 namespace rdmactor::transport {
 
@@ -109,8 +110,16 @@ void link_driver::schedule_poll() noexcept {
 }
 
 void link_driver::posted() {
-  if (how_.mode == completion_mode::event || down())
+  if (down())
     return;
+  if (!polling_now()) {
+    // Armed for receives only, a post that waits for a send-queue entry
+    // or a credit would wake nobody when its way clears: widen the arming
+    // (`link::arm` arms for everything while anything waits).
+    if (path().armed() == link::armed_for::receives && path().queued() > 0)
+      path().arm();
+    return;
+  }
   active_since_reading_ = true;
   schedule_poll();
 }
@@ -118,7 +127,7 @@ void link_driver::posted() {
 void link_driver::requested() {
   if (down())
     return;
-  if (how_.mode != completion_mode::event) {
+  if (polling_now()) {
     posted();
   } else if (path().armed() != link::armed_for::all) {
     // Armed for receives only: widen it for this requester, then poll for
@@ -138,7 +147,11 @@ size_t link_driver::poll_link() {
 }
 
 /// True while the polling modes keep polling instead of arming the CQ.
-/// Reads the clock only every `tuning::polls_per_clock_read` calls.
+/// Reads the clock, and asks whether other programs contend for the cores
+/// (transport/contention.hpp), only every `tuning::polls_per_clock_read`
+/// calls.  Contended: adaptive polling arms, as event mode does (a
+/// spinner that shares its core with a CPU hog loses whole time slices
+/// exactly when its completion comes; a sleeper is woken at once).
 bool link_driver::keep_polling() {
   switch (how_.mode) {
     case completion_mode::event:
@@ -148,17 +161,20 @@ bool link_driver::keep_polling() {
     case completion_mode::adaptive:
       break;
   }
-  if (path().in_flight() > 0)
-    return true;
   if (++polls_since_reading_ < tuning::polls_per_clock_read)
-    return true;
+    return !contended_;
   polls_since_reading_ = 0;
   auto now = std::chrono::steady_clock::now();
-  if (active_since_reading_) {
+  contended_ = contention_monitor::instance().contended(now);
+  bool active = active_since_reading_;
+  if (active) {
     active_since_reading_ = false;
     last_activity_ = now;
-    return true;
   }
+  if (contended_)
+    return false;
+  if (active || path().in_flight() > 0)
+    return true;
   return now - last_activity_ < std::chrono::microseconds{how_.poll_budget_us};
 }
 
@@ -168,7 +184,7 @@ size_t link_driver::drain() {
   auto& path = *dl_->path;
   // Polling: the fabric works on our thread (soft: we read the socket)
   // instead of handing each completion over from its own.
-  if (how_.mode != completion_mode::event)
+  if (polling_now())
     path.set_polled(true);
   path.reclaim();
   auto n = poll_link();
@@ -198,8 +214,7 @@ size_t link_driver::drain() {
   // Poll once more: a completion that arrived between the last poll and
   // arming would not notify.
   auto late = poll_link();
-  if (late > 0 && !path.paused() && !path.down()
-      && how_.mode != completion_mode::event) {
+  if (late > 0 && !path.paused() && !path.down() && polling_now()) {
     active_since_reading_ = true;
     schedule_poll();
   }

@@ -134,7 +134,10 @@ public:
 
   /// Call after a submit that nobody waits for: in the polling modes,
   /// start polling now rather than wait for the completion event (a
-  /// thread hand-off, on verbs also a system call to re-arm).
+  /// thread hand-off, on verbs also a system call to re-arm); otherwise,
+  /// when the submit had to wait for a credit or a send-queue entry, arm
+  /// for every completion (one armed for receives would not report the
+  /// send completion that frees its entry).
   void posted();
 
   /// Call after a submit with a cookie: as `posted`; in event mode it
@@ -155,9 +158,20 @@ public:
   /// Asks for a poll at the end of this activation (nothing when down).
   void schedule_poll() noexcept;
 
+  /// Other programs contended for the cores at the last look (adaptive
+  /// mode: then it arms as event mode does; transport/contention.hpp).
+  bool contended() const noexcept {
+    return contended_;
+  }
+
 private:
   size_t poll_link();
   bool keep_polling();
+
+  /// Polls after posts and drains: a polling mode, and not contended.
+  bool polling_now() const noexcept {
+    return how_.mode != completion_mode::event && !contended_;
+  }
 
   std::unique_ptr<driven_link> dl_;
   polling how_;
@@ -172,6 +186,8 @@ private:
   uint32_t polls_since_reading_ = 0;
   /// Empty polls in a row (see tuning::empty_polls_per_yield).
   uint32_t empty_polls_ = 0;
+  /// See `contended()`.
+  bool contended_ = false;
 };
 
 /// `how`, or event mode where the scheduler's max-throughput is unbounded

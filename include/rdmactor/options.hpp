@@ -77,7 +77,8 @@ struct options {
   /// How a connection's transport actor learns of completions: "event"
   /// (arm the CQ, wake on its event), "busy" (poll forever: dedicated
   /// cores) or "adaptive" (poll while operations are outstanding and for
-  /// poll_budget_us after the last completion, then arm).  Polling needs a
+  /// poll_budget_us after the last completion, then arm; as "event" while
+  /// other programs contend for the cores).  Polling needs a
   /// bounded `scheduler.max-throughput`, which `rdmactor::config` sets.
   std::string completion_mode = "adaptive";
   /// adaptive: how long to keep polling after the last completion.

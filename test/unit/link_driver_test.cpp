@@ -9,7 +9,9 @@
 #include <atomic>
 #include <vector>
 
+#include "common/tuning.hpp"
 #include "test/fuzz/fake_fabric.hpp"
+#include "transport/contention.hpp"
 #include "transport/link_driver.hpp"
 
 using namespace rdmactor;
@@ -39,6 +41,9 @@ struct recorder : link_observer {
 
 struct fixture {
   fixture() {
+    // The machine's load must not decide these tests: no contention, unless
+    // a test says so.
+    contention_monitor::instance().force(0);
     conn_params cp;
     cp.recv_depth = 8;
     cp.max_message_len_bytes = 4096;
@@ -74,6 +79,10 @@ struct fixture {
   std::atomic<bool> wanted{false};
   link_driver driver;
   recorder rec;
+
+  ~fixture() {
+    contention_monitor::instance().force(-1);
+  }
 };
 
 } // namespace
@@ -233,4 +242,66 @@ BOOST_AUTO_TEST_CASE(stopping_hands_the_link_over_with_nothing_held) {
   BOOST_REQUIRE(dl != nullptr);
   BOOST_TEST(f.qp->rings == rings + 1);
   BOOST_TEST(!dl->path->posts_held());
+}
+
+BOOST_AUTO_TEST_CASE(contended_cores_make_adaptive_polling_arm_as_events_do) {
+  fixture f;
+  f.start(completion_mode::adaptive);
+  f.take_poll();
+  BOOST_TEST(f.deliver());
+  f.driver.drain();
+  BOOST_TEST(f.take_poll()); // polling: quiet machine
+  // Other programs take the cores: at the next look the owner arms.
+  contention_monitor::instance().force(1);
+  for (uint32_t i = 0; i < tuning::polls_per_clock_read; ++i) {
+    f.driver.drain();
+    if (!f.take_poll())
+      break;
+  }
+  BOOST_TEST(f.driver.contended());
+  BOOST_TEST(!f.take_poll());
+  BOOST_TEST((f.driver.path().armed() != transport::link::armed_for::none));
+  // A post does not start polling either, even with work in flight.
+  f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+                         mr_token{}, 0);
+  f.driver.posted();
+  BOOST_TEST(!f.take_poll());
+  // Completions come by notification; the cores free up: polling again.
+  contention_monitor::instance().force(0);
+  bool polling = false;
+  for (uint32_t i = 0; i <= tuning::polls_per_clock_read && !polling; ++i) {
+    BOOST_TEST(f.deliver());
+    f.driver.notified();
+    polling = f.take_poll();
+  }
+  BOOST_TEST(polling);
+  BOOST_TEST(!f.driver.contended());
+}
+
+BOOST_AUTO_TEST_CASE(busy_mode_spins_whatever_the_contention) {
+  fixture f;
+  contention_monitor::instance().force(1);
+  f.start(completion_mode::busy);
+  for (uint32_t i = 0; i < 4 * tuning::polls_per_clock_read; ++i) {
+    BOOST_TEST(f.take_poll());
+    f.driver.drain();
+  }
+  BOOST_TEST(f.qp->arms.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_post_that_must_wait_widens_an_arming_for_receives) {
+  fixture f;
+  f.start(completion_mode::event);
+  f.driver.drain();
+  BOOST_TEST((f.driver.path().armed() == transport::link::armed_for::receives));
+  // More posts than the peer granted receives: the rest waits in the link
+  // for credits or send-queue entries, which only completions bring.
+  for (int i = 0; i < 64 && f.driver.path().queued() == 0; ++i) {
+    f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1),
+                           local_mr{}, mr_token{}, 0);
+    f.driver.posted();
+  }
+  BOOST_REQUIRE(f.driver.path().queued() > 0);
+  BOOST_TEST((f.driver.path().armed() == transport::link::armed_for::all));
+  BOOST_TEST((f.qp->arms.back() == cq_events::all));
 }

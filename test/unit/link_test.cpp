@@ -394,3 +394,41 @@ BOOST_AUTO_TEST_CASE(a_peer_that_spends_what_it_was_granted_never_trips) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+/// Polls the link from inside its handler (as event mode's
+/// `link_driver::requested` does after a completion posts a READ) and
+/// pauses every other message (as the agent does past its delivery
+/// budget).
+struct nested_poller : recorder {
+  transport::link* path = nullptr;
+  size_t nested_polls = 0;
+  size_t nested_handled = 0;
+
+  void on_message(local_mr msg) override {
+    recorder::on_message(std::move(msg));
+    ++nested_polls;
+    nested_handled += path->poll();
+    if (messages.size() % 2 == 0)
+      path->pause();
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_poll_from_inside_a_poll_loses_nothing) {
+  fixture f{64};
+  nested_poller obs;
+  obs.path = f.l.get();
+  f.l->set_observer(&obs);
+  constexpr size_t n = 40; // more than one batch of the CQ
+  for (size_t i = 0; i < n; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  size_t handled = 0;
+  for (int round = 0; round < 100 && obs.messages.size() < n; ++round)
+    handled += f.l->poll();
+  // Every message once, in order of arrival; the nested polls took none
+  // (the running poll did).
+  BOOST_TEST(obs.messages.size() == n);
+  BOOST_TEST(handled == n);
+  BOOST_TEST(obs.nested_polls == n);
+  BOOST_TEST(obs.nested_handled == 0u);
+  BOOST_TEST(f.l->poll() == 0u);
+}
