@@ -1,6 +1,7 @@
-// The agent's protocol core: lifecycle, requests to the peer, their ids
-// and deadlines, and the operations users start.  The responder (frames
-// from the peer) is in agent_core_responder.cpp.
+// The agent's protocol core: lifecycle, requests to the peer (their ids and
+// deadlines live in actors/request_table.hpp) and the operations users
+// start.  The responder (frames from the peer) is in
+// agent_core_responder.cpp.
 
 #include "actors/agent_core.hpp"
 
@@ -16,9 +17,6 @@ namespace pb = protocol;
 
 namespace {
 
-/// Request ids leave the top bit clear (room for a future flag).
-constexpr uint64_t reserved_id_bit = uint64_t{1} << 63;
-
 pb::MrToken to_pb(const mr_token& t) {
   return pb::make_token(t.addr, t.len, t.rkey);
 }
@@ -29,24 +27,21 @@ mr_token to_token(const pb::MrToken& t) {
 
 } // namespace
 
-agent_core::sink::~sink() = default;
-
 agent_core::agent_core(sink& out, options opts, transport::link_params link,
                        memory_pool_ptr pool)
     : out_(out), opts_(std::move(opts)), link_(std::move(link)),
       pool_(std::move(pool)),
-      noise_(opts_.peer_max_noise,
-             std::chrono::milliseconds{opts_.peer_noise_window_ms}),
-      log_budget_(opts_.peer_max_log_lines,
-                  std::chrono::milliseconds{opts_.peer_log_window_ms}) {}
+      held_(opts_.peer_max_mrs, opts_.peer_max_alloc_bytes), guard_(opts_),
+      requests_(opts_.peer_max_pending_requests),
+      live_(std::chrono::milliseconds{opts_.keepalive_ms}) {}
 
 agent_core::~agent_core() = default;
 
 agent_stats agent_core::stats() const {
   auto s = counters_;
-  s.owned_mrs = owned_.size();
-  s.pending_requests = pending_.size();
-  s.peer_alloc_bytes = peer_alloc_bytes_;
+  s.owned_mrs = held_.size();
+  s.pending_requests = requests_.size();
+  s.peer_alloc_bytes = held_.peer_bytes();
   s.rendezvous_bytes = inbound_.bytes() + actor_inbound_.bytes();
   s.partial_actor_bytes = out_.partial_actor().bytes;
   return s;
@@ -76,10 +71,7 @@ void agent_core::close(const caf::error& err) {
   if (closed_)
     return;
   closed_ = true;
-  auto pending = std::move(pending_);
-  pending_.clear();
-  for (auto& kv : pending)
-    kv.second.done(nullptr, err);
+  requests_.fail_all(err);
   auto waiters = std::move(hello_waiters_);
   hello_waiters_.clear();
   for (auto& w : waiters)
@@ -91,7 +83,7 @@ void agent_core::close(const caf::error& err) {
   actor_inbound_.clear();
   // The lines the peer's budget held back, in one summary line (through
   // the shared budget: a connection is cheap for a peer).
-  if (auto n = log_budget_.take_denied(); n > 0) {
+  if (auto n = guard_.take_denied_lines(); n > 0) {
     auto& shared = shared_log_budget("agent");
     if (auto v = shared.take(now_))
       log().warn("agent {}: {} lines about this peer were suppressed "
@@ -103,21 +95,13 @@ void agent_core::close(const caf::error& err) {
 }
 
 owned_regions agent_core::take_owned() {
-  auto result = std::move(owned_);
-  owned_.clear();
-  peer_alloc_bytes_ = 0;
-  peer_mrs_ = 0;
-  return result;
+  return held_.take_all();
 }
 
 // -- requests -----------------------------------------------------------------
 
 uint64_t agent_core::new_request_id() {
-  for (;;) {
-    auto id = rng_() & ~reserved_id_bit;
-    if (id != 0 && pending_.count(id) == 0)
-      return id;
-  }
+  return requests_.new_id();
 }
 
 /// Encodes `msg` into a header buffer for the transport.
@@ -179,17 +163,6 @@ void agent_core::send_unsolicited(const pb::Message& msg) {
                   suppressed_note(v.denied_before));
 }
 
-/// Finishes a pending request exactly once.
-void agent_core::complete(uint64_t id, const pb::Response* res,
-                          const caf::error& err) {
-  auto i = pending_.find(id);
-  if (i == pending_.end())
-    return;
-  auto fn = std::move(i->second.done);
-  pending_.erase(i);
-  fn(res, err);
-}
-
 /// Whether a request may go out now; else fails `done` (closed, or too
 /// many pending) and returns false.
 bool agent_core::admit_request(completion_fn& done) {
@@ -197,9 +170,9 @@ bool agent_core::admit_request(completion_fn& done) {
     done(nullptr, peer_gone_error());
     return false;
   }
-  if (pending_.size() >= opts_.peer_max_pending_requests) {
+  if (requests_.full()) {
     done(nullptr, make_error(errc::quota_exceeded,
-                             std::to_string(pending_.size()) + " requests to "
+                             std::to_string(requests_.size()) + " requests to "
                                  + link_.peer
                                  + " are waiting for answers (peer-max-pending-"
                                    "requests); wait for some to finish"));
@@ -226,59 +199,36 @@ void agent_core::send_request(pb::Message msg, local_mr payload,
 /// pending and posts it with `payload` behind.
 void agent_core::post_request(uint64_t id, std::vector<uint8_t> header,
                               local_mr payload, completion_fn done) {
-  pending_.emplace(id,
-                   pending_request{std::move(done), now_ + request_timeout()});
+  if (!requests_.add(id, std::move(done), now_ + request_timeout())) {
+    // Cannot happen (admitted, with an id from new_request_id and nothing
+    // between): failed like a post that failed.
+    done(nullptr, make_error(errc::internal_error,
+                             "request " + std::to_string(id) + " to "
+                                 + link_.peer + " has no slot"));
+    return;
+  }
   out_.schedule_sweep();
   // The peer's response completes the request; a send that fails takes
   // the connection down, and `close` fails every pending request.  So the
   // transport need not answer the send itself (one message less per
   // request on the data path).
   if (auto err = post_frame(std::move(header), std::move(payload)))
-    complete(id, nullptr, err);
+    requests_.complete(id, nullptr, err);
 }
 
 agent_core::time_point agent_core::expire(time_point now) {
   now_ = now;
-  std::vector<uint64_t> expired;
-  for (auto& kv : pending_)
-    if (kv.second.deadline <= now)
-      expired.push_back(kv.first);
-  for (auto id : expired) {
-    remember_late(id);
-    complete(id, nullptr,
-             make_error(errc::request_timeout,
-                        "no answer from " + link_.peer + " within "
-                            + std::to_string(opts_.request_timeout_ms)
-                            + " ms (request-timeout-ms)"));
-  }
+  requests_.expire(now,
+                   make_error(errc::request_timeout,
+                              "no answer from " + link_.peer + " within "
+                                  + std::to_string(opts_.request_timeout_ms)
+                                  + " ms (request-timeout-ms)"));
   expire_hello_waiters(now);
-  auto next = std::min(expire_leases(now), expire_partials(now));
-  for (auto& kv : pending_)
-    next = std::min(next, kv.second.deadline);
+  auto next = std::min(
+      {expire_leases(now), expire_partials(now), requests_.next_deadline()});
   if (!hello_waiters_.empty())
     next = std::min(next, hello_waiters_.front().deadline);
   return next;
-}
-
-/// Remembers that the request `id` timed out: its response, should it
-/// come, is late, not noise.
-void agent_core::remember_late(uint64_t id) {
-  if (!late_id_set_.insert(id).second)
-    return;
-  late_ids_.push_back(id);
-  if (late_ids_.size() > tuning::max_late_responses) {
-    late_id_set_.erase(late_ids_.front());
-    late_ids_.pop_front();
-  }
-}
-
-/// Returns whether `id` timed out (and forgets it: one late response per
-/// request).
-bool agent_core::forget_late(uint64_t id) {
-  if (late_id_set_.erase(id) == 0)
-    return false;
-  late_ids_.erase(std::find(late_ids_.begin(), late_ids_.end(), id));
-  return true;
 }
 
 caf::error agent_core::status_error(const pb::Response& res, const char* what) {
@@ -327,11 +277,8 @@ void agent_core::alloc_remote_leased(
       [this, id, done = std::move(done)](const pb::Response* res,
                                          const caf::error& err) {
         if (err) {
-          if (code_of(err) == errc::request_timeout) {
-            late_allocs_.push_back(id);
-            if (late_allocs_.size() > tuning::max_late_allocs)
-              late_allocs_.pop_front();
-          }
+          if (code_of(err) == errc::request_timeout)
+            requests_.remember_late_alloc(id);
           done(err, 0);
           return;
         }
@@ -372,30 +319,14 @@ void agent_core::lend(local_mr mr, time_point now,
 void agent_core::lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
                           std::function<void(caf::expected<mr_token>)> done) {
   auto now = now_;
-  auto token = mr.token();
-  if (owned_.count(token) != 0) {
-    done(make_error(errc::already_sent,
-                    "this memory region was already sent to the peer "
-                    "and not released yet"));
+  auto held = held_.hold(std::move(mr), false, lease_ms, now, *pool_);
+  if (!held) {
+    done(std::move(held.error()));
     return;
   }
-  owned_mr entry{mr, false};
-  if (lease_ms != 0) {
-    // A registration of its own, so that the lease's end revokes exactly
-    // this token (the arena's rkey stays valid for everything else).
-    auto reg = pool_->register_again(mr);
-    if (!reg) {
-      done(std::move(reg.error()));
-      return;
-    }
-    entry.lease_reg
-        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
-    token.rkey = entry.lease_reg->rkey();
-    entry.lease_end = now + std::chrono::milliseconds{lease_ms};
-    entry.lease_ms = lease_ms;
+  if (lease_ms != 0)
     out_.schedule_sweep();
-  }
-  owned_.emplace(token, std::move(entry));
+  auto token = *held;
   auto id = new_request_id();
   send_request(
       pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag, lease_ms),
@@ -412,7 +343,7 @@ void agent_core::lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
         // Not lent: unless the connection is going (then the
         // owner holds the memory until the queue pair is closed).
         if (!closed_)
-          owned_.erase(token);
+          held_.release(token);
         done(e);
       },
       now);

@@ -13,14 +13,15 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "actors/agent_sink.hpp"
+#include "actors/held_regions.hpp"
 #include "actors/in_order_reader.hpp"
+#include "actors/liveness.hpp"
+#include "actors/peer_guard.hpp"
+#include "actors/request_table.hpp"
 #include "common/logging.hpp"
-#include "common/rate_limiter.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "rdmactor/agent_stats.hpp"
@@ -33,34 +34,10 @@
 
 namespace rdmactor {
 
-/// A memory region kept alive for the peer.
-struct owned_mr {
-  local_mr mr;
-  bool by_peer; // allocated by the peer's AllocMR (counts to its quota)
-  /// Lent with a lease: the registration the peer's token names (revoked
-  /// with the entry; declared after `mr`, so it goes first), when the lease
-  /// ends and its duration (the most a renewal grants).
-  std::shared_ptr<transport::memory_region> lease_reg = nullptr;
-  std::chrono::steady_clock::time_point lease_end
-      = std::chrono::steady_clock::time_point::max();
-  uint32_t lease_ms = 0;
-};
-
-/// Regions kept alive for the peer, by the token it knows them by.
-using owned_regions = std::map<mr_token, owned_mr>;
-
-/// What the peer's ActorLookup finds (remote actors): the id it addresses
-/// the actor by (0: nothing published under the name) and the actor's
-/// interface (empty: dynamically typed).
-struct actor_lookup_result {
-  uint64_t id = 0;
-  std::vector<std::string> interface;
-};
-
 /// The agent protocol of one connection, free of actors: quotas and
-/// validation of the untrusted peer's frames, requests to the peer with
-/// their ids and deadlines, cumulative acknowledgements and the regions
-/// held for the peer.
+/// validation of the untrusted peer's frames, requests to the peer (their
+/// ids and deadlines in a `request_table`), cumulative acknowledgements,
+/// the regions held for the peer and its liveness (`liveness`).
 ///
 /// Single-threaded: the owner (the agent actor, or a test) calls it from
 /// one thread.  Time never comes from a clock here: every entry point that
@@ -77,158 +54,10 @@ public:
   /// Called once with the peer's response to a request (then `err` is
   /// empty and `res` set), or with an error (`res` null): timeout, send
   /// failure, connection gone.
-  using completion_fn
-      = std::function<void(const protocol::Response* res, const caf::error&)>;
+  using completion_fn = request_table::completion_fn;
 
-  /// Where the core's effects go; the agent actor implements it.
-  class sink {
-  public:
-    virtual ~sink();
-
-    /// Posts one frame to the peer: `header` (frame header + encoded
-    /// Message) with `payload` behind it (may be empty).  Nothing answers
-    /// the post; a failed send takes the connection down.
-    virtual void post(std::vector<uint8_t> header, local_mr payload) = 0;
-
-    /// Hands a data chunk the peer sent to the user (receive_data or the
-    /// subscriber).
-    virtual void deliver_data(local_mr chunk) = 0;
-
-    /// Hands a data chunk the peer sent with the immediate value `imm`
-    /// (SendData.imm) to the user.  The default drops the value.
-    virtual void deliver_imm_data(local_mr chunk, uint32_t imm) {
-      static_cast<void>(imm);
-      deliver_data(std::move(chunk));
-    }
-
-    /// Hands the immediate value of the peer's RDMA WRITE with immediate
-    /// data (`bytes` written) to the user.  The default drops it.
-    virtual void deliver_write_imm(uint32_t imm, uint64_t bytes) {
-      static_cast<void>(imm);
-      static_cast<void>(bytes);
-    }
-
-    /// Immediate values delivered and not yet claimed by the user (for
-    /// peer-max-queued-imms).
-    virtual size_t queued_imms() const {
-      return 0;
-    }
-
-    /// Hands a region of ours back to the user (the peer's SendMR REMOTE).
-    virtual void deliver_local_mr(local_mr mr) = 0;
-
-    /// Hands a token of the peer's memory lent to us (SendMR LOCAL).
-    virtual void deliver_remote_mr(const mr_token& token) = 0;
-
-    /// The same as `deliver_local_mr` with the sender's application tag
-    /// (0: none).  The default drops the tag.
-    virtual void deliver_tagged_local_mr(local_mr mr, uint64_t tag) {
-      static_cast<void>(tag);
-      deliver_local_mr(std::move(mr));
-    }
-
-    /// The same as `deliver_remote_mr` with the sender's application tag
-    /// (0: none) and lease (milliseconds from now; 0: none).  The default
-    /// drops both.
-    virtual void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
-                                          uint32_t lease_ms) {
-      static_cast<void>(tag);
-      static_cast<void>(lease_ms);
-      deliver_remote_mr(token);
-    }
-
-    /// Ends the connection because of `reason` (the peer violated the
-    /// protocol); the owner later calls `close`.  May be called more than
-    /// once.
-    virtual void disconnect(const caf::error& reason) = 0;
-
-    /// Asks for `flush_acks` after the inbound frames queued now were
-    /// handled; called at most once until that flush.
-    virtual void schedule_ack_flush() = 0;
-
-    /// Asks for `expire(now)` within the sweep interval: a request now
-    /// waits for an answer.  May be called while one is already due.
-    virtual void schedule_sweep() = 0;
-
-    /// Bytes of delivered data chunks not yet claimed by the user (for the
-    /// peer-max-queued-bytes quota).
-    virtual uint64_t queued_data_bytes() const = 0;
-
-    /// Tokens delivered by `deliver_remote_mr` not yet claimed by the user
-    /// (for the peer-max-queued-mrs quota).
-    virtual size_t queued_remote_mrs() const = 0;
-
-    /// Reads the peer's memory `src` into `dst` (same length) with RDMA
-    /// READ, for a rendezvous SendData, and calls `done` once with the
-    /// outcome (an empty error on success), on the owner's thread.  `dst`
-    /// stays alive until then.  When the connection goes, `done` gets the
-    /// failure or is never called (the owner and the core are gone).  The
-    /// default fails at once with `unsupported` (a sink without reads:
-    /// the core then never offers rendezvous, see `set_reads`).
-    virtual void read(local_mr dst, const mr_token& src,
-                      std::function<void(const caf::error&)> done);
-
-    /// Takes one ActorMessage frame (remote actors) with its `len` payload
-    /// bytes at `data` (valid during the call only).  Returns an error when
-    /// the frame violates the protocol (the core counts a violation).  The
-    /// default refuses every frame.
-    virtual caf::error deliver_actor_message(const protocol::ActorMessage& m,
-                                             const uint8_t* data, size_t len);
-
-    /// The chunked actor message of the peer being reassembled: whether
-    /// one is (one being discarded holds nothing and does not count) and
-    /// the bytes it holds (counted against peer-max-queued-bytes).
-    struct partial_actor_state {
-      bool active = false;
-      uint64_t bytes = 0;
-    };
-
-    /// Returns the state of the peer's chunked actor message being
-    /// reassembled.  The default has none.
-    virtual partial_actor_state partial_actor() const {
-      return {};
-    }
-
-    /// Drops the peer's chunked actor message being reassembled because of
-    /// `why` (over peer-max-queued-bytes, past peer-partial-timeout-ms):
-    /// frees its bytes, answers a request among it with `why` and drops
-    /// its remaining chunks as they come.  The default does nothing.
-    virtual void drop_partial_actor(const caf::error& why) {
-      static_cast<void>(why);
-    }
-
-    /// Refuses the peer's rendezvous actor message `m` (whole, `m.len()`
-    /// bytes, not delivered) because of `why`: the sink counts it for the
-    /// peer's credit like a delivered one and fails a request among it to
-    /// its sender (the error travels back as the answer).  Called in the
-    /// message's place in the order.  The default does nothing.
-    virtual void refuse_actor_message(const protocol::ActorMessage& m,
-                                      const caf::error& why) {
-      static_cast<void>(m);
-      static_cast<void>(why);
-    }
-
-    /// Finds the actor published under `name` for the peer's ActorLookup
-    /// (id 0: none).  The default finds nothing.
-    virtual actor_lookup_result find_actor(const std::string& name);
-
-    /// The peer's Hello arrived and offers remote actors: `flow` says
-    /// whether it also offers EXT_ACTOR_FLOW (then `window_messages` and
-    /// `window_bytes` are the window it announced, at least 1 each).
-    /// Called once, before any actor frame of the peer is delivered.  The
-    /// default ignores it.
-    virtual void actor_flow(bool flow, uint64_t window_messages,
-                            uint64_t window_bytes) {
-      static_cast<void>(flow);
-      static_cast<void>(window_messages);
-      static_cast<void>(window_bytes);
-    }
-
-    /// Takes the peer's ActorAck (cumulative counts).  Returns an error
-    /// when it acks more than was sent or less than before (the core
-    /// counts a violation).  The default refuses it.
-    virtual caf::error take_actor_ack(uint64_t messages, uint64_t bytes);
-  };
+  /// Where the core's effects go (actors/agent_sink.hpp).
+  using sink = agent_sink;
 
   /// Builds the core of the connection `link`; `out` must outlive it.
   agent_core(sink& out, options opts, transport::link_params link,
@@ -273,20 +102,20 @@ public:
 
   /// Returns whether the peer's Hello offered Goodbye (graceful close).
   bool peer_offers_goodbye() const noexcept {
-    return peer_offers_goodbye_;
+    return live_.peer_offers_goodbye();
   }
 
   /// Returns whether the peer sent Goodbye: it closed the connection on
   /// purpose.  The owner checks it after `on_frame` and then ends the
   /// connection with `peer_closed` (the core serves nothing after it).
   bool peer_said_goodbye() const noexcept {
-    return peer_said_goodbye_;
+    return live_.peer_said_goodbye();
   }
 
   /// The reason the peer's Goodbye gave (printable, bounded); empty
   /// before one arrived.
   const std::string& goodbye_reason() const noexcept {
-    return goodbye_reason_;
+    return live_.goodbye_reason();
   }
   /// Returns whether the peer's Hello arrived and set `extension` (a bit of
   /// protocol::Extension) in Hello.extensions.
@@ -342,7 +171,7 @@ public:
   /// the owner when the user closes the connection, before `close`.
   caf::expected<std::vector<uint8_t>> goodbye_frame(const std::string& reason);
 
-  // -- keepalive (agent_core_keepalive.cpp) -----------------------------------
+  // -- keepalive (agent_core_keepalive.cpp, actors/liveness.hpp) ------------
 
   /// What the owner's keepalive timer should do (see `keepalive`).
   struct keepalive_step {
@@ -413,8 +242,9 @@ public:
   void when_offered(uint32_t extension, const char* what, time_point now,
                     std::function<void(const caf::error&)> fn);
 
-  /// Returns a fresh random request id, not pending (top bit clear).
-  /// Called by the core's own requests and by tests.
+  /// Returns a fresh request id, not pending (request_table::new_id: the
+  /// next request's slot under random bits).  Called by the core's own
+  /// requests and by tests.
   uint64_t new_request_id();
 
   /// Sends the request `msg` with `payload` behind it and calls `done` with
@@ -535,11 +365,6 @@ public:
                                    const char* what);
 
 private:
-  struct pending_request {
-    completion_fn done;
-    time_point deadline;
-  };
-
   /// One send_data call: its chunks go out while fewer than `window` are
   /// in flight (agent_core.cpp `pump`).
   struct send_data_job {
@@ -597,14 +422,9 @@ private:
   void post_request(uint64_t id, std::vector<uint8_t> header, local_mr payload,
                     completion_fn done);
   void send_unsolicited(const protocol::Message& msg);
-  void complete(uint64_t id, const protocol::Response* res,
-                const caf::error& err);
   void pump(const std::shared_ptr<send_data_job>& job);
   completion_fn chunk_answer(const std::shared_ptr<send_data_job>& job,
                              size_t len);
-
-  void remember_late(uint64_t id);
-  bool forget_late(uint64_t id);
 
   // the responder (agent_core_responder.cpp)
   rate_limiter::verdict may_log(spdlog::level::level_enum level);
@@ -613,7 +433,6 @@ private:
   void count_violation();
   void reject(const protocol::Message& res, const char* what);
   void accepted();
-  local_mr erase_owned(owned_regions::iterator i);
   void on_request(const protocol::Request& req, const local_mr& buf,
                   const protocol::decode_result& frame);
   void on_alloc_mr(uint64_t id, const protocol::AllocMR& req);
@@ -683,28 +502,18 @@ private:
   options opts_;
   transport::link_params link_;
   memory_pool_ptr pool_;
-  std::mt19937_64 rng_{std::random_device{}()};
   /// The time of the event being handled (deadlines of requests that
   /// completions issue, e.g. the next SendData chunk).
   time_point now_{};
-  std::unordered_map<uint64_t, pending_request> pending_;
-  /// AllocMR requests that timed out (oldest first, bounded): a late OK
-  /// answer to one is released at once instead of staying allocated on the
-  /// peer until the connection closes.
-  std::deque<uint64_t> late_allocs_;
-  owned_regions owned_;
-  uint64_t peer_alloc_bytes_ = 0; // sum over owned entries with by_peer
-  uint32_t peer_mrs_ = 0;
-  uint32_t violations_ = 0; // refusals in a row
-  /// Protocol noise in the current window (peer-max-noise).
-  rate_limiter noise_;
-  /// Log lines the peer's frames triggered (peer-max-log-lines); on top,
-  /// every agent shares `shared_log_budget("agent")`.
-  rate_limiter log_budget_;
-  /// Ids of requests that timed out (oldest first, bounded): a response to
-  /// one is late, not noise.
-  std::deque<uint64_t> late_ids_;
-  std::unordered_set<uint64_t> late_id_set_;
+  /// The memory held for the peer (peer-max-mrs, peer-max-alloc-bytes).
+  held_regions held_;
+  /// The peer's budgets: noise, violations in a row, log lines.
+  peer_guard guard_;
+  /// Our requests waiting for the peer's answers, and those that timed
+  /// out (peer-max-pending-requests).
+  request_table requests_;
+  /// Keepalive and the peer's Goodbye.
+  liveness live_;
   /// `end_connection` ran: the sink's disconnect was called.
   bool disconnected_ = false;
   /// Receive buffers held by users through zero-copy SendData chunks.
@@ -722,12 +531,6 @@ private:
   /// SendData ids to acknowledge (OK) in one response at the next flush.
   std::vector<uint64_t> acks_;
   bool acks_flush_scheduled_ = false;
-  /// The peer's Hello offered Goodbye, resp. keepalive (Ping/Pong).
-  bool peer_offers_goodbye_ = false;
-  bool peer_offers_keepalive_ = false;
-  /// The peer sent Goodbye (and its reason, sanitized).
-  bool peer_said_goodbye_ = false;
-  std::string goodbye_reason_;
   /// Rendezvous: the peer's Hello.max_rendezvous_bytes (0: it does not
   /// take rendezvous).
   uint64_t peer_max_rendezvous_bytes_ = 0;
@@ -744,13 +547,6 @@ private:
   /// it) started at `actor_partial_since_`; its deadline does not move.
   bool actor_partial_ = false;
   time_point actor_partial_since_{};
-  /// When the last frame from the peer arrived (any frame: liveness).
-  time_point last_heard_{};
-  /// Our last Ping: its id (0: none or answered by its Pong) and when it
-  /// went out; `awaiting_pong_` while no frame arrived since.
-  uint64_t ping_id_ = 0;
-  time_point ping_sent_{};
-  bool awaiting_pong_ = false;
 };
 
 } // namespace rdmactor

@@ -25,19 +25,6 @@ constexpr size_t max_interface_entry_len = 4096;
 
 } // namespace
 
-caf::error agent_core::sink::deliver_actor_message(const pb::ActorMessage&,
-                                                   const uint8_t*, size_t) {
-  return make_error(errc::unsupported, "this node takes no actor messages");
-}
-
-actor_lookup_result agent_core::sink::find_actor(const std::string&) {
-  return {};
-}
-
-caf::error agent_core::sink::take_actor_ack(uint64_t, uint64_t) {
-  return make_error(errc::unsupported, "this node sends no actor messages");
-}
-
 void agent_core::post_actor_ack(uint64_t messages, uint64_t bytes) {
   if (closed_)
     return;

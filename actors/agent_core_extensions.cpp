@@ -45,8 +45,7 @@ void agent_core::when_offered(uint32_t extension, const char* what,
                           "rdmactor, or immediate-data=false there)"));
     return;
   }
-  if (pending_.size() + hello_waiters_.size()
-      >= opts_.peer_max_pending_requests) {
+  if (requests_.size() + hello_waiters_.size() >= requests_.capacity()) {
     fn(make_error(errc::quota_exceeded,
                   std::string{what} + ": too many operations wait for the "
                       + "Hello of " + link_.peer
@@ -119,32 +118,18 @@ void agent_core::on_write_imm(uint32_t imm, uint64_t bytes, time_point now) {
 /// with it the lease's own registration (the peer's rkey stops working)
 /// and our reference to the memory.  Returns the earliest lease end left.
 agent_core::time_point agent_core::expire_leases(time_point now) {
-  auto next = time_point::max();
-  for (auto i = owned_.begin(); i != owned_.end();) {
-    if (!i->second.lease_reg) {
-      ++i;
-      continue;
-    }
-    if (i->second.lease_end > now) {
-      next = std::min(next, i->second.lease_end);
-      ++i;
-      continue;
-    }
+  return held_.expire(now, [this](const mr_token& token, const owned_mr& x) {
     ++counters_.leases_expired;
     log().debug("agent {}: the lease of {} bytes at {:#x} ended; revoked",
-                link_.peer, i->second.mr.size(), i->first.addr);
-    auto next_i = std::next(i);
-    erase_owned(i);
-    i = next_i;
-  }
-  return next;
+                link_.peer, x.mr.size(), token.addr);
+  });
 }
 
 void agent_core::on_renew_lease(uint64_t id, const pb::RenewLease& req) {
   auto token
       = mr_token{req.token().addr(), req.token().len(), req.token().rkey()};
-  auto i = owned_.find(token);
-  if (i == owned_.end() || !i->second.lease_reg) {
+  auto grant = held_.renew(token, req.lease_ms(), now_);
+  if (!grant) {
     // Also a renewal that crossed the lease's end: not a violation of its
     // own, but the holder learns that the lease is gone.
     send_unsolicited(pb::make_renew_lease_response(
@@ -154,10 +139,8 @@ void agent_core::on_renew_lease(uint64_t id, const pb::RenewLease& req) {
     count_noise("a RenewLease for a token without a lease");
     return;
   }
-  auto grant = std::min(req.lease_ms(), i->second.lease_ms);
-  i->second.lease_end = now_ + std::chrono::milliseconds{grant};
   accepted();
-  send_unsolicited(pb::make_renew_lease_response(id, pb::OK, {}, grant));
+  send_unsolicited(pb::make_renew_lease_response(id, pb::OK, {}, *grant));
 }
 
 void agent_core::renew_lease(

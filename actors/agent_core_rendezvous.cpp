@@ -31,15 +31,6 @@ constexpr uint64_t max_read_bytes = uint64_t{1} << 31;
 
 } // namespace
 
-void agent_core::sink::read(local_mr dst, const mr_token& src,
-                            std::function<void(const caf::error&)> done) {
-  static_cast<void>(dst);
-  static_cast<void>(src);
-  done(make_error(errc::unsupported,
-                  "this agent cannot read the peer's memory (a sink without "
-                  "RDMA READ)"));
-}
-
 bool agent_core::offers_rendezvous() const noexcept {
   return opts_.eager_message_len_bytes < opts_.max_message_len_bytes;
 }

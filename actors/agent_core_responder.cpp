@@ -35,25 +35,10 @@ pb::MrToken to_pb(const mr_token& t) {
 
 // -- requests from the peer ---------------------------------------------------
 
-/// Decides whether a line of `level` the peer's frames triggered may be
-/// written now: within the peer's budget (peer-max-log-lines) and the
-/// budget all agents share.  An admitted verdict carries the count of lines
-/// held back since the last one written (`suppressed_note`).
+/// Whether a line of `level` the peer's frames triggered may be written now
+/// (peer_guard::may_log).
 rate_limiter::verdict agent_core::may_log(spdlog::level::level_enum level) {
-  if (!log().should_log(level))
-    return {}; // filtered anyway: spends no budget
-  auto mine = log_budget_.take(now_);
-  if (!mine)
-    return mine;
-  auto& shared = shared_log_budget("agent");
-  auto all = shared.take(now_);
-  if (!all) {
-    // The lines this peer's budget held back are reported by the next line
-    // the shared budget lets through.
-    shared.add_denied(mine.denied_before);
-    return all;
-  }
-  return {true, mine.denied_before + all.denied_before};
+  return guard_.may_log(level, now_);
 }
 
 /// Disconnects the peer once, logging `why` (through the shared budget: a
@@ -73,37 +58,17 @@ void agent_core::end_connection(const caf::error& reason,
 }
 
 /// Counts one piece of protocol noise (`what`); disconnects a peer over
-/// peer-max-noise within peer-noise-window-ms, however many valid requests
-/// it mixes in.
+/// its budget (peer_guard::noise).
 void agent_core::count_noise(const char* what) {
-  if (noise_.take(now_) || closed_)
-    return;
-  end_connection(
-      make_error(errc::quota_exceeded,
-                 "the peer sent more than "
-                     + std::to_string(opts_.peer_max_noise)
-                     + " refused requests, malformed frames or unexpected "
-                       "responses within "
-                     + std::to_string(opts_.peer_noise_window_ms)
-                     + " ms (peer-max-noise, peer-noise-window-ms)"),
-      std::string{"more than "} + std::to_string(opts_.peer_max_noise)
-          + " pieces of protocol noise within "
-          + std::to_string(opts_.peer_noise_window_ms) + " ms, the last "
-          + what);
+  if (auto end = guard_.noise(what, now_); end && !closed_)
+    end_connection(end->reason, end->why);
 }
 
 /// Counts one refusal or malformed frame; disconnects a peer that keeps
-/// violating (peer-max-violations in a row, or too much noise in a
-/// window).
+/// violating (peer_guard::violation).
 void agent_core::count_violation() {
-  count_noise("a refused request or malformed frame");
-  if (++violations_ < opts_.peer_max_violations || closed_)
-    return;
-  end_connection(make_error(errc::quota_exceeded,
-                            "the peer kept violating the protocol or its "
-                            "limits (peer-max-violations)"),
-                 std::to_string(violations_)
-                     + " refused requests or malformed frames in a row");
+  if (auto end = guard_.violation(now_); end && !closed_)
+    end_connection(end->reason, end->why);
 }
 
 void agent_core::reject(const pb::Message& res, const char* what) {
@@ -117,18 +82,7 @@ void agent_core::reject(const pb::Message& res, const char* what) {
 
 /// Marks a request from the peer as served within its limits.
 void agent_core::accepted() {
-  violations_ = 0;
-}
-
-/// Forgets an owned region; the memory returns when the last handle goes.
-local_mr agent_core::erase_owned(owned_regions::iterator i) {
-  if (i->second.by_peer) {
-    peer_alloc_bytes_ -= i->second.mr.size();
-    peer_mrs_ -= 1;
-  }
-  auto mr = std::move(i->second.mr);
-  owned_.erase(i);
-  return mr;
+  guard_.accepted();
 }
 
 void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
@@ -145,12 +99,11 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
            "AllocMR with an invalid layout");
     return;
   }
-  if (peer_mrs_ >= opts_.peer_max_mrs
-      || req.size() > opts_.peer_max_alloc_bytes - peer_alloc_bytes_) {
+  if (!held_.quota_allows(req.size())) {
     reject(pb::make_alloc_mr_response(
                id, pb::QUOTA_EXCEEDED,
-               "you hold " + std::to_string(peer_mrs_) + " regions of "
-                   + std::to_string(peer_alloc_bytes_)
+               "you hold " + std::to_string(held_.peer_mrs()) + " regions of "
+                   + std::to_string(held_.peer_bytes())
                    + " bytes here; the limits are peer-max-mrs="
                    + std::to_string(opts_.peer_max_mrs) + " and peer-max-alloc-"
                    + "bytes=" + std::to_string(opts_.peer_max_alloc_bytes)),
@@ -166,45 +119,32 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
            "AllocMR");
     return;
   }
-  auto token = mr->token();
-  owned_mr entry{*mr, true};
   uint32_t lease_ms = 0;
-  if (opts_.peer_alloc_lease_ms != 0 && peer_offers(pb::EXT_LEASES)) {
-    // A registration of its own, revoked when the lease ends.
-    auto reg = pool_->register_again(*mr);
-    if (!reg) {
-      reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(reg.error())),
-                                        what_of(reg.error())),
-             "AllocMR (no registration for its lease)");
-      return;
-    }
+  if (opts_.peer_alloc_lease_ms != 0 && peer_offers(pb::EXT_LEASES))
     lease_ms = opts_.peer_alloc_lease_ms;
-    entry.lease_reg
-        = std::shared_ptr<transport::memory_region>{std::move(*reg)};
-    token.rkey = entry.lease_reg->rkey();
-    entry.lease_end = now_ + std::chrono::milliseconds{lease_ms};
-    entry.lease_ms = lease_ms;
-    out_.schedule_sweep();
+  auto token = held_.hold(std::move(*mr), true, lease_ms, now_, *pool_);
+  if (!token) {
+    reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(token.error())),
+                                      what_of(token.error())),
+           "AllocMR (no registration for its lease)");
+    return;
   }
-  peer_alloc_bytes_ += mr->size();
-  peer_mrs_ += 1;
-  owned_.emplace(token, std::move(entry));
+  if (lease_ms != 0)
+    out_.schedule_sweep();
   accepted();
-  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(token));
+  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(*token));
   res.mutable_response()->mutable_alloc_mr()->set_lease_ms(lease_ms);
   send_unsolicited(res);
 }
 
 void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
-  auto i = owned_.find(to_token(req.token()));
-  if (i == owned_.end()) {
+  if (!held_.release(to_token(req.token()))) {
     reject(pb::make_release_mr_response(id, pb::UNKNOWN_TOKEN,
                                         "no memory region with this token is "
                                         "held for you"),
            "ReleaseMR of an unknown token");
     return;
   }
-  erase_owned(i);
   accepted();
   send_unsolicited(pb::make_release_mr_response(id, pb::OK, {}));
 }
@@ -228,15 +168,15 @@ void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
     return;
   }
   // The peer hands back memory we own.
-  auto i = owned_.find(token);
-  if (i == owned_.end()) {
+  auto mr = held_.release(token);
+  if (!mr) {
     reject(pb::make_send_mr_response(id, pb::NOT_OWNED,
                                      "this node does not own a memory region "
                                      "with this token on your behalf"),
            "SendMR REMOTE of a token we do not own");
     return;
   }
-  out_.deliver_tagged_local_mr(erase_owned(i), req.tag());
+  out_.deliver_tagged_local_mr(std::move(*mr), req.tag());
   accepted();
   send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
 }
@@ -448,14 +388,14 @@ void agent_core::complete_acked(
     const google::protobuf::RepeatedField<uint64_t>& ids,
     const pb::Response& res, uint64_t& taken) {
   for (auto id : ids) {
-    if (pending_.count(id) == 0) {
+    if (!requests_.pending(id)) {
       ++counters_.protocol_errors;
-      if (!forget_late(id))
+      if (!requests_.take_late(id))
         count_noise("an acknowledgement of an unknown request");
       continue;
     }
     ++taken;
-    complete(id, &res, caf::error{});
+    requests_.complete(id, &res, caf::error{});
   }
 }
 
@@ -484,12 +424,8 @@ void agent_core::on_also_acked(const pb::Response& res) {
 /// Releases the region of a late OK answer to an AllocMR that timed out;
 /// returns whether `res` was one.
 bool agent_core::release_late_alloc(const pb::Response& res) {
-  auto i
-      = std::find(late_allocs_.begin(), late_allocs_.end(), res.request_id());
-  if (i == late_allocs_.end())
+  if (!requests_.take_late_alloc(res.request_id()))
     return false;
-  late_allocs_.erase(i);
-  forget_late(res.request_id());
   if (res.body_case() == pb::Response::kAllocMr && pb::status_of(res) == pb::OK
       && res.alloc_mr().has_token()) {
     if (auto v = may_log(spdlog::level::info))
@@ -506,13 +442,13 @@ void agent_core::on_response(const pb::Response& res) {
     return;
   }
   auto id = res.request_id();
-  if (pending_.count(id) == 0 && release_late_alloc(res))
+  if (!requests_.pending(id) && release_late_alloc(res))
     return;
-  if (pending_.count(id) == 0) {
+  if (!requests_.pending(id)) {
     // Counted and dropped.  Not a violation: a response may arrive after
     // its request timed out.  Noise unless it is one of those.
     ++counters_.protocol_errors;
-    if (forget_late(id)) {
+    if (requests_.take_late(id)) {
       if (auto v = may_log(spdlog::level::info))
         log().info("agent {}: dropped a late response to request {} (it "
                    "timed out){}",
@@ -525,14 +461,13 @@ void agent_core::on_response(const pb::Response& res) {
     count_noise("a response for an unknown request");
     return;
   }
-  complete(id, &res, caf::error{});
+  requests_.complete(id, &res, caf::error{});
   on_also_acked(res);
 }
 
 void agent_core::on_hello(const pb::Hello& hello) {
   peer_takes_cumulative_acks_ = hello.cumulative_acks();
-  peer_offers_goodbye_ = hello.goodbye();
-  peer_offers_keepalive_ = hello.keepalive();
+  live_.offered(hello.goodbye(), hello.keepalive());
   hello_seen_ = true;
   peer_extensions_ = hello.extensions();
   // A peer reads our rendezvous chunks only if it said how much at once.
@@ -558,7 +493,7 @@ void agent_core::on_hello(const pb::Hello& hello) {
 void agent_core::on_frame(const local_mr& buf, time_point now) {
   now_ = now;
   // Any frame, even one we refuse, shows the peer's agent is alive.
-  last_heard_ = now;
+  live_.heard(now);
   pb::Message msg;
   auto frame
       = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
