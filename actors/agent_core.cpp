@@ -460,7 +460,7 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     f.request_id = new_request_id();
     f.len = len;
     f.imm = job->imm;
-    f.acked = acks_.data();
+    f.acked = acks_.ids().data();
     f.acked_count = acks_that_fit(job->chunk_max - len);
     std::vector<uint8_t> header(pb::max_send_data_header_len(f.acked_count));
     auto n = pb::encode_send_data(f, header.data(), header.size(),

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/ack_gatherer.hpp"
 #include "actors/agent_sink.hpp"
 #include "actors/held_regions.hpp"
 #include "actors/in_order_reader.hpp"
@@ -528,9 +529,9 @@ private:
   uint32_t peer_extensions_ = 0;
   /// Operations waiting for the peer's Hello (oldest first).
   std::deque<hello_waiter> hello_waiters_;
-  /// SendData ids to acknowledge (OK) in one response at the next flush.
-  std::vector<uint64_t> acks_;
-  bool acks_flush_scheduled_ = false;
+  /// SendData ids to acknowledge (OK) in one response at the next flush,
+  /// or on our next SendData.
+  ack_gatherer acks_;
   /// Rendezvous: the peer's Hello.max_rendezvous_bytes (0: it does not
   /// take rendezvous).
   uint64_t peer_max_rendezvous_bytes_ = 0;

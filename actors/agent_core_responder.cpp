@@ -302,12 +302,11 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
 // -- cumulative acknowledgements ----------------------------------------------
 
 void agent_core::flush_acks() {
-  acks_flush_scheduled_ = false;
-  if (acks_.empty() || closed_)
+  auto ids = acks_.take();
+  if (ids.empty() || closed_)
     return;
-  counters_.merged_acks_sent += acks_.size() - 1;
-  send_unsolicited(pb::make_send_data_acks(acks_));
-  acks_.clear();
+  counters_.merged_acks_sent += ids.size() - 1;
+  send_unsolicited(pb::make_send_data_acks(ids));
 }
 
 /// Acknowledges the SendData `id` (OK): at once, or gathered into one
@@ -319,14 +318,15 @@ void agent_core::ack_send_data(uint64_t id) {
   }
   // Gather until the frames queued now are handled: the owner flushes
   // behind them.  A full response goes at once.
-  acks_.push_back(id);
-  if (acks_.size() >= tuning::max_acks_per_response) {
-    flush_acks();
-    return;
-  }
-  if (!acks_flush_scheduled_) {
-    acks_flush_scheduled_ = true;
-    out_.schedule_ack_flush();
+  switch (acks_.add(id)) {
+    case ack_gatherer::step::flush_now:
+      flush_acks();
+      break;
+    case ack_gatherer::step::schedule_flush:
+      out_.schedule_ack_flush();
+      break;
+    case ack_gatherer::step::none:
+      break;
   }
 }
 
@@ -340,19 +340,16 @@ bool agent_core::acks_may_ride() const noexcept {
   return !acks_.empty() && !closed_ && peer_offers(pb::EXT_PIGGYBACK_ACKS);
 }
 
-/// How many gathered acknowledgements (the first of `acks_`) may ride on
-/// our next SendData: as many as `room` bytes of its frame take, at most
-/// max_acks_per_response, so they need no response of their own.
+/// How many gathered acknowledgements (the oldest) may ride on our next
+/// SendData: as many as `room` bytes of its frame take, so they need no
+/// response of their own.
 size_t agent_core::acks_that_fit(size_t room) const noexcept {
-  if (!acks_may_ride() || room < pb::piggyback_ack_overhead(1))
-    return 0;
-  auto fit = (room - pb::piggyback_ack_overhead(0)) / 8;
-  return std::min({acks_.size(), fit, tuning::max_acks_per_response});
+  return acks_may_ride() ? acks_.fit(room) : 0;
 }
 
 /// The first `n` acknowledgements went out on a SendData.
 void agent_core::acks_attached(size_t n) {
-  acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
+  acks_.attached(n);
   counters_.piggybacked_acks_sent += n;
 }
 
