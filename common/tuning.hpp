@@ -34,24 +34,27 @@ constexpr uint32_t empty_polls_per_yield = 16;
 /// docs/benchmarks.md, "The clock in the VM".
 constexpr uint32_t polls_per_clock_read = 16;
 
-/// Contention (transport/contention.hpp): a polling link owner samples the
-/// machine's runnable threads (/proc/loadavg) at most every this many
-/// microseconds, process-wide.
+/// Contention (transport/contention.hpp): a polling link owner reads its
+/// thread's scheduler statistics at most every this many microseconds,
+/// process-wide.
 constexpr uint32_t contention_sample_us = 1000;
 
 /// The samples' moving average spans about this many milliseconds: a CPU
 /// hog is noticed within a few windows, a burst of our own threads is not.
 constexpr uint32_t contention_window_ms = 20;
 
-/// While the machine has more runnable threads than cores (all cores
-/// busy), the cores' worth of CPU that goes to other programs (cores minus
-/// the cores this process keeps busy, on average) from which polling
-/// owners stop spinning, and below which they spin again.  Two nodes of
-/// one process ping-ponging on two cores leave others about 0.1 cores,
-/// two CPU hogs take 1.4 or more (docs/benchmarks.md, "Polling under
+/// A sample whose thread wanted a core for less than this (ran plus
+/// waited, microseconds) says nothing.
+constexpr uint32_t contention_min_sample_us = 50;
+
+/// The share of the time our polling threads wanted a core that they
+/// waited for one (moving average) from which polling owners stop
+/// spinning, and below which they spin again.  On two cores: two nodes of
+/// one process ping-ponging 0.2-0.4, a polling client and server process
+/// 0.02, two CPU hogs 0.85-0.9 (docs/benchmarks.md, "Polling under
 /// contention").
-constexpr double contention_enter_cores = 0.75;
-constexpr double contention_leave_cores = 0.4;
+constexpr double contention_enter_share = 0.6;
+constexpr double contention_leave_share = 0.45;
 
 /// Work requests a link holds behind its doorbell at most
 /// (`link::hold_posts`): the next post rings it and holds again, so that a

@@ -2,79 +2,81 @@
 
 #include "transport/contention.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "common/tuning.hpp"
 
 namespace rdmactor::transport {
 
-bool contention_estimate::update(time_point now, uint32_t runnable,
-                                 std::chrono::nanoseconds own_cpu) noexcept {
+bool contention_estimate::update(time_point now, duration run,
+                                 duration wait) noexcept {
+  auto wanted = run + wait;
+  if (wanted < std::chrono::microseconds{tuning::contention_min_sample_us}
+      || run.count() < 0 || wait.count() < 0)
+    return contended_;
+  auto share
+      = static_cast<double>(wait.count()) / static_cast<double>(wanted.count());
   if (!started_) {
     started_ = true;
     first_ = now;
     last_ = now;
-    last_cpu_ = own_cpu;
+    starved_ = share;
     return contended_;
   }
-  if (now <= last_)
-    return contended_;
-  auto dt = std::chrono::duration<double>(now - last_).count();
-  auto busy = std::max(
-      std::chrono::duration<double>(own_cpu - last_cpu_).count() / dt, 0.0);
-  if (last_ == first_) {
-    // The first interval: the averages start from it.
-    runnable_ = runnable;
-    own_ = busy;
-  } else {
+  if (now > last_) {
     // A moving average over about tuning::contention_window_ms, whatever
     // the spacing of the samples.
-    auto alpha = 1.0 - std::exp(-dt * 1000.0 / tuning::contention_window_ms);
-    runnable_ += alpha * (runnable - runnable_);
-    own_ += alpha * (busy - own_);
+    auto dt = std::chrono::duration<double, std::milli>(now - last_).count();
+    auto alpha = 1.0 - std::exp(-dt / tuning::contention_window_ms);
+    starved_ += alpha * (share - starved_);
+    last_ = now;
   }
-  last_ = now;
-  last_cpu_ = own_cpu;
-  // No verdict before the averages span a window.
+  // No verdict before the average spans a window.
   if (now - first_ < std::chrono::milliseconds{tuning::contention_window_ms})
     return contended_;
-  auto threshold = contended_ ? tuning::contention_leave_cores
-                              : tuning::contention_enter_cores;
-  contended_ = runnable_ > cores_ && foreign() >= threshold;
+  contended_ = starved_ >= (contended_ ? tuning::contention_leave_share
+                                       : tuning::contention_enter_share);
   return contended_;
-}
-
-double contention_estimate::foreign() const noexcept {
-  return std::min(runnable_, static_cast<double>(cores_)) - own_;
 }
 
 namespace {
 
-/// The cores this process may run on.
-uint32_t usable_cores() noexcept {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    auto n = CPU_COUNT(&set);
-    if (n > 0)
-      return static_cast<uint32_t>(n);
-  }
-  auto n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<uint32_t>(n) : 1;
-}
+/// This thread's scheduler statistics: /proc/thread-self/schedstat ("run
+/// wait slices", nanoseconds), opened once per thread, and the values of
+/// its previous reading.
+struct thread_schedstat {
+  int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  bool read_before = false;
+  int64_t run = 0;
+  int64_t wait = 0;
 
-std::chrono::nanoseconds process_cpu() noexcept {
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-    return std::chrono::nanoseconds{0};
-  return std::chrono::seconds{ts.tv_sec} + std::chrono::nanoseconds{ts.tv_nsec};
-}
+  ~thread_schedstat() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+  /// Reads the statistics; false when the kernel keeps none.
+  bool read(int64_t& run_ns, int64_t& wait_ns) noexcept {
+    if (fd < 0)
+      return false;
+    char buf[96];
+    auto n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+      return false;
+    buf[n] = '\0';
+    char* end = nullptr;
+    run_ns = std::strtoll(buf, &end, 10);
+    if (end == buf)
+      return false;
+    char* end2 = nullptr;
+    wait_ns = std::strtoll(end, &end2, 10);
+    return end2 != end;
+  }
+};
 
 } // namespace
 
@@ -83,35 +85,9 @@ contention_monitor& contention_monitor::instance() {
   return monitor;
 }
 
-contention_monitor::contention_monitor() : estimate_(usable_cores()) {
-  fd_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+contention_monitor::contention_monitor() {
   if (auto* v = std::getenv("RDMACTOR_CONTENTION"); v != nullptr && *v == '0')
     enabled_.store(false, std::memory_order_relaxed);
-}
-
-contention_monitor::~contention_monitor() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
-int contention_monitor::read_runnable() noexcept {
-  if (fd_ < 0)
-    return -1;
-  // "0.71 1.22 1.43 2/345 12345": the fourth field's numerator.
-  char buf[128];
-  auto n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
-  if (n <= 0)
-    return -1;
-  buf[n] = '\0';
-  int fields = 0;
-  for (char* p = buf; *p != '\0'; ++p) {
-    if (*p == ' ' && ++fields == 3) {
-      char* end = nullptr;
-      auto v = std::strtol(p + 1, &end, 10);
-      return end != p + 1 && *end == '/' && v >= 0 ? static_cast<int>(v) : -1;
-    }
-  }
-  return -1;
 }
 
 bool contention_monitor::contended(
@@ -131,14 +107,22 @@ bool contention_monitor::contended(
     return contended_.load(std::memory_order_relaxed);
   next_sample_ns_.store(now_ns + int64_t{tuning::contention_sample_us} * 1000,
                         std::memory_order_relaxed);
-  auto runnable = read_runnable();
-  if (runnable < 0) {
+  thread_local thread_schedstat mine;
+  int64_t run = 0;
+  int64_t wait = 0;
+  if (!mine.read(run, wait)) {
+    // No statistics on this kernel: never contended.
     enabled_.store(false, std::memory_order_relaxed);
     contended_.store(false, std::memory_order_relaxed);
     return false;
   }
-  auto verdict
-      = estimate_.update(now, static_cast<uint32_t>(runnable), process_cpu());
+  bool verdict = contended_.load(std::memory_order_relaxed);
+  if (mine.read_before)
+    verdict = estimate_.update(now, std::chrono::nanoseconds{run - mine.run},
+                               std::chrono::nanoseconds{wait - mine.wait});
+  mine.read_before = true;
+  mine.run = run;
+  mine.wait = wait;
   contended_.store(verdict, std::memory_order_relaxed);
   return verdict;
 }

@@ -12,60 +12,49 @@
 namespace rdmactor::transport {
 
 /// The estimate behind `contention_monitor`, free of clocks and files: fed
-/// with samples of the machine's runnable threads (the running count of
-/// /proc/loadavg: running or waiting for a core) and of this process's CPU
-/// time, it keeps moving averages of both.  With more runnable threads
-/// than cores every core is busy, and what this process does not use of
-/// them goes to other programs.  Contended: all cores busy and at least
-/// `tuning::contention_enter_cores` of them other programs' on average;
-/// it ends below `tuning::contention_leave_cores` or when the cores
-/// suffice.  Our own threads never count, however many wait: two nodes of
-/// one process on two cores keep polling.
+/// with what the kernel's scheduler says of a polling thread of ours (the
+/// time it ran and the time it was runnable but waited for a core, since
+/// that thread's previous sample), it keeps a moving average of the
+/// waiting share, wait / (run + wait).  A thread that shares its core with
+/// a CPU-bound program waits most of the time it wants to run (two hogs on
+/// two cores: 0.85-0.9); threads of our own that take turns wait a little
+/// (two nodes of one process on two cores: 0.2-0.4), and a polling peer
+/// process on a core of its own not at all.  Contended: the average at
+/// least `tuning::contention_enter_share`; it ends below
+/// `tuning::contention_leave_share`.
 class contention_estimate {
 public:
   using time_point = std::chrono::steady_clock::time_point;
+  using duration = std::chrono::nanoseconds;
 
-  /// For a process that may run on `cores` cores (at least 1).
-  explicit contention_estimate(uint32_t cores) noexcept
-      : cores_(cores == 0 ? 1 : cores) {}
-
-  /// One sample at `now`: `runnable` threads on the machine (running or
-  /// waiting for a core, the sampling thread included) and `own_cpu`, this
-  /// process's CPU time since it started.  Returns `contended()`.
-  bool update(time_point now, uint32_t runnable,
-              std::chrono::nanoseconds own_cpu) noexcept;
+  /// One sample at `now`: a polling thread of ours ran `run` and waited
+  /// `wait` for a core since its previous sample.  Samples with less than
+  /// `tuning::contention_min_sample_us` of both say nothing and are
+  /// skipped.  Returns `contended()`.
+  bool update(time_point now, duration run, duration wait) noexcept;
 
   bool contended() const noexcept {
     return contended_;
   }
 
-  /// The moving averages: runnable threads and the cores this process
-  /// keeps busy (for tests and logs).
-  double runnable() const noexcept {
-    return runnable_;
+  /// The moving average of the waiting share (for tests and logs).
+  double starved() const noexcept {
+    return starved_;
   }
-  double own() const noexcept {
-    return own_;
-  }
-  /// The cores other programs keep busy, on average, when all are busy.
-  double foreign() const noexcept;
 
 private:
-  uint32_t cores_;
   bool started_ = false;
   bool contended_ = false;
   time_point first_{};
   time_point last_{};
-  std::chrono::nanoseconds last_cpu_{0};
-  double runnable_ = 0;
-  double own_ = 0;
+  double starved_ = 0;
 };
 
-/// One per process: samples the machine at most every
-/// `tuning::contention_sample_us` for whichever polling link owner asks
-/// first (the others read the last verdict without waiting), and says
-/// whether spinning now takes cores from other programs.  Where
-/// /proc/loadavg cannot be read, never contended.  Thread-safe.
+/// One per process: at most every `tuning::contention_sample_us`, the
+/// polling owner that asks first reads its own thread's scheduler
+/// statistics (/proc/thread-self/schedstat) into the estimate; the others
+/// read the last verdict without waiting.  Where the kernel keeps no such
+/// statistics, never contended.  Thread-safe.
 class contention_monitor {
 public:
   /// The process's monitor.
@@ -92,12 +81,7 @@ public:
 
 private:
   contention_monitor();
-  ~contention_monitor();
 
-  /// The running count of /proc/loadavg, or -1.
-  int read_runnable() noexcept;
-
-  int fd_ = -1;
   std::atomic<bool> enabled_{true};
   std::atomic<bool> contended_{false};
   std::atomic<int64_t> next_sample_ns_{0};
