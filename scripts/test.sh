@@ -3,8 +3,11 @@
 #
 #   scripts/test.sh                 unit + soft suites here, verbs suite on an
 #                                   RDMA device or inside the Soft-RoCE VM
-#   scripts/test.sh -L unit         pass ctest arguments (skips the VM suite
-#                                   unless the arguments select it)
+#   scripts/test.sh -L unit         pass ctest arguments to this host's ctest
+#                                   (no VM: the verbs suite alone runs in it
+#                                   with RDMACTOR_TEST_TIMEOUT_SCALE=5
+#                                   scripts/rxe-vm.sh ctest --test-dir
+#                                   "$PWD/build" -L verbs)
 #   RDMACTOR_SKIP_VM=1 scripts/test.sh   skip the verbs suite when no device
 #
 #   scripts/test.sh --sanitize=address,undefined
