@@ -611,10 +611,14 @@ void link::finish(inflight_op& op, wc_status status) {
 void link::on_completion(const work_completion& wc) {
   if (wc.wr_id & recv_wr_bit) {
     if (wc.status != wc_status::success) {
-      fail(make_error(to_errc(wc.status), std::string{"receive completed with "}
-                                              + to_string(wc.status)
-                                              + " on the connection to "
-                                              + params_.peer));
+      // A flushed receive says only that the connection is in error: the
+      // fabric may know why (the peer closed it, a reset, a timeout).
+      auto why = qp_->failure_reason();
+      fail(make_error(to_errc(wc.status),
+                      std::string{"receive completed with "}
+                          + to_string(wc.status) + " on the connection to "
+                          + params_.peer
+                          + (why.empty() ? std::string{} : " (" + why + ")")));
       return;
     }
     on_recv(wc);

@@ -661,6 +661,11 @@ void soft_queue_pair::execute_atomic_locked(const wire::header& h,
   respond_locked(resp, {}, now, old.data());
 }
 
+std::string soft_queue_pair::failure_reason() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return failure_reason_;
+}
+
 void soft_queue_pair::fail_locked(failure f) {
   if (phase_.load() != phase::running) {
     // Already failing: the destructor cuts a pending linger short.
@@ -672,6 +677,7 @@ void soft_queue_pair::fail_locked(failure f) {
     std::lock_guard<std::mutex> placement{placement_mutex_};
     phase_.store(phase::draining);
   }
+  failure_reason_ = f.reason;
   // Once per connection a peer opens and drops: a shared budget.
   if (f.quiet)
     log().debug("soft QP to {}: error state: {}", peer_, f.reason);

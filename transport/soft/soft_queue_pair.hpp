@@ -147,6 +147,8 @@ public:
 
   void close() override;
 
+  std::string failure_reason() const override;
+
   bool in_error() const noexcept override {
     return phase_.load() != phase::running;
   }
@@ -331,6 +333,8 @@ private:
   // -- guarded by mutex_ ---------------------------------------------------
 
   mutable std::mutex mutex_;
+  /// `fail_locked`'s reason (under mutex_).
+  std::string failure_reason_;
   /// Written under mutex_ (and placement_mutex_ when leaving running).
   std::atomic<phase> phase_{phase::running};
   std::deque<outstanding_request> outstanding_;

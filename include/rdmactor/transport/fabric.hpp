@@ -324,6 +324,14 @@ public:
   /// Returns true once the QP is in the error state.  Any thread.
   virtual bool in_error() const noexcept = 0;
 
+  /// Why the QP entered the error state, in words ("the peer closed the
+  /// connection", "connection reset by peer", ...), for the errors of the
+  /// work it flushed; empty while it runs, or where the fabric cannot
+  /// tell (the default).  Any thread.
+  virtual std::string failure_reason() const {
+    return {};
+  }
+
 protected:
   /// Implements `arm_cq`.
   virtual caf::error do_arm_cq(cq_events which) = 0;
