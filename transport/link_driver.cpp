@@ -147,7 +147,7 @@ size_t link_driver::poll_link() {
 }
 
 /// True while the polling modes keep polling instead of arming the CQ.
-/// Reads the clock, and asks whether other programs contend for the cores
+/// Reads the clock, and asks whether our polling threads wait for cores
 /// (transport/contention.hpp), only every `tuning::polls_per_clock_read`
 /// calls.  Contended: adaptive polling arms, as event mode does (a
 /// spinner that shares its core with a CPU hog loses whole time slices

@@ -158,8 +158,9 @@ public:
   /// Asks for a poll at the end of this activation (nothing when down).
   void schedule_poll() noexcept;
 
-  /// Other programs contended for the cores at the last look (adaptive
-  /// mode: then it arms as event mode does; transport/contention.hpp).
+  /// At the last look our polling threads mostly waited for a core
+  /// (adaptive mode: then it arms as event mode does;
+  /// transport/contention.hpp).
   bool contended() const noexcept {
     return contended_;
   }
