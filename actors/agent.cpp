@@ -45,6 +45,23 @@ void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
               std::move(payload));
 }
 
+void actor_sink::post_upkeep(std::vector<uint8_t> header) {
+  auto& st = self_->state;
+  if (!st.driver.driving()) {
+    post(std::move(header), local_mr{});
+    return;
+  }
+  st.driver.path().submit(transport::op_kind::send, std::move(header),
+                          local_mr{}, mr_token{}, 0, std::nullopt, true);
+  st.driver.posted(true);
+}
+
+void actor_sink::upkeep_frame() {
+  auto& st = self_->state;
+  if (st.driver.driving())
+    st.driver.path().mark_quiet();
+}
+
 void actor_sink::read(local_mr dst, const mr_token& src,
                       std::function<void(const caf::error&)> done) {
   // The link answers every READ; when it goes down, or this actor goes

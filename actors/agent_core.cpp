@@ -145,8 +145,9 @@ caf::error agent_core::post_frame(std::vector<uint8_t> header,
 }
 
 /// Sends a response (or Hello) as a post: nothing waits for it; a send
-/// that fails takes the connection down.
-void agent_core::send_unsolicited(const pb::Message& msg) {
+/// that fails takes the connection down.  `upkeep`: a keepalive Ping or
+/// Pong (`agent_sink::post_upkeep`).
+void agent_core::send_unsolicited(const pb::Message& msg, bool upkeep) {
   auto buf = encode(msg);
   // Both lines can come once per connection (a Hello) or per request of
   // the peer: its budget and the shared one.
@@ -154,6 +155,10 @@ void agent_core::send_unsolicited(const pb::Message& msg) {
     if (auto v = may_log(spdlog::level::err))
       log().error("agent {}: {}{}", link_.peer, render(buf.error()),
                   suppressed_note(v.denied_before));
+    return;
+  }
+  if (upkeep && buf->size() <= transport::max_send_header_bytes) {
+    out_.post_upkeep(std::move(*buf));
     return;
   }
   if (auto err = post_frame(std::move(*buf), local_mr{}))

@@ -422,7 +422,7 @@ private:
   bool admit_request(completion_fn& done);
   void post_request(uint64_t id, std::vector<uint8_t> header, local_mr payload,
                     completion_fn done);
-  void send_unsolicited(const protocol::Message& msg);
+  void send_unsolicited(const protocol::Message& msg, bool upkeep = false);
   void pump(const std::shared_ptr<send_data_job>& job);
   completion_fn chunk_answer(const std::shared_ptr<send_data_job>& job,
                              size_t len);

@@ -61,7 +61,7 @@ agent_core::keepalive_step agent_core::keepalive(time_point now) {
       auto id = new_request_id();
       live_.pinged(id, now);
       ++counters_.keepalive_pings;
-      send_unsolicited(pb::make_ping(id));
+      send_unsolicited(pb::make_ping(id), true);
       break;
     }
   }
@@ -72,8 +72,10 @@ agent_core::keepalive_step agent_core::keepalive(time_point now) {
 /// A Pong answers our outstanding Ping (any frame already counted as a
 /// sign of life); one we did not ask for is noise.
 void agent_core::on_pong(const pb::Response& res) {
-  if (live_.take_pong(res.request_id()))
+  if (live_.take_pong(res.request_id())) {
+    out_.upkeep_frame();
     return;
+  }
   ++counters_.protocol_errors;
   count_noise("a Pong nobody asked for");
 }

@@ -288,7 +288,8 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
     case pb::Request::kPing:
       // Keepalive: cheap, and answered even when our own keepalive is off.
       accepted();
-      send_unsolicited(pb::make_pong(id));
+      out_.upkeep_frame();
+      send_unsolicited(pb::make_pong(id), true);
       break;
     default:
       ++counters_.protocol_errors;

@@ -41,6 +41,18 @@ public:
   /// the post; a failed send takes the connection down.
   virtual void post(std::vector<uint8_t> header, local_mr payload) = 0;
 
+  /// Posts a keepalive Ping or Pong (`header`, no payload): as `post`, but
+  /// upkeep, not traffic, so that an idle connection's keepalive keeps no
+  /// poller busy (`link::submit`'s `quiet`).  The default is `post`.
+  virtual void post_upkeep(std::vector<uint8_t> header) {
+    post(std::move(header), local_mr{});
+  }
+
+  /// The frame being handled is a keepalive Ping or Pong: upkeep, not
+  /// traffic (`link::mark_quiet`).  The default does nothing.
+  virtual void upkeep_frame() {
+  }
+
   /// Hands a data chunk the peer sent to the user (receive_data or the
   /// subscriber).
   virtual void deliver_data(local_mr chunk) = 0;

@@ -153,6 +153,8 @@ public:
   explicit actor_sink(self_ptr self) : self_(self) {}
 
   void post(std::vector<uint8_t> header, local_mr payload) override;
+  void post_upkeep(std::vector<uint8_t> header) override;
+  void upkeep_frame() override;
   void deliver_data(local_mr chunk) override;
   void deliver_local_mr(local_mr mr) override;
   void deliver_remote_mr(const mr_token& token) override;

@@ -405,12 +405,13 @@ table "$host_json" rdmactor-hogs caf-io-hogs \
 
 # -- scale ------------------------------------------------------------------
 # Two processes on loopback: a server (rdmactor-bench --listen) and a client
-# that opens N connections to it (--op=connect), holds them 1.5 s, sends 8
+# that opens N connections to it (--op=connect), holds them 3 s, sends 8
 # bytes on each and waits for every echo.  The client's JSON has its own
 # threads, RSS, registered bytes and fds while holding (and before it
-# connected); the server prints the same about itself whenever they change,
-# and its first line for N connections (idle, while held) is joined to the
-# client's row.  Then send lat 8 B and send bw 64 KiB of one connection,
+# connected) and its CPU while holding; the server prints the same about
+# itself whenever they change, and its CPU once N connections stayed for
+# 1 s: its first lines for N connections (idle, while held) are joined to
+# the client's row.  Then send lat 8 B and send bw 64 KiB of one connection,
 # alone and among 1000 idle ones (--idle-peers).  BENCH_SCALE=0 skips this part.
 scale_json="$out_dir/$stamp-scale.json"
 if [[ ${BENCH_SCALE:-1} == 1 ]]; then
@@ -429,7 +430,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   for n in "${peer_counts[@]}"; do
     t0=$SECONDS
     line=$("$bench" --json --rdmactor.log-level=error "${extra[@]}" \
-      --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=1500 \
+      --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=3000 \
       2>"$out_dir/.stderr" | grep '^{' || true)
     # The server's first line with N connections was taken while the client
     # held them idle; later ones include the echo (a receive slot and the
@@ -437,6 +438,11 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     srv=$(grep "serving $n connections:" "$out_dir/.server.log" | head -1 |
       sed -E 's/.*threads ([0-9]+), rss_kb ([0-9]+), registered_bytes ([0-9]+), fds ([0-9]+).*/"server_threads":\1,"server_rss_kb":\2,"server_registered_bytes":\3,"server_fds":\4/')
     [[ "$srv" == \"server_* ]] || srv='"server_threads":null'
+    # Its CPU while the N connections stayed idle (printed 1 s after the
+    # last one came, before the echo).
+    cpu=$(grep "^rdmactor-bench: $n connections unchanged for" "$out_dir/.server.log" | head -1 |
+      sed -E 's/.*cpu ([0-9.]+) %.*/"server_idle_cpu_percent":\1/')
+    [[ "$cpu" == \"server_* ]] && srv="$srv,$cpu"
     if [[ -n "$line" ]]; then
       echo "${line%\}},$srv}" >>"$scale_json"
       printf '   connect %-5s peers %3d s\n' "$n" $((SECONDS - t0))
@@ -474,6 +480,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
       n = jget($0, "connected") + 0
       printf "%6s %9.3f %9.3f %9.3f | %7s %7s %9s %7s | %7s %7s %9s %7s%s\n", jget($0, "peers"), jget($0, "connect_s_total"), jget($0, "connect_ms_p50"), jget($0, "connect_ms_p99"), jget($0, "threads"), mib(jget($0, "rss_kb") * 1024), mib(jget($0, "registered_bytes")), jget($0, "fds"), jget($0, "server_threads"), mib(jget($0, "server_rss_kb") * 1024), mib(jget($0, "server_registered_bytes")), jget($0, "server_fds"), jget($0, "status") == "ok" ? "" : "  " jget($0, "error")
       if (n > 1) printf "%6s %29s | per peer: rss %s KiB, registered %s KiB, fds %s\n", "", "", per(jget($0, "rss_kb"), jget($0, "rss_kb_before"), n, 1), per(jget($0, "registered_bytes"), jget($0, "registered_bytes_before"), n, 1024), per(jget($0, "fds"), jget($0, "fds_before"), n, 1)
+      printf "%6s %29s | idle CPU while held: client %s %%, server %s %% of a core\n", "", "", jget($0, "hold_cpu_percent") == "" ? "-" : jget($0, "hold_cpu_percent"), jget($0, "server_idle_cpu_percent") == "" ? "-" : jget($0, "server_idle_cpu_percent")
     }
     jget($0, "op") == "send" {
       imp = jget($0, "impl"); sub(/rdmactor-idle/, "", imp)

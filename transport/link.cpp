@@ -198,7 +198,7 @@ void link::answer(uint64_t cookie, caf::expected<uint64_t> result) {
 
 void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
                   mr_token remote, uint64_t cookie,
-                  std::optional<uint32_t> imm) {
+                  std::optional<uint32_t> imm, bool quiet) {
   if (down_) {
     answer(cookie, failure_);
     return;
@@ -233,6 +233,7 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
       queued_op{kind, std::move(header), std::move(local), remote, cookie});
   queue_.back().imm = imm;
   queue_.back().post = post;
+  queue_.back().quiet = quiet && cookie == 0;
   if (post)
     ++queued_posts_;
   try_post();
@@ -386,7 +387,7 @@ void link::try_post() {
     if (op.cookie != 0)
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
-                                    slot, op.cookie, atomic_slot});
+                                    slot, op.cookie, atomic_slot, op.quiet});
     pop_queued();
     count_held_post();
   }
@@ -425,8 +426,9 @@ void link::maybe_return_credits() {
     fail(std::move(err));
     return;
   }
-  inflight_.push_back(
-      inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1, uint64_t{0}});
+  // Upkeep: its completion is quiet (see `mark_quiet`).
+  inflight_.push_back(inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1,
+                                  uint64_t{0}, -1, true});
   count_held_post();
 }
 
@@ -640,6 +642,8 @@ void link::on_completion(const work_completion& wc) {
   }
   auto op = std::move(inflight_.front());
   inflight_.pop_front();
+  if (op.quiet && wc.status == wc_status::success)
+    mark_quiet();
   finish(op, wc.status);
   if (down_)
     return;
@@ -683,6 +687,7 @@ size_t link::poll_held() {
     return 0;
   }
   polling_ = true;
+  quiet_ = 0;
   work_completion wcs[tuning::cq_batch];
   size_t total = 0;
   paused_ = false;
@@ -718,7 +723,7 @@ size_t link::poll_held() {
   // once): the wake-up threshold follows.
   if (total > 0 && !down_)
     reclaim();
-  return total;
+  return total - std::min(quiet_, total);
 }
 
 void link::set_polled(bool on) {

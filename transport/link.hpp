@@ -131,9 +131,11 @@ public:
   /// cookie is answered with the failure at once.  A send nobody waits
   /// for (cookie 0) while `tuning::max_queued_posts` of them wait fails
   /// the link with `quota_exceeded`: the peer returns too few credits.
+  /// A `quiet` send (cookie 0) is upkeep: its completion is not counted by
+  /// `poll` (see `mark_quiet`).
   void submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
               mr_token remote, uint64_t cookie,
-              std::optional<uint32_t> imm = std::nullopt);
+              std::optional<uint32_t> imm = std::nullopt, bool quiet = false);
 
   /// Queues an atomic `kind` (fetch_add or compare_swap) on the 8-byte word
   /// `remote` names (len 8, addr 8-byte aligned: the caller checked; a
@@ -145,13 +147,24 @@ public:
   void submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
                      uint64_t swap, uint64_t cookie);
 
-  /// Handles every completion the CQ holds; returns how many.  While the
-  /// owner polls (`set_polled`), it first lets the fabric make progress on
-  /// this thread (`queue_pair::progress`).  Called from inside a running
+  /// Handles every completion the CQ holds; returns how many, less the
+  /// quiet ones (see `mark_quiet`).  While the owner polls (`set_polled`),
+  /// it first lets the fabric make progress on this thread
+  /// (`queue_pair::progress`).  Called from inside a running
   /// poll (a completion's handler that posts and polls, e.g. event mode's
   /// `link_driver::requested`), it handles nothing and returns 0: the
   /// running poll looks at the CQ once more before it ends.
   size_t poll();
+  /// Says that the message being handled (called by the observer, from
+  /// `on_message`) is upkeep, not traffic: a keepalive Ping or Pong.
+  /// `poll` does not count it, so its owner does not keep polling for it
+  /// (link_driver.hpp: an idle connection's keepalive starts no adaptive
+  /// polling tail).  Sends of upkeep: `submit(..., quiet)`.
+  void mark_quiet() noexcept {
+    if (polling_)
+      ++quiet_;
+  }
+
   /// Ends the running `poll` after the completion being handled (called
   /// by the observer, from inside it): the owner's turn ends, e.g. to let
   /// the actors that took delivered messages run.  Completions the CQ
@@ -303,6 +316,8 @@ private:
     std::optional<uint32_t> imm = std::nullopt;
     /// Counted in `queued_posts_` (a send nobody waits for).
     bool post = false;
+    /// Upkeep (see `submit`): its completion is not counted by `poll`.
+    bool quiet = false;
 
     /// Whether it consumes one of the peer's receives (needs a credit).
     bool consumes_recv() const noexcept {
@@ -320,6 +335,7 @@ private:
     int32_t header_slot; // -1: none
     uint64_t cookie;
     int32_t atomic_slot = -1; // where an atomic's old value lands
+    bool quiet = false;       // upkeep: see `submit`
   };
 
   link(device_ptr dev, std::shared_ptr<queue_pair> qp);
@@ -389,6 +405,8 @@ private:
   /// inside it asked for another look at the CQ.
   bool polling_ = false;
   bool repoll_ = false;
+  /// Quiet completions the running `poll` handled (see `mark_quiet`).
+  size_t quiet_ = 0;
   /// `hold_posts` without `flush_posts` since.
   bool posts_held_ = false;
   /// Posted behind the held doorbell since it last rang.

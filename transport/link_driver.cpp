@@ -109,10 +109,10 @@ void link_driver::schedule_poll() noexcept {
   poll_wanted_->store(true, std::memory_order_relaxed);
 }
 
-void link_driver::posted() {
+void link_driver::posted(bool quiet) {
   if (down())
     return;
-  if (!polling_now()) {
+  if (quiet || !polling_now()) {
     // Armed for receives only, a post that waits for a send-queue entry
     // or a credit would wake nobody when its way clears: widen the arming
     // (`link::arm` arms for everything while anything waits).

@@ -137,8 +137,11 @@ public:
   /// thread hand-off, on verbs also a system call to re-arm); otherwise,
   /// when the submit had to wait for a credit or a send-queue entry, arm
   /// for every completion (one armed for receives would not report the
-  /// send completion that frees its entry).
-  void posted();
+  /// send completion that frees its entry).  A `quiet` submit (upkeep:
+  /// `link::submit(..., quiet)`, a keepalive Ping or Pong) starts no
+  /// polling: it is treated as in event mode, so that idle connections
+  /// cost no polling tails.
+  void posted(bool quiet = false);
 
   /// Call after a submit with a cookie: as `posted`; in event mode it
   /// widens an arming for receives only and polls once for a completion

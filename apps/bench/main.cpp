@@ -20,9 +20,11 @@ from request_remote_mr (fetch_add adds 1; cas compares with 0 and swaps
 in 0; size 8 only).
 connect = scale: --peers connections opened one after another (connect
 times), held --hold-ms, 8 bytes echoed on each, then closed, with this
-process's threads, RSS, registered bytes and fds while holding (a --listen
-server prints its own whenever they change). --idle-peers=N opens N idle
-connections before a send, write or read run.
+process's threads, RSS, registered bytes and fds while holding and its CPU
+time during the hold (a --listen server prints its own whenever they
+change, and its CPU once the number of connections stayed 1 s, then every
+5 s). --idle-peers=N opens N idle connections before a send, write or
+read run.
 actor = remote actors: the caf-io baseline's server actor (echo of a
 std::vector<uint8_t>, pushes answered with the byte count) published on
 the server node, driven through the proxy a lookup gives (lat: ping-pong;

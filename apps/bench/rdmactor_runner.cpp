@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -110,8 +111,34 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   // A line whenever what this process costs changed (checked every 500
   // ms), so that a client's --op=connect --hold-ms can read the server's
   // side too.
+  // And, while the number of connections stays the same, the CPU time of
+  // this process since it last changed (at 1 s, then every 5 s): what N
+  // idle connections cost, while a client holds them.
   std::string last;
+  uint64_t stable_count = live_bench_servers();
+  auto stable_since = std::chrono::steady_clock::now();
+  auto stable_cpu = cpu_seconds();
+  double reported_s = 0;
   while (!wait_for_stop_signal(std::chrono::milliseconds{500})) {
+    auto now = std::chrono::steady_clock::now();
+    auto count = live_bench_servers();
+    if (count != stable_count) {
+      stable_count = count;
+      stable_since = now;
+      stable_cpu = cpu_seconds();
+      reported_s = 0;
+    } else {
+      auto stable_s
+          = std::chrono::duration<double>(now - stable_since).count();
+      if (stable_s >= 1.0 && (reported_s == 0 || stable_s >= reported_s + 5.0)) {
+        std::printf("rdmactor-bench: %llu connections unchanged for %.1f s: "
+                    "cpu %.2f %% of a core\n",
+                    static_cast<unsigned long long>(count), stable_s,
+                    (cpu_seconds() - stable_cpu) * 100.0 / stable_s);
+        std::fflush(stdout);
+        reported_s = stable_s;
+      }
+    }
     auto ps = read_process_stats();
     char line[256];
     std::snprintf(

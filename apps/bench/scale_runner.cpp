@@ -44,6 +44,9 @@ struct connect_outcome {
   uint64_t registered_holding = 0;
   uint64_t echoes = 0;
   double echo_ms_total = 0;
+  /// CPU time of this process while it held the idle connections, in
+  /// percent of one core (user + system, every thread).
+  double hold_cpu_percent = 0;
   caf::error err;
 };
 
@@ -132,7 +135,8 @@ void print(const bench_plan& plan, const run_context& ctx,
         "\"rss_kb\":%llu,\"registered_bytes\":%llu,\"fds\":%llu,"
         "\"threads_before\":%llu,\"rss_kb_before\":%llu,"
         "\"registered_bytes_before\":%llu,\"fds_before\":%llu,"
-        "\"echoes\":%llu,\"echo_ms_total\":%.3f,\"status\":\"%s\"%s%s%s}\n",
+        "\"echoes\":%llu,\"echo_ms_total\":%.3f,\"hold_ms\":%u,"
+        "\"hold_cpu_percent\":%.2f,\"status\":\"%s\"%s%s%s}\n",
         ctx.impl.c_str(), ctx.fabric.c_str(), json_escape(ctx.device).c_str(),
         ctx.topology.c_str(), plan.peers, x.connected, p50, p99, max,
         x.connect_s_total, static_cast<unsigned long long>(x.holding.threads),
@@ -144,7 +148,7 @@ void print(const bench_plan& plan, const run_context& ctx,
         static_cast<unsigned long long>(x.registered_before),
         static_cast<unsigned long long>(x.before.fds),
         static_cast<unsigned long long>(x.echoes), x.echo_ms_total,
-        x.err ? "error" : "ok", x.err ? ",\"error\":\"" : "",
+        plan.hold_ms, x.hold_cpu_percent, x.err ? "error" : "ok", x.err ? ",\"error\":\"" : "",
         x.err ? json_escape(render(x.err)).c_str() : "", x.err ? "\"" : "");
     std::fflush(stdout);
     return;
@@ -176,6 +180,8 @@ void print(const bench_plan& plan, const run_context& ctx,
               static_cast<unsigned long long>(x.before.fds),
               static_cast<unsigned long long>(x.holding.fds),
               per_peer(x.holding.fds, x.before.fds));
+  std::printf(" idle CPU while holding %u ms: %.2f %% of a core\n",
+              plan.hold_ms, x.hold_cpu_percent);
   std::printf(" echoes %llu of %u in %.1f ms\n",
               static_cast<unsigned long long>(x.echoes), x.connected,
               x.echo_ms_total);
@@ -203,7 +209,12 @@ int run_connect(caf::actor_system& sys, const bench_plan& plan, node& client,
   }
   x.connect_s_total = ms_since(t0) / 1000.0;
   x.connected = static_cast<uint32_t>(conns.size());
+  auto cpu0 = cpu_seconds();
+  auto hold0 = clock_type::now();
   std::this_thread::sleep_for(std::chrono::milliseconds{plan.hold_ms});
+  auto held_ms = ms_since(hold0);
+  if (held_ms > 0)
+    x.hold_cpu_percent = (cpu_seconds() - cpu0) * 1e5 / held_ms;
   x.holding = read_process_stats();
   x.registered_holding = client.device()->registered_bytes();
   if (!x.err)

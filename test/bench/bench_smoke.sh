@@ -90,7 +90,8 @@ wait $server 2>/dev/null
 # (before, nothing held the server actor then and CAF destroyed it, which
 # closed its connection).
 port=$((20000 + RANDOM % 20000))
-"$bench" --listen=127.0.0.1:$port --timeout-ms=500 >/dev/null 2>&1 &
+server_log=$(mktemp)
+"$bench" --listen=127.0.0.1:$port --timeout-ms=500 >"$server_log" 2>&1 &
 server=$!
 line=""
 for _ in $(seq 50); do
@@ -100,11 +101,15 @@ for _ in $(seq 50); do
   [[ -n "$line" ]] && break
   sleep 0.2
 done
-for want in '"connected":3' '"echoes":3' '"status":"ok"'; do
+for want in '"connected":3' '"echoes":3' '"status":"ok"' '"hold_cpu_percent":'; do
   grep -q "$want" <<<"$line" || fail "idle connections held 1.5 s: no $want in: $line"
 done
 kill -INT $server 2>/dev/null
 wait $server 2>/dev/null
+# The server reports its CPU while the idle connections stayed.
+grep -qE '^rdmactor-bench: 3 connections unchanged for [0-9.]+ s: cpu [0-9.]+ % of a core' "$server_log" ||
+  fail "the server printed no idle CPU line for 3 connections: $(cat "$server_log")"
+rm -f "$server_log"
 
 # --help succeeds; a wrong option fails with a message that names it.
 help=$("$bench" --help 2>&1) || fail "--help exited with $?"

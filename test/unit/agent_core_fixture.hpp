@@ -65,6 +65,15 @@ public:
     posted.push_back(std::move(f));
   }
 
+  void post_upkeep(std::vector<uint8_t> header) override {
+    ++upkeep_posts;
+    post(std::move(header), local_mr{});
+  }
+
+  void upkeep_frame() override {
+    ++upkeep_frames;
+  }
+
   void deliver_data(local_mr chunk) override {
     queued_bytes += chunk.size();
     data.push_back(std::move(chunk));
@@ -191,6 +200,8 @@ public:
   int ack_flushes = 0;
   int spilled = 0;            ///< frames posted whole from pool memory
   size_t spilled_bytes = 0;   ///< the size of the last one
+  size_t upkeep_posts = 0;    ///< of `posted`: keepalive Pings and Pongs
+  size_t upkeep_frames = 0;   ///< frames received that were upkeep
   std::string published_name; ///< what find_actor finds
   actor_lookup_result published;
   int sweeps = 0;

@@ -7,6 +7,9 @@
 // `resume` (it reads the poll flag and calls `drain`).
 
 #include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "common/tuning.hpp"
@@ -30,12 +33,16 @@ struct recorder : link_observer {
   }
   void on_message(local_mr) override {
     ++messages;
+    if (quiet_on != nullptr)
+      quiet_on->mark_quiet(); // as the agent does for a Ping or Pong
   }
   void on_down(const caf::error&) override {
     ++downs;
   }
   std::vector<uint64_t> dones;
   size_t messages = 0;
+  /// Set: every message is upkeep (`link::mark_quiet`).
+  transport::link* quiet_on = nullptr;
   size_t downs = 0;
 };
 
@@ -304,4 +311,47 @@ BOOST_AUTO_TEST_CASE(a_post_that_must_wait_widens_an_arming_for_receives) {
   BOOST_REQUIRE(f.driver.path().queued() > 0);
   BOOST_TEST((f.driver.path().armed() == transport::link::armed_for::all));
   BOOST_TEST((f.qp->arms.back() == cq_events::all));
+}
+
+// An idle connection's keepalive (a Ping or Pong posted with
+// `link::submit`'s `quiet`, one received marked with `link::mark_quiet`)
+// starts no adaptive polling tail: the owner arms again within one clock
+// reading.  Traffic does start it.
+BOOST_AUTO_TEST_CASE(keepalive_upkeep_starts_no_polling_tail) {
+  fixture f;
+  f.start(completion_mode::adaptive);
+  // Idle past the polling budget (1 ms): the driver arms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  for (uint32_t i = 0; i <= tuning::polls_per_clock_read && f.take_poll(); ++i)
+    f.driver.drain();
+  BOOST_REQUIRE(!f.take_poll());
+  // A quiet post asks for no poll.
+  f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+                         mr_token{}, 0, std::nullopt, true);
+  f.driver.posted(true);
+  BOOST_TEST(!f.take_poll());
+  // A quiet message (and the quiet send's completion) count as nothing:
+  // the poll that handles them reports 0, and the driver arms again
+  // within one clock reading.
+  f.rec.quiet_on = &f.driver.path();
+  BOOST_TEST(f.deliver());
+  BOOST_TEST(f.driver.notified() == 0u);
+  BOOST_TEST(f.rec.messages == 1u);
+  uint32_t polls = 0;
+  while (f.take_poll() && polls <= tuning::polls_per_clock_read) {
+    f.driver.drain();
+    ++polls;
+  }
+  BOOST_TEST(polls <= tuning::polls_per_clock_read);
+  BOOST_TEST(!f.take_poll());
+  // Traffic starts the tail: after a message that is not upkeep the
+  // driver still polls at the next clock reading.
+  f.rec.quiet_on = nullptr;
+  BOOST_TEST(f.deliver());
+  BOOST_TEST(f.driver.notified() == 1u);
+  for (uint32_t i = 0; i < tuning::polls_per_clock_read; ++i) {
+    BOOST_REQUIRE(f.take_poll());
+    f.driver.drain();
+  }
+  BOOST_TEST(f.take_poll());
 }
