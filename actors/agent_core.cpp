@@ -72,10 +72,7 @@ void agent_core::close(const caf::error& err) {
     return;
   closed_ = true;
   requests_.fail_all(err);
-  auto waiters = std::move(hello_waiters_);
-  hello_waiters_.clear();
-  for (auto& w : waiters)
-    w.fn(err);
+  hello_waiters_.fail_all(err);
   // Rendezvous chunks and actor messages being read or waiting behind
   // one: never delivered (a READ in flight keeps its memory alive in the
   // transport until it completes or the queue pair is gone).
@@ -228,12 +225,9 @@ agent_core::time_point agent_core::expire(time_point now) {
                               "no answer from " + link_.peer + " within "
                                   + std::to_string(opts_.request_timeout_ms)
                                   + " ms (request-timeout-ms)"));
-  expire_hello_waiters(now);
-  auto next = std::min(
-      {expire_leases(now), expire_partials(now), requests_.next_deadline()});
-  if (!hello_waiters_.empty())
-    next = std::min(next, hello_waiters_.front().deadline);
-  return next;
+  hello_waiters_.expire(now, link_.peer, opts_.request_timeout_ms);
+  return std::min({expire_leases(now), expire_partials(now),
+                   requests_.next_deadline(), hello_waiters_.next_deadline()});
 }
 
 caf::error agent_core::status_error(const pb::Response& res, const char* what) {
@@ -419,54 +413,50 @@ void agent_core::send_data(local_mr mr, time_point now,
     return;
   }
   now_ = now;
-  auto job = std::make_shared<send_data_job>();
-  job->done = std::move(done);
-  job->mr = std::move(mr);
-  job->chunk_max = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
-  job->window = tuning::send_data_window(link_.recv_depth);
+  auto chunk_max
+      = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
+  if (imm)
+    chunk_max -= pb::imm_frame_overhead;
+  auto s = std::make_shared<send_data_stream>(
+      std::move(mr), chunk_max, tuning::send_data_window(link_.recv_depth), imm,
+      std::move(done));
   if (!imm) {
-    pump(job);
+    pump(s);
     return;
   }
-  job->imm = imm;
-  job->chunk_max -= pb::imm_frame_overhead;
   when_offered(pb::EXT_IMMEDIATE_DATA, "send_data with an immediate value", now,
-               [this, job](const caf::error& err) {
+               [this, s](const caf::error& err) {
                  if (err)
-                   job->done(err);
+                   s->fail(err);
                  else
-                   pump(job);
+                   pump(s);
                });
 }
 
-/// Issues the next chunks of `job` while fewer than its window are in
-/// flight.  Each chunk's request timer starts when the chunk is issued, so
-/// a long transfer never times out for chunks that merely waited here.
-void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
-  while (!job->failed && job->outstanding < job->window
-         && (job->offset < job->mr.size() || job->chunks == 0)) {
+/// Issues the next chunks of `s` while its window allows.  Each chunk's
+/// request timer starts when the chunk is issued, so a long transfer never
+/// times out for chunks that merely waited here.
+void agent_core::pump(const std::shared_ptr<send_data_stream>& s) {
+  while (s->wants_chunk()) {
     // Over the eager size to a peer that reads: by rendezvous.
-    if (job->mr.size() - job->offset > job->chunk_max && rendezvous_to_peer()) {
-      if (!issue_rendezvous_chunk(job))
+    if (s->left() > s->chunk_max() && rendezvous_to_peer()) {
+      if (!issue_rendezvous_chunk(s))
         return;
       continue;
     }
-    auto len = std::min(job->chunk_max, job->mr.size() - job->offset);
-    auto chunk = job->mr.slice(job->offset, len);
-    job->offset += len;
-    ++job->chunks;
-    ++job->outstanding;
-    auto done = chunk_answer(job, len);
+    auto chunk = s->next_eager();
+    auto len = chunk.size();
+    auto done = chunk_answer(s, len);
     if (!admit_request(done))
-      continue; // failed the job
+      continue; // failed the stream
     // The data path's frame, encoded by hand (pb::encode_send_data: the
     // bytes a Message would give, without building one).
     pb::send_data_fields f;
     f.request_id = new_request_id();
     f.len = len;
-    f.imm = job->imm;
+    f.imm = s->imm();
     f.acked = acks_.ids().data();
-    f.acked_count = acks_that_fit(job->chunk_max - len);
+    f.acked_count = acks_that_fit(s->chunk_max() - len);
     std::vector<uint8_t> header(pb::max_send_data_header_len(f.acked_count));
     auto n = pb::encode_send_data(f, header.data(), header.size(),
                                   link_.max_message_len_bytes);
@@ -480,35 +470,23 @@ void agent_core::pump(const std::shared_ptr<send_data_job>& job) {
     }
     header.resize(n);
     acks_attached(f.acked_count);
-    post_request(f.request_id, std::move(header), std::move(*chunk),
+    post_request(f.request_id, std::move(header), std::move(chunk),
                  std::move(done));
   }
 }
 
-/// The completion of one chunk of `job` (`len` bytes): counts it, ends the
-/// job with the first error or once every chunk was acknowledged, and
-/// issues more chunks otherwise.
+/// The completion of one chunk of `s` (`len` bytes): the stream counts it
+/// and ends with the first error or the last acknowledgement; more chunks
+/// go otherwise.
 agent_core::completion_fn
-agent_core::chunk_answer(const std::shared_ptr<send_data_job>& job,
+agent_core::chunk_answer(const std::shared_ptr<send_data_stream>& s,
                          size_t len) {
-  return [this, job, len](const pb::Response* res, const caf::error& err) {
-    --job->outstanding;
-    if (job->failed)
-      return;
+  return [this, s, len](const pb::Response* res, const caf::error& err) {
     caf::error e = err;
-    if (!e)
+    if (!e && !s->ended())
       e = check_response(*res, pb::Response::kSendData, "SendData");
-    if (e) {
-      job->failed = true;
-      job->done(e);
-      return;
-    }
-    job->bytes += len;
-    if (job->outstanding == 0 && job->offset >= job->mr.size()) {
-      job->done(job->bytes);
-      return;
-    }
-    pump(job);
+    if (s->answered(len, e))
+      pump(s);
   };
 }
 

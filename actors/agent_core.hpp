@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,10 +17,12 @@
 #include "actors/ack_gatherer.hpp"
 #include "actors/agent_sink.hpp"
 #include "actors/held_regions.hpp"
+#include "actors/hello_waiters.hpp"
 #include "actors/in_order_reader.hpp"
 #include "actors/liveness.hpp"
 #include "actors/peer_guard.hpp"
 #include "actors/request_table.hpp"
+#include "actors/send_data_stream.hpp"
 #include "common/logging.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
@@ -366,26 +367,6 @@ public:
                                    const char* what);
 
 private:
-  /// One send_data call: its chunks go out while fewer than `window` are
-  /// in flight (agent_core.cpp `pump`).
-  struct send_data_job {
-    std::function<void(caf::expected<uint64_t>)> done;
-    local_mr mr;          // what is being sent
-    size_t chunk_max = 0; // payload bytes per eager message
-    size_t window = 1;    // chunks in flight at most
-    size_t offset = 0;    // next byte to send
-    size_t chunks = 0;    // chunks issued so far
-    size_t outstanding = 0;
-    uint64_t bytes = 0;
-    bool failed = false;
-    /// The immediate value every chunk carries (SendData.imm), if any.
-    std::optional<uint32_t> imm;
-    /// Rendezvous: `mr` registered for remote read (the peer reads the
-    /// chunks through it), made at the first rendezvous chunk; deregistered
-    /// when the job goes, i.e. once every chunk was answered or timed out.
-    std::unique_ptr<transport::memory_region> read_reg;
-  };
-
   /// A SendData chunk from the peer, delivered in arrival order
   /// (agent_core_rendezvous.cpp).
   struct inbound_chunk {
@@ -408,14 +389,6 @@ private:
     caf::error why;
   };
 
-  /// An operation waiting for the peer's Hello (`when_offered`).
-  struct hello_waiter {
-    uint32_t extension;
-    const char* what;
-    time_point deadline;
-    std::function<void(const caf::error&)> fn;
-  };
-
   // requests (agent_core.cpp)
   caf::expected<std::vector<uint8_t>> encode(const protocol::Message& msg);
   caf::error post_frame(std::vector<uint8_t> header, local_mr payload);
@@ -423,8 +396,8 @@ private:
   void post_request(uint64_t id, std::vector<uint8_t> header, local_mr payload,
                     completion_fn done);
   void send_unsolicited(const protocol::Message& msg, bool upkeep = false);
-  void pump(const std::shared_ptr<send_data_job>& job);
-  completion_fn chunk_answer(const std::shared_ptr<send_data_job>& job,
+  void pump(const std::shared_ptr<send_data_stream>& s);
+  completion_fn chunk_answer(const std::shared_ptr<send_data_stream>& s,
                              size_t len);
 
   // the responder (agent_core_responder.cpp)
@@ -443,7 +416,7 @@ private:
                     const local_mr& buf, const protocol::decode_result& frame);
 
   // rendezvous (agent_core_rendezvous.cpp)
-  bool issue_rendezvous_chunk(const std::shared_ptr<send_data_job>& job);
+  bool issue_rendezvous_chunk(const std::shared_ptr<send_data_stream>& s);
   void on_send_data_rendezvous(uint64_t id, const protocol::SendData& req);
   caf::error check_rendezvous(const protocol::SendData& req,
                               protocol::Status& status) const;
@@ -456,10 +429,8 @@ private:
                         std::optional<uint32_t> imm);
   void on_read_done(uint64_t seq, const caf::error& err);
   void drain_in_order();
-  void run_hello_waiters();
   void on_renew_lease(uint64_t id, const protocol::RenewLease& req);
   time_point expire_leases(time_point now);
-  void expire_hello_waiters(time_point now);
   void lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
                 std::function<void(caf::expected<mr_token>)> done);
   void give_back_now(const mr_token& token, uint64_t tag,
@@ -527,8 +498,8 @@ private:
   /// The peer's Hello arrived; what its extensions field said.
   bool hello_seen_ = false;
   uint32_t peer_extensions_ = 0;
-  /// Operations waiting for the peer's Hello (oldest first).
-  std::deque<hello_waiter> hello_waiters_;
+  /// Operations waiting for the peer's Hello.
+  hello_waiters hello_waiters_;
   /// SendData ids to acknowledge (OK) in one response at the next flush,
   /// or on our next SendData.
   ack_gatherer acks_;

@@ -36,13 +36,7 @@ void agent_core::when_offered(uint32_t extension, const char* what,
     return;
   }
   if (hello_seen_) {
-    if ((peer_extensions_ & extension) == extension)
-      fn(caf::error{});
-    else
-      fn(make_error(errc::not_negotiated,
-                    std::string{what} + ": the peer " + link_.peer
-                        + " did not offer it in its Hello (an older "
-                          "rdmactor, or immediate-data=false there)"));
+    fn(hello_waiters::offered(peer_extensions_, extension, what, link_.peer));
     return;
   }
   if (requests_.size() + hello_waiters_.size() >= requests_.capacity()) {
@@ -52,41 +46,8 @@ void agent_core::when_offered(uint32_t extension, const char* what,
                       + " (peer-max-pending-requests)"));
     return;
   }
-  hello_waiters_.push_back(
-      hello_waiter{extension, what, now + request_timeout(), std::move(fn)});
+  hello_waiters_.add(extension, what, now + request_timeout(), std::move(fn));
   out_.schedule_sweep();
-}
-
-/// Runs every operation that waited for the Hello (it arrived).
-void agent_core::run_hello_waiters() {
-  auto waiters = std::move(hello_waiters_);
-  hello_waiters_.clear();
-  for (auto& w : waiters) {
-    if (closed_) {
-      w.fn(peer_gone_error());
-      continue;
-    }
-    if ((peer_extensions_ & w.extension) == w.extension)
-      w.fn(caf::error{});
-    else
-      w.fn(make_error(errc::not_negotiated,
-                      std::string{w.what} + ": the peer " + link_.peer
-                          + " did not offer it in its Hello (an older "
-                            "rdmactor, or immediate-data=false there)"));
-  }
-}
-
-/// Fails the operations that waited for the Hello past their deadline
-/// (they queue in deadline order).
-void agent_core::expire_hello_waiters(time_point now) {
-  while (!hello_waiters_.empty() && hello_waiters_.front().deadline <= now) {
-    auto w = std::move(hello_waiters_.front());
-    hello_waiters_.pop_front();
-    w.fn(make_error(errc::request_timeout,
-                    std::string{w.what} + ": no Hello from " + link_.peer
-                        + " within " + std::to_string(opts_.request_timeout_ms)
-                        + " ms (request-timeout-ms)"));
-  }
 }
 
 void agent_core::on_write_imm(uint32_t imm, uint64_t bytes, time_point now) {

@@ -42,28 +42,25 @@ bool agent_core::rendezvous_to_peer() const noexcept {
 // -- sender -------------------------------------------------------------------
 
 bool agent_core::issue_rendezvous_chunk(
-    const std::shared_ptr<send_data_job>& job) {
-  if (!job->read_reg) {
+    const std::shared_ptr<send_data_stream>& s) {
+  if (!s->read_registration()) {
     // One registration per send_data call, for remote read only: its rkey
-    // opens exactly this payload, and it goes with the job.
-    auto reg = pool_->register_for_peer_read(job->mr);
+    // opens exactly this payload, and it goes with the stream.
+    auto reg = pool_->register_for_peer_read(s->mr());
     if (!reg) {
-      job->failed = true;
-      job->done(std::move(reg.error()));
+      s->fail(reg.error());
       return false;
     }
-    job->read_reg = std::move(*reg);
+    s->set_read_registration(std::move(*reg));
   }
-  auto len = std::min<uint64_t>({job->mr.size() - job->offset,
-                                 peer_max_rendezvous_bytes_, max_read_bytes});
-  mr_token source{job->mr.addr() + job->offset, len, job->read_reg->rkey()};
-  job->offset += len;
-  ++job->chunks;
-  ++job->outstanding;
+  auto [offset, len]
+      = s->next_piece(std::min(peer_max_rendezvous_bytes_, max_read_bytes));
+  mr_token source{s->mr().addr() + offset, len,
+                  s->read_registration()->rkey()};
   ++counters_.rendezvous_sent;
   auto id = new_request_id();
-  send_request(pb::make_send_data_rendezvous(id, to_pb(source), job->imm),
-               local_mr{}, chunk_answer(job, len), now_);
+  send_request(pb::make_send_data_rendezvous(id, to_pb(source), s->imm()),
+               local_mr{}, chunk_answer(s, len), now_);
   return true;
 }
 

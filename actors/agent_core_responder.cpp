@@ -478,7 +478,7 @@ void agent_core::on_hello(const pb::Hello& hello) {
                       std::max<uint64_t>(1, hello.actor_window_messages()),
                       std::max<uint64_t>(1, hello.actor_window_bytes()));
     }
-    run_hello_waiters();
+    hello_waiters_.run(peer_extensions_, link_.peer);
   } else
     end_connection(make_error(errc::version_mismatch,
                               "the peer speaks agent protocol version "
