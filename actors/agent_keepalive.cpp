@@ -7,6 +7,7 @@
 #include <caf/send.hpp>
 
 #include "actors/agent_state.hpp"
+#include "actors/keepalive_timer.hpp"
 #include "common/logging.hpp"
 #include "protocol/codec.hpp"
 
@@ -14,22 +15,16 @@ namespace rdmactor::agent_detail {
 
 namespace {
 
-/// Arms the timer to fire at `at` (one arming at a time).  The transport
-/// keeps it: it holds us weakly.  A separate timer actor holding us weakly
-/// was tried first; with it, actor systems sometimes never finished
-/// shutting down (cause not found).
+/// Arms the keepalive check at `at` (one arming at a time) on the
+/// process's keepalive timer, which holds us weakly (a connection nobody
+/// holds goes away while it waits).
 void arm_keepalive(self_ptr self, clock_type::time_point at) {
   auto& st = self->state;
   if (st.keepalive_armed || at == clock_type::time_point::max())
     return;
-  auto now = self->clock().now();
-  int64_t ms = 0;
-  if (at > now)
-    ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count()
-         + 1;
   st.keepalive_armed = true;
-  self->send(st.transport, transport::tick_atom::value,
-             static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)));
+  keepalive_timer::instance().schedule(
+      caf::actor_cast<caf::weak_actor_ptr>(self), at);
 }
 
 } // namespace

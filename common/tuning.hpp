@@ -140,6 +140,12 @@ constexpr bool zero_copy_receive(uint32_t held_buffers, uint32_t recv_depth) {
 /// send (max_send_header_bytes, checked by protocol/codec_test).
 constexpr size_t max_acks_per_response = 16;
 
+/// The keepalive timer (actors/keepalive_timer.hpp) rounds every deadline
+/// up to a multiple of this many milliseconds, so that one wake-up of its
+/// thread serves every connection due in that tick.  Far below
+/// keepalive-ms (5000 by default; tests use 100 and more).
+constexpr uint32_t keepalive_tick_ms = 10;
+
 /// Timed-out AllocMR ids remembered (a late OK answer to one is released at
 /// once; older ones are released with the connection).
 constexpr size_t max_late_allocs = 1024;

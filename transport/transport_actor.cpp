@@ -339,17 +339,6 @@ transport_impl(self_ptr self, transport_start start, polling how) {
         self->delayed_send(self, std::chrono::milliseconds{timeout_ms},
                            close_timeout_atom::value);
       },
-      [self](tick_atom, uint32_t ms) {
-        self->delayed_send(self, std::chrono::milliseconds{ms},
-                           tick_atom::value);
-      },
-      [self](tick_atom) {
-        auto& st = self->state;
-        if (st.closing)
-          return;
-        if (auto sub = st.subscriber_now())
-          caf::anon_send(caf::actor_cast<caf::actor>(sub), tick_atom::value);
-      },
       [self](close_timeout_atom) {
         // The peer did not close its side in time (or cannot: frozen,
         // gone), or said Goodbye itself: close ours now.

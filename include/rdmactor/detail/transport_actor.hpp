@@ -78,11 +78,6 @@ using transport_subscriber
 ///   sender when the agent is being destroyed); the pending timeout keeps
 ///   it alive after that.  Requests made after it fail like those of a
 ///   closed connection.
-/// - `(tick_atom, ms)`: a timer for the subscriber: `ms` later the
-///   transport sends it `(tick_atom)` (untyped, so only a subscriber that
-///   asked must handle it; the agent's keepalive).  One delayed message to
-///   the transport itself: it never keeps the subscriber alive (the
-///   transport holds it weakly), and it does not outlive the transport.
 /// Operations execute in the order they were requested.
 ///
 /// Completions: the actor drains its CQ whenever a completion event
@@ -115,8 +110,7 @@ using transport_actor = caf::typed_actor<
     caf::reacts_to<cq_event_atom>, caf::reacts_to<poll_atom>,
     caf::reacts_to<repost_atom, uint32_t>,
     caf::reacts_to<close_atom, std::vector<uint8_t>, uint32_t, uint8_t>,
-    caf::reacts_to<close_timeout_atom>, caf::reacts_to<tick_atom, uint32_t>,
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<close_timeout_atom>>;
 
 /// Spawns a transport actor owning `qp`.  The actor takes ownership of the
 /// QP.  Before this returns, on the calling thread, it registers and posts

@@ -1,0 +1,75 @@
+#include "actors/keepalive_timer.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+
+#include "common/tuning.hpp"
+#include "rdmactor/transport/atoms.hpp"
+
+namespace rdmactor {
+
+keepalive_timer& keepalive_timer::instance() {
+  static keepalive_timer timer;
+  return timer;
+}
+
+keepalive_timer::keepalive_timer()
+    : queue_(std::chrono::milliseconds{tuning::keepalive_tick_ms}) {
+}
+
+keepalive_timer::~keepalive_timer() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (stop_)
+      return;
+    if (!thread_.joinable())
+      thread_ = std::thread{[this] { run(); }};
+    wake = queue_.add(std::move(agent), at);
+  }
+  if (wake)
+    cv_.notify_one();
+}
+
+size_t keepalive_timer::waiting() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return queue_.size();
+}
+
+void keepalive_timer::run() {
+  std::vector<caf::weak_actor_ptr> due;
+  std::unique_lock<std::mutex> lock{mtx_};
+  while (!stop_) {
+    auto next = queue_.next();
+    if (next == time_point::max())
+      cv_.wait(lock);
+    else
+      cv_.wait_until(lock, next);
+    if (stop_)
+      break;
+    queue_.take_due(clock_type::now(), due);
+    if (due.empty())
+      continue;
+    lock.unlock();
+    // Outside the lock: a send may run the agent's scheduling.
+    for (auto& weak : due)
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<caf::actor>(strong),
+                       transport::tick_atom::value);
+    due.clear();
+    lock.lock();
+  }
+}
+
+} // namespace rdmactor

@@ -1,0 +1,90 @@
+#define BOOST_TEST_MODULE keepalive_timer
+#include <boost/test/unit_test.hpp>
+
+// The process's keepalive timer and its deadline queue
+// (actors/keepalive_timer.hpp).
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/after.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/keepalive_timer.hpp"
+#include "rdmactor/transport/atoms.hpp"
+
+using namespace rdmactor;
+using std::chrono::milliseconds;
+
+namespace {
+
+using queue = deadline_queue<int>;
+const queue::time_point t0{milliseconds{1000}};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(deadline_queue_suite)
+
+BOOST_AUTO_TEST_CASE(deadlines_round_up_to_the_tick_and_share_it) {
+  queue q{milliseconds{10}};
+  BOOST_TEST(q.add(1, t0 + milliseconds{1}));  // the earliest
+  BOOST_TEST(!q.add(2, t0 + milliseconds{9})); // same tick
+  BOOST_TEST(!q.add(3, t0 + milliseconds{25}));
+  BOOST_TEST(q.add(4, t0));                    // on a tick: earlier
+  BOOST_TEST(q.size() == 4u);
+  BOOST_TEST((q.next() == t0));
+  std::vector<int> due;
+  q.take_due(t0 + milliseconds{9}, due);
+  BOOST_TEST((due == std::vector<int>{4}));
+  // Both rounded to t0 + 10 ms, oldest first; nothing of the later tick.
+  q.take_due(t0 + milliseconds{10}, due);
+  BOOST_TEST((due == std::vector<int>{4, 1, 2}));
+  BOOST_TEST((q.next() == t0 + milliseconds{30}));
+  q.take_due(t0 + milliseconds{100}, due);
+  BOOST_TEST((due == std::vector<int>{4, 1, 2, 3}));
+  BOOST_TEST(q.size() == 0u);
+  BOOST_TEST((q.next() == queue::time_point::max()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(keepalive_timer_suite)
+
+// The agent's keepalive check arrives as `tick_atom` once its deadline
+// passed; an agent that went meanwhile is dropped, not kept alive.
+BOOST_AUTO_TEST_CASE(a_due_agent_gets_a_tick_and_a_gone_one_nothing) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto& timer = keepalive_timer::instance();
+  auto now = keepalive_timer::clock_type::now();
+  timer.schedule(caf::actor_cast<caf::weak_actor_ptr>(self),
+                 now + milliseconds{30});
+  bool ticked = false;
+  self->receive([&](transport::tick_atom) { ticked = true; },
+                caf::after(std::chrono::seconds(5)) >> [] {});
+  BOOST_TEST(ticked);
+  BOOST_TEST((keepalive_timer::clock_type::now() >= now + milliseconds{30}));
+  // Held weakly: an actor nobody holds is destroyed while it waits.
+  caf::weak_actor_ptr weak;
+  {
+    auto gone = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+      return {[](transport::tick_atom) {}};
+    });
+    weak = caf::actor_cast<caf::weak_actor_ptr>(gone);
+    timer.schedule(weak, keepalive_timer::clock_type::now()
+                             + std::chrono::seconds(60));
+  } // the last handle goes
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (weak.lock() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds{10});
+  BOOST_TEST(!weak.lock());
+  BOOST_TEST(timer.waiting() >= 1u); // still queued, harmlessly
+}
+
+BOOST_AUTO_TEST_SUITE_END()
