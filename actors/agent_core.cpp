@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
@@ -33,7 +34,10 @@ agent_core::agent_core(sink& out, options opts, transport::link_params link,
       pool_(std::move(pool)),
       held_(opts_.peer_max_mrs, opts_.peer_max_alloc_bytes), guard_(opts_),
       requests_(opts_.peer_max_pending_requests),
-      live_(std::chrono::milliseconds{opts_.keepalive_ms}) {}
+      live_(std::chrono::milliseconds{opts_.keepalive_ms},
+            liveness::staggered(std::chrono::milliseconds{opts_.keepalive_ms},
+                                std::random_device{}())) {
+}
 
 agent_core::~agent_core() = default;
 

@@ -186,9 +186,9 @@ public:
     time_point next = time_point::max();
   };
 
-  /// Runs the keepalive at `now`: after keepalive-ms without any frame
-  /// from the peer, posts a Ping (one at a time); if nothing arrived for
-  /// keepalive-ms after it, the peer is dead or frozen.  Called by the
+  /// Runs the keepalive at `now`: after `keepalive_silence()` without any
+  /// frame from the peer, posts a Ping (one at a time); if nothing arrived
+  /// for keepalive-ms after it, the peer is dead or frozen.  Called by the
   /// owner's keepalive timer at the time this returned last (earlier is
   /// harmless); a frame from the peer postpones everything (any frame is a
   /// sign of life), so a busy connection sends no Ping.  Nothing after
@@ -198,6 +198,12 @@ public:
   /// Whether keepalive runs on this connection (option not 0 and the
   /// peer's Hello offered it); false until the peer's Hello arrived.
   bool keepalive_active() const noexcept;
+
+  /// How long the peer may be silent before we ping it: a random share
+  /// of keepalive-ms in [3/4, 1] (`liveness::staggered`).
+  std::chrono::milliseconds keepalive_silence() const noexcept {
+    return live_.silence();
+  }
 
   // -- events -----------------------------------------------------------------
 

@@ -21,8 +21,8 @@ liveness::step liveness::tick(time_point now) noexcept {
     s.next = ping_sent_ + period_;
     return s;
   }
-  if (now < last_heard_ + period_) {
-    s.next = last_heard_ + period_;
+  if (now < last_heard_ + silence_) {
+    s.next = last_heard_ + silence_;
     return s;
   }
   s.what = verdict::ping;

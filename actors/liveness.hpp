@@ -9,12 +9,14 @@
 
 namespace rdmactor {
 
-/// The liveness of one peer: keepalive (a Ping after `keepalive-ms` of
-/// silence; a peer silent for `keepalive-ms` after it is dead or frozen)
-/// and graceful close (the peer's Goodbye and its reason), both offered in
-/// Hello.  Any frame from the peer is a sign of life and postpones the
-/// Ping.  CAF-free and clock-free: the caller passes the time and sends
-/// the Ping; single-threaded.
+/// The liveness of one peer: keepalive (a Ping after `silence` without a
+/// frame, at most `keepalive-ms`; a peer silent for `keepalive-ms` after
+/// the Ping is dead or frozen) and graceful close (the peer's Goodbye and
+/// its reason), both offered in Hello.  Any frame from the peer is a sign
+/// of life and postpones the Ping, so of two ends that both run keepalive
+/// the one with the shorter silence pings and the other only answers
+/// (see `staggered`).  CAF-free and clock-free: the caller passes the time
+/// and sends the Ping; single-threaded.
 class liveness {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -22,8 +24,27 @@ public:
   /// How much of a peer's Goodbye reason is kept (it goes into a log line).
   static constexpr size_t max_reason = 200;
 
-  /// Pings after `period` of silence (0: keepalive off on our side).
-  explicit liveness(std::chrono::milliseconds period) : period_(period) {}
+  /// Pings after `silence` without a frame (0 or more than `period`:
+  /// `period`); a peer silent for `period` after the Ping is dead (0:
+  /// keepalive off on our side).
+  explicit liveness(std::chrono::milliseconds period,
+                    std::chrono::milliseconds silence = {})
+      : period_(period),
+        silence_(silence.count() <= 0 || silence > period ? period
+                                                          : silence) {
+  }
+
+  /// A silence in [3/4 `period`, `period`] chosen by `random`: each end
+  /// of a connection picks its own, so that one of them pings and the
+  /// other only answers (its Ping comes first, and any frame postpones
+  /// the other's), instead of both pinging at once; a dead peer is still
+  /// found within 2 x `period` of its last frame.
+  static std::chrono::milliseconds staggered(std::chrono::milliseconds period,
+                                             uint64_t random) noexcept {
+    auto span = static_cast<uint64_t>(period.count() / 4);
+    return period - std::chrono::milliseconds{
+             static_cast<int64_t>(random % (span + 1))};
+  }
 
   // -- what the peer's Hello offered -----------------------------------------
 
@@ -44,6 +65,11 @@ public:
 
   std::chrono::milliseconds period() const noexcept {
     return period_;
+  }
+
+  /// How long the peer may be silent before we ping it.
+  std::chrono::milliseconds silence() const noexcept {
+    return silence_;
   }
 
   // -- keepalive -------------------------------------------------------------
@@ -117,6 +143,7 @@ public:
 
 private:
   std::chrono::milliseconds period_;
+  std::chrono::milliseconds silence_;
   bool offers_goodbye_ = false;
   bool offers_keepalive_ = false;
   bool said_goodbye_ = false;

@@ -80,23 +80,27 @@ BOOST_AUTO_TEST_CASE(an_idle_peer_is_pinged_then_dropped) {
   make_core();
   receive(hello_offering(true, true)); // heard at t0
   BOOST_REQUIRE(core->keepalive_active());
+  // The silence before a Ping: a random share of keepalive-ms in [3/4, 1].
+  auto s = core->keepalive_silence();
+  BOOST_TEST(s.count() >= 75);
+  BOOST_TEST(s.count() <= 100);
   auto step = core->keepalive(t0 + milliseconds{50});
   BOOST_TEST(!step.dead);
-  BOOST_TEST((step.next == t0 + milliseconds{100}));
+  BOOST_TEST((step.next == t0 + s));
   BOOST_TEST(pings(out) == 0u);
-  // keepalive-ms of silence: one Ping, the next look keepalive-ms later.
-  step = core->keepalive(t0 + milliseconds{100});
+  // That silence: one Ping, the next look keepalive-ms later.
+  step = core->keepalive(t0 + s);
   BOOST_TEST(!step.dead);
   BOOST_TEST(pings(out) == 1u);
   BOOST_TEST(core->stats().keepalive_pings == 1u);
-  BOOST_TEST((step.next == t0 + milliseconds{200}));
+  BOOST_TEST((step.next == t0 + s + milliseconds{100}));
   // Still silent before then: no second Ping.
-  step = core->keepalive(t0 + milliseconds{150});
+  step = core->keepalive(t0 + s + milliseconds{50});
   BOOST_TEST(!step.dead);
   BOOST_TEST(pings(out) == 1u);
   // Silent for keepalive-ms after the Ping: dead, and the error says what
   // to do.
-  step = core->keepalive(t0 + milliseconds{200});
+  step = core->keepalive(t0 + s + milliseconds{100});
   BOOST_REQUIRE(step.dead);
   BOOST_TEST(code_of(step.dead) == errc::peer_gone);
   BOOST_TEST(what_of(step.dead).find("keepalive-ms") != std::string::npos);
@@ -113,7 +117,7 @@ BOOST_AUTO_TEST_CASE(a_pong_or_any_frame_keeps_the_peer_alive) {
   core->on_frame(frame(pb::make_pong(id)), t0 + milliseconds{190});
   auto step = core->keepalive(t0 + milliseconds{200});
   BOOST_TEST(!step.dead);
-  BOOST_TEST((step.next == t0 + milliseconds{290}));
+  BOOST_TEST((step.next == t0 + milliseconds{190} + core->keepalive_silence()));
   BOOST_TEST(core->stats().protocol_errors == 0u);
   // Frames keep coming: no Ping at all (a busy connection sends none).
   for (int i = 1; i <= 10; ++i) {

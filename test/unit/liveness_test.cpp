@@ -52,6 +52,32 @@ BOOST_AUTO_TEST_CASE(a_silent_peer_is_pinged_after_a_period) {
   BOOST_TEST((s.next == t0 + milliseconds{200}));
 }
 
+// A staggered silence lies in [3/4, 1] of the period; the Ping goes after
+// it, death still a period after the Ping (within 2 periods of the last
+// frame).
+BOOST_AUTO_TEST_CASE(a_staggered_silence_pings_early_and_keeps_the_bound) {
+  for (uint64_t r : {uint64_t{0}, uint64_t{7}, uint64_t{25}, ~uint64_t{0}}) {
+    auto silence = liveness::staggered(milliseconds{100}, r);
+    BOOST_TEST(silence.count() >= 75);
+    BOOST_TEST(silence.count() <= 100);
+  }
+  BOOST_TEST(liveness::staggered(milliseconds{100}, 0).count() == 100);
+  BOOST_TEST(liveness::staggered(milliseconds{100}, 25).count() == 75);
+  liveness l{milliseconds{100}, milliseconds{80}};
+  l.offered(true, true);
+  l.heard(t0);
+  BOOST_TEST(l.silence().count() == 80);
+  auto s = l.tick(t0 + milliseconds{50});
+  BOOST_TEST((s.next == t0 + milliseconds{80}));
+  BOOST_TEST((l.tick(t0 + milliseconds{80}).what == verdict::ping));
+  l.pinged(9, t0 + milliseconds{80});
+  BOOST_TEST((l.tick(t0 + milliseconds{179}).what == verdict::wait));
+  BOOST_TEST((l.tick(t0 + milliseconds{180}).what == verdict::dead));
+  // A silence over the period is the period.
+  BOOST_TEST(
+      (liveness{milliseconds{100}, milliseconds{500}}.silence().count() == 100));
+}
+
 BOOST_AUTO_TEST_CASE(any_frame_postpones_the_ping) {
   auto l = offered();
   l.heard(t0 + milliseconds{90});
