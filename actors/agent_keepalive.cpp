@@ -24,7 +24,8 @@ void arm_keepalive(self_ptr self, clock_type::time_point at) {
     return;
   st.keepalive_armed = true;
   keepalive_timer::instance().schedule(
-      caf::actor_cast<caf::weak_actor_ptr>(self), at);
+      caf::actor_cast<caf::weak_actor_ptr>(self), at, st.heard_at,
+      st.core->keepalive_silence());
 }
 
 } // namespace

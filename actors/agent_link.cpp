@@ -37,7 +37,10 @@ void link_events::on_message(local_mr msg) {
   auto& st = self_->state;
   if (!takes_frames(st))
     return; // the buffer is reposted with `msg`
-  st.core->on_frame(msg, self_->clock().now());
+  auto now = self_->clock().now();
+  st.core->on_frame(msg, now);
+  st.heard_at->store(now.time_since_epoch().count(),
+                     std::memory_order_relaxed);
   st.frames_seen = true;
 }
 

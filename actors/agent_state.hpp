@@ -19,6 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/agent_core.hpp"
+#include "actors/keepalive_timer.hpp"
 #include "actors/remote_actors.hpp"
 #include "actors/remote_gate.hpp"
 #include "common/heap_trim.hpp"
@@ -249,10 +250,15 @@ struct agent_state {
   size_t activation_delivered_bytes = 0;
   /// End the running activation after this message (agent_runner).
   bool yield_now = false;
-  /// A keepalive tick is on its way (agent_keepalive.cpp: the transport
-  /// keeps the timer, since a delayed message to ourselves would keep a
+  /// A keepalive check is armed on the process's keepalive timer (which
+  /// holds us weakly: a delayed message to ourselves would keep a
   /// connection whose last handle went open until it is due).
   bool keepalive_armed = false;
+  /// When the peer was last heard from, for the keepalive timer (which
+  /// then skips checks that would find nothing to do): set with every
+  /// frame (actors/keepalive_timer.hpp).
+  std::shared_ptr<keepalive_timer::heard_clock> heard_at
+      = std::make_shared<keepalive_timer::heard_clock>(0);
   mailbox<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;

@@ -28,7 +28,9 @@ keepalive_timer::~keepalive_timer() {
     thread_.join();
 }
 
-void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at) {
+void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at,
+                               std::shared_ptr<const heard_clock> heard,
+                               clock_type::duration silence) {
   bool wake;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -36,7 +38,7 @@ void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at) {
       return;
     if (!thread_.joinable())
       thread_ = std::thread{[this] { run(); }};
-    wake = queue_.add(std::move(agent), at);
+    wake = queue_.add(entry{std::move(agent), std::move(heard), silence}, at);
   }
   if (wake)
     cv_.notify_one();
@@ -48,7 +50,8 @@ size_t keepalive_timer::waiting() const {
 }
 
 void keepalive_timer::run() {
-  std::vector<caf::weak_actor_ptr> due;
+  std::vector<entry> due;
+  std::vector<caf::weak_actor_ptr> wake;
   std::unique_lock<std::mutex> lock{mtx_};
   while (!stop_) {
     auto next = queue_.next();
@@ -58,16 +61,31 @@ void keepalive_timer::run() {
       cv_.wait_until(lock, next);
     if (stop_)
       break;
-    queue_.take_due(clock_type::now(), due);
-    if (due.empty())
+    auto now = clock_type::now();
+    queue_.take_due(now, due);
+    for (auto& e : due) {
+      if (e.heard) {
+        // Heard from since: the check would find nothing to do yet.
+        auto again = time_point{clock_type::duration{
+                         e.heard->load(std::memory_order_relaxed)}}
+                     + e.silence;
+        if (again > now) {
+          queue_.add(std::move(e), again);
+          continue;
+        }
+      }
+      wake.push_back(std::move(e.agent));
+    }
+    due.clear();
+    if (wake.empty())
       continue;
     lock.unlock();
     // Outside the lock: a send may run the agent's scheduling.
-    for (auto& weak : due)
+    for (auto& weak : wake)
       if (auto strong = weak.lock())
         caf::anon_send(caf::actor_cast<caf::actor>(strong),
                        transport::tick_atom::value);
-    due.clear();
+    wake.clear();
     lock.lock();
   }
 }

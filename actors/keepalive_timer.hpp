@@ -3,10 +3,12 @@
 // Internal to the agent: the one timer that drives every connection's
 // keepalive in the process.  Not installed.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -74,11 +76,16 @@ private:
 /// The process's keepalive timer: one thread, one `deadline_queue` of
 /// agents (`tuning::keepalive_tick_ms`), held weakly so that a connection
 /// nobody holds goes away while it waits.  When an agent is due it gets
-/// `transport::tick_atom` (its keepalive check, `on_keepalive`).  A timer
-/// per connection (a delayed message through its transport actor and
-/// CAF's clock) cost three actor activations and a wake of the clock
-/// thread per check; here a check costs the agent's own activation, and
-/// the agents due in one tick share one wake-up.
+/// `transport::tick_atom` (its keepalive check, `on_keepalive`), unless
+/// its peer was heard from since it armed the check: then the check is
+/// due again `silence` after that, and the timer waits for it without
+/// waking the agent (the agent's activation was the cost of a check that
+/// found nothing to do: of two ends, the one that does not ping hears
+/// the other's Ping before each of its checks).  A timer per connection
+/// (a delayed message through its transport actor and CAF's clock) cost
+/// three actor activations and a wake of the clock thread per check; here
+/// a check costs at most the agent's own activation, and the agents due
+/// in one tick share one wake-up.
 class keepalive_timer {
 public:
   using clock_type = std::chrono::steady_clock;
@@ -95,19 +102,33 @@ public:
   /// Stops the thread (what waits is dropped).
   ~keepalive_timer();
 
+  /// When the agent last heard from its peer (`time_point`'s count since
+  /// the epoch), written by the agent, read by the timer.
+  using heard_clock = std::atomic<clock_type::rep>;
+
   /// Sends `tick_atom` to `agent` at `at` (rounded up to the tick), if it
-  /// still lives then.  Thread-safe.
-  void schedule(caf::weak_actor_ptr agent, time_point at);
+  /// still lives then and, when `heard` is set, its peer was silent since:
+  /// `*heard + silence` not after the due time; otherwise it is due then.
+  /// Thread-safe.
+  void schedule(caf::weak_actor_ptr agent, time_point at,
+                std::shared_ptr<const heard_clock> heard = nullptr,
+                clock_type::duration silence = {});
 
   /// Agents waiting (for tests).
   size_t waiting() const;
 
 private:
+  struct entry {
+    caf::weak_actor_ptr agent;
+    std::shared_ptr<const heard_clock> heard;
+    clock_type::duration silence;
+  };
+
   void run();
 
   mutable std::mutex mtx_;
   std::condition_variable cv_;
-  deadline_queue<caf::weak_actor_ptr> queue_;
+  deadline_queue<entry> queue_;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -5,6 +5,7 @@
 // (actors/keepalive_timer.hpp).
 
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,38 @@ BOOST_AUTO_TEST_CASE(a_due_agent_gets_a_tick_and_a_gone_one_nothing) {
     std::this_thread::sleep_for(milliseconds{10});
   BOOST_TEST(!weak.lock());
   BOOST_TEST(timer.waiting() >= 1u); // still queued, harmlessly
+}
+
+// A check due while the peer was heard from since it was armed would find
+// nothing to do: the timer waits `silence` after the last frame instead of
+// waking the agent, and wakes it once the peer went silent that long.
+BOOST_AUTO_TEST_CASE(a_peer_heard_from_since_postpones_the_tick) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  using clock_type = keepalive_timer::clock_type;
+  auto heard = std::make_shared<keepalive_timer::heard_clock>(
+      clock_type::now().time_since_epoch().count());
+  auto silence = milliseconds{150};
+  keepalive_timer::instance().schedule(
+      caf::actor_cast<caf::weak_actor_ptr>(self),
+      clock_type::now() + milliseconds{20}, heard, silence);
+  // Frames keep coming for 300 ms: no tick.
+  auto until = clock_type::now() + milliseconds{300};
+  bool early = false;
+  while (clock_type::now() < until) {
+    heard->store(clock_type::now().time_since_epoch().count());
+    self->receive([&](transport::tick_atom) { early = true; },
+                  caf::after(milliseconds{20}) >> [] {});
+  }
+  BOOST_TEST(!early);
+  // Silence: the tick comes `silence` after the last frame.
+  auto last = clock_type::time_point{clock_type::duration{heard->load()}};
+  bool ticked = false;
+  self->receive([&](transport::tick_atom) { ticked = true; },
+                caf::after(std::chrono::seconds(5)) >> [] {});
+  BOOST_TEST(ticked);
+  BOOST_TEST((clock_type::now() >= last + silence));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
