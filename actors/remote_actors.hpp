@@ -28,6 +28,7 @@
 #include <caf/node_id.hpp>
 
 #include "actors/actor_flow.hpp"
+#include "common/mapped_buffer.hpp"
 #include "protocol/agent.pb.h"
 #include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/local_mr.hpp"
@@ -266,7 +267,7 @@ private:
     uint64_t received = 0;
     protocol::ActorMessage head;
     uint64_t total = 0;
-    std::vector<uint8_t> bytes;
+    mapped_buffer bytes;
   };
 
   /// A message waiting for the peer's credit (or behind one that does).
@@ -293,6 +294,7 @@ private:
                      size_t len, actor_credit credit, caf::execution_unit* ctx);
   /// Counts a whole message from the peer against our window (`credit`
   /// returns it when it goes); an error when the peer exceeds the window.
+  caf::error no_memory_for_partial(caf::execution_unit* ctx);
   caf::error admit(const protocol::ActorMessage& m, uint64_t total,
                    actor_credit& credit);
   /// Hands one frame to the agent now or queues it behind others or for

@@ -122,7 +122,9 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
     p.head = m;
     p.total = total;
     p.received = len;
-    p.bytes.assign(data, data + len);
+    if (!p.bytes.reserve(len))
+      return no_memory_for_partial(ctx);
+    p.bytes.append(data, len);
     return caf::none;
   }
   if (m.total_len() != 0 || m.target() != p.head.target()
@@ -147,11 +149,13 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
   // Grows geometrically but never past the announced size, so the buffer
   // (what the agent counts against the peer's budget) holds at most what
   // an honest message needs.
-  if (p.bytes.capacity() - p.bytes.size() < len)
-    p.bytes.reserve(std::min<uint64_t>(
-        p.total, std::max<uint64_t>(p.bytes.size() + len,
-                                    uint64_t{2} * p.bytes.capacity())));
-  p.bytes.insert(p.bytes.end(), data, data + len);
+  if (p.bytes.capacity() - p.bytes.size() < len
+      && !p.bytes.reserve(std::min<uint64_t>(
+          p.total, std::max<uint64_t>(p.bytes.size() + len,
+                                      uint64_t{2} * p.bytes.capacity())))) {
+    return no_memory_for_partial(ctx);
+  }
+  p.bytes.append(data, len);
   if (p.bytes.size() < p.total)
     return caf::none;
   auto whole = std::move(p);
@@ -161,6 +165,21 @@ caf::error remote_actors::on_frame(const protocol::ActorMessage& m,
     return q;
   return deliver(whole.head, whole.bytes.data(), whole.bytes.size(),
                  std::move(credit), ctx);
+}
+
+/// The system has no memory for the partial message: it is dropped like
+/// one over the size limit (its later chunks counted and dropped), and
+/// its requester learns why.
+caf::error remote_actors::no_memory_for_partial(caf::execution_unit* ctx) {
+  auto& p = partial_;
+  p.discard = true;
+  p.bytes.release();
+  auto err = make_error(errc::internal_error,
+                        "no memory to reassemble an actor message of "
+                            + std::to_string(p.total)
+                            + " bytes from the peer; it is dropped");
+  answer_peer(p.head.sender(), caf::message_id{p.head.message_id()}, err, ctx);
+  return err;
 }
 
 std::optional<uint64_t> remote_actors::partial_bytes() const noexcept {
@@ -175,7 +194,7 @@ bool remote_actors::drop_partial(const caf::error& why,
   if (!p.active || p.discard)
     return false;
   p.discard = true;
-  std::vector<uint8_t>{}.swap(p.bytes);
+  p.bytes.release();
   answer_peer(p.head.sender(), caf::message_id{p.head.message_id()}, why, ctx);
   return true;
 }
