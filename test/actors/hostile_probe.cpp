@@ -1,6 +1,7 @@
 // rdmactor-hostile-probe: plays one hostile peer against a running node,
 // from its own process, so that the node's resident size can be measured
-// from outside (scripts/hostile-rss.sh; docs/security.md, "Measured").
+// from outside (scripts/hostile-rss.sh; docs/security.md, "Resident size
+// under attack").
 // Soft fabric only: it speaks through a bare transport (no agent).
 //
 //   rdmactor-hostile-probe --connect=HOST:PORT --attack=partials
