@@ -219,6 +219,11 @@ public:
       return refusal();
     if (auto err = inner_.begin_object(nr, name))
       return err;
+    // An empty message: CAF's message::load reads nothing more and returns
+    // without end_object, so it opens no level (counted, every empty
+    // message side by side added a level that never closed).
+    if (name == "@<>")
+      return caf::none;
     // CAF loads nested objects and sequences recursively: a peer could
     // otherwise overflow the stack with a deep enough nest.
     if (++values_ > max_value_nesting)
