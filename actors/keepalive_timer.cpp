@@ -1,5 +1,7 @@
 #include "actors/keepalive_timer.hpp"
 
+#include <algorithm>
+
 #include <caf/actor.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
@@ -15,7 +17,15 @@ keepalive_timer& keepalive_timer::instance() {
 }
 
 keepalive_timer::keepalive_timer()
-    : queue_(std::chrono::milliseconds{tuning::keepalive_tick_ms}) {
+    : queue_(std::chrono::milliseconds{tuning::keepalive_min_tick_ms}) {
+}
+
+keepalive_timer::clock_type::duration
+keepalive_timer::tick_for(clock_type::duration silence) noexcept {
+  return std::clamp<clock_type::duration>(
+      silence / tuning::keepalive_ticks_per_period,
+      std::chrono::milliseconds{tuning::keepalive_min_tick_ms},
+      std::chrono::milliseconds{tuning::keepalive_max_tick_ms});
 }
 
 keepalive_timer::~keepalive_timer() {
@@ -38,7 +48,8 @@ void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at,
       return;
     if (!thread_.joinable())
       thread_ = std::thread{[this] { run(); }};
-    wake = queue_.add(entry{std::move(agent), std::move(heard), silence}, at);
+    wake = queue_.add(entry{std::move(agent), std::move(heard), silence},
+                      decltype(queue_)::round_up(at, tick_for(silence)));
   }
   if (wake)
     cv_.notify_one();
@@ -70,7 +81,8 @@ void keepalive_timer::run() {
                          e.heard->load(std::memory_order_relaxed)}}
                      + e.silence;
         if (again > now) {
-          queue_.add(std::move(e), again);
+          auto tick = tick_for(e.silence);
+          queue_.add(std::move(e), decltype(queue_)::round_up(again, tick));
           continue;
         }
       }

@@ -31,10 +31,17 @@ public:
   explicit deadline_queue(clock_type::duration tick) : tick_(tick) {
   }
 
+  /// `at` rounded up to a multiple of `tick` since the clock's epoch.
+  static time_point round_up(time_point at, clock_type::duration tick) {
+    auto since = at.time_since_epoch();
+    auto ticks = (since + tick - clock_type::duration{1}) / tick;
+    return time_point{ticks * tick};
+  }
+
   /// Adds `x`, due at `at` rounded up to the tick.  Returns whether it is
   /// now the earliest deadline (the waiting thread must look again).
   bool add(T x, time_point at) {
-    auto due = round_up(at);
+    auto due = round_up(at, tick_);
     bool earliest = by_due_.empty() || due < by_due_.begin()->first;
     by_due_[due].push_back(std::move(x));
     ++size_;
@@ -62,19 +69,13 @@ public:
   }
 
 private:
-  time_point round_up(time_point at) const {
-    auto since = at.time_since_epoch();
-    auto ticks = (since + tick_ - clock_type::duration{1}) / tick_;
-    return time_point{ticks * tick_};
-  }
-
   clock_type::duration tick_;
   std::map<time_point, std::vector<T>> by_due_;
   size_t size_ = 0;
 };
 
 /// The process's keepalive timer: one thread, one `deadline_queue` of
-/// agents (`tuning::keepalive_tick_ms`), held weakly so that a connection
+/// agents (deadlines in ticks: `tick_for`), held weakly so that a connection
 /// nobody holds goes away while it waits.  When an agent is due it gets
 /// `transport::tick_atom` (its keepalive check, `on_keepalive`), unless
 /// its peer was heard from since it armed the check: then the check is
@@ -106,10 +107,14 @@ public:
   /// the epoch), written by the agent, read by the timer.
   using heard_clock = std::atomic<clock_type::rep>;
 
-  /// Sends `tick_atom` to `agent` at `at` (rounded up to the tick), if it
-  /// still lives then and, when `heard` is set, its peer was silent since:
-  /// `*heard + silence` not after the due time; otherwise it is due then.
-  /// Thread-safe.
+  /// The tick a connection's deadlines are rounded up to, for a peer that
+  /// may be silent for `silence` (tuning::keepalive_ticks_per_period).
+  static clock_type::duration tick_for(clock_type::duration silence) noexcept;
+
+  /// Sends `tick_atom` to `agent` at `at` (rounded up to `tick_for
+  /// (silence)`), if it still lives then and, when `heard` is set, its
+  /// peer was silent since: `*heard + silence` not after the due time;
+  /// otherwise it is due then.  Thread-safe.
   void schedule(caf::weak_actor_ptr agent, time_point at,
                 std::shared_ptr<const heard_clock> heard = nullptr,
                 clock_type::duration silence = {});

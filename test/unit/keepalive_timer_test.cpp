@@ -56,6 +56,22 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(keepalive_timer_suite)
 
+// A connection's deadlines are rounded to keepalive-ms / 50, from 10 to
+// 100 ms: with the default 5 s, the connections due within 100 ms share a
+// wake-up.
+BOOST_AUTO_TEST_CASE(the_tick_follows_the_period_within_bounds) {
+  using std::chrono::seconds;
+  BOOST_TEST((keepalive_timer::tick_for(seconds{5}) == milliseconds{100}));
+  BOOST_TEST((keepalive_timer::tick_for(seconds{60}) == milliseconds{100}));
+  BOOST_TEST((keepalive_timer::tick_for(milliseconds{2000})
+              == milliseconds{40}));
+  BOOST_TEST((keepalive_timer::tick_for(milliseconds{100})
+              == milliseconds{10}));
+  BOOST_TEST((keepalive_timer::tick_for({}) == milliseconds{10}));
+  auto at = queue::round_up(t0 + milliseconds{1}, milliseconds{100});
+  BOOST_TEST((at == queue::time_point{milliseconds{1100}}));
+}
+
 // The agent's keepalive check arrives as `tick_atom` once its deadline
 // passed; an agent that went meanwhile is dropped, not kept alive.
 BOOST_AUTO_TEST_CASE(a_due_agent_gets_a_tick_and_a_gone_one_nothing) {
