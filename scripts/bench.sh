@@ -405,7 +405,7 @@ table "$host_json" rdmactor-hogs caf-io-hogs \
 
 # -- scale ------------------------------------------------------------------
 # Two processes on loopback: a server (rdmactor-bench --listen) and a client
-# that opens N connections to it (--op=connect), holds them 3 s, sends 8
+# that opens N connections to it (--op=connect), holds them 12 s, sends 8
 # bytes on each and waits for every echo.  The client's JSON has its own
 # threads, RSS, registered bytes and fds while holding (and before it
 # connected) and its CPU while holding; the server prints the same about
@@ -430,7 +430,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   for n in "${peer_counts[@]}"; do
     t0=$SECONDS
     line=$("$bench" --json --rdmactor.log-level=error "${extra[@]}" \
-      --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=3000 \
+      --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=12000 \
       2>"$out_dir/.stderr" | grep '^{' || true)
     # The server's first line with N connections was taken while the client
     # held them idle; later ones include the echo (a receive slot and the
@@ -438,10 +438,13 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     srv=$(grep "serving $n connections:" "$out_dir/.server.log" | head -1 |
       sed -E 's/.*threads ([0-9]+), rss_kb ([0-9]+), registered_bytes ([0-9]+), fds ([0-9]+).*/"server_threads":\1,"server_rss_kb":\2,"server_registered_bytes":\3,"server_fds":\4/')
     [[ "$srv" == \"server_* ]] || srv='"server_threads":null'
-    # Its CPU while the N connections stayed idle (printed 1 s after the
-    # last one came, before the echo).
-    cpu=$(grep "^rdmactor-bench: $n connections unchanged for" "$out_dir/.server.log" | head -1 |
-      sed -E 's/.*cpu ([0-9.]+) %.*/"server_idle_cpu_percent":\1/')
+    # Its CPU while the N connections stayed idle: the longest window it
+    # printed (1 s, then every 5 s after the last one came) that ended
+    # before the client's echo, 12 s later (keepalive-ms is 5000: two
+    # rounds of Pings fall in it).
+    cpu=$(grep "^rdmactor-bench: $n connections unchanged for" "$out_dir/.server.log" |
+      sed -E 's/.*unchanged for ([0-9.]+) s: cpu ([0-9.]+) %.*/\1 \2/' |
+      awk '$1 < 11.5 { c = $2 } END { if (c != "") print "\"server_idle_cpu_percent\":" c }')
     [[ "$cpu" == \"server_* ]] && srv="$srv,$cpu"
     if [[ -n "$line" ]]; then
       echo "${line%\}},$srv}" >>"$scale_json"

@@ -21,25 +21,11 @@
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "test/actors/fixture.hpp"
+#include "test/actors/raw_forwarder.hpp"
 
 namespace rdmactor::test {
 
 namespace pb = rdmactor::protocol;
-
-inline transport::transport_subscriber::behavior_type
-forwarder(transport::transport_subscriber::pointer self, caf::actor dst) {
-  return {
-      [dst](transport::recv_atom a, local_mr& mr) {
-        caf::anon_send(dst, a, mr);
-      },
-      [dst](transport::imm_arrived_atom a, uint32_t imm, uint32_t n) {
-        caf::anon_send(dst, a, imm, n);
-      },
-      [dst](transport::qp_down_atom a, caf::error& e) {
-        caf::anon_send(dst, a, e);
-      },
-  };
-}
 
 inline options limited_options() {
   auto o = test_options();
@@ -79,7 +65,7 @@ struct raw_peer_fixture : system_holder {
                            std::chrono::milliseconds(3000));
     BOOST_REQUIRE_MESSAGE(qp, render(qp));
     tr = transport::spawn_transport(sys, dev, std::move(*qp));
-    auto fwd = sys.spawn(forwarder, caf::actor_cast<caf::actor>(inbox));
+    auto fwd = sys.spawn(raw_forwarder, caf::actor_cast<caf::actor>(inbox));
     auto linked = call<transport::link_params>(
         sys, tr, transport::subscribe_atom::value, fwd);
     BOOST_REQUIRE(linked);

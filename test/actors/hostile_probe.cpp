@@ -40,6 +40,7 @@
 #include "rdmactor/memory_pool.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/testing.hpp"
+#include "test/actors/raw_forwarder.hpp"
 
 namespace {
 
@@ -121,28 +122,12 @@ options probe_options() {
   return o;
 }
 
-transport::transport_subscriber::behavior_type
-forward_to(transport::transport_subscriber::pointer, caf::actor dst) {
-  return {
-      [dst](transport::recv_atom a, local_mr& mr) {
-        caf::anon_send(dst, a, mr);
-      },
-      [dst](transport::imm_arrived_atom a, uint32_t imm, uint32_t n) {
-        caf::anon_send(dst, a, imm, n);
-      },
-      [dst](transport::qp_down_atom a, caf::error& e) {
-        caf::anon_send(dst, a, e);
-      },
-  };
-}
-
 /// One connection of the `partials` attack: a bare transport whose frames
 /// reach `inbox`.
 class partial_peer {
 public:
   partial_peer(caf::actor_system& sys, const options& opts)
-      : sys_(sys), opts_(opts), inbox_(sys) {
-  }
+      : sys_(sys), opts_(opts), inbox_(sys) {}
 
   ~partial_peer() {
     if (tr_)
@@ -161,7 +146,8 @@ public:
     if (!qp)
       return qp.error();
     tr_ = transport::spawn_transport(sys_, dev_, std::move(*qp));
-    auto fwd = sys_.spawn(forward_to, caf::actor_cast<caf::actor>(inbox_));
+    auto fwd
+        = sys_.spawn(test::raw_forwarder, caf::actor_cast<caf::actor>(inbox_));
     auto linked = testing::call<transport::link_params>(
         sys_, tr_, transport::subscribe_atom::value, fwd);
     if (!linked)
@@ -297,8 +283,8 @@ int run_partials(caf::actor_system& sys, const probe_args& a) {
       std::cout << "connection " << i << ": sending stopped: " << render(err)
                 << "\n";
     } else {
-      auto ms = std::chrono::duration_cast<milliseconds>(steady_clock::now()
-                                                         - t0);
+      auto ms
+          = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0);
       std::cout << "sent " << a.mib << " MiB of a " << a.mib + 1
                 << " MiB request on connection " << i << " in " << ms.count()
                 << " ms" << std::endl;

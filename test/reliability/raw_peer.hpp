@@ -19,24 +19,9 @@
 #include "rdmactor/detail/transport_actor.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "test/actors/fixture.hpp"
+#include "test/actors/raw_forwarder.hpp"
 
 namespace rdmactor::test {
-
-/// Forwards what a transport delivers to `dst`.
-inline transport::transport_subscriber::behavior_type
-raw_forwarder(transport::transport_subscriber::pointer, caf::actor dst) {
-  return {
-      [dst](transport::recv_atom a, local_mr& mr) {
-        caf::anon_send(dst, a, mr);
-      },
-      [dst](transport::imm_arrived_atom a, uint32_t imm, uint32_t n) {
-        caf::anon_send(dst, a, imm, n);
-      },
-      [dst](transport::qp_down_atom a, caf::error& e) {
-        caf::anon_send(dst, a, e);
-      },
-  };
-}
 
 /// A raw peer connected to `host:port`.
 class raw_peer {
