@@ -749,6 +749,17 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
   unit[big_endian ? 3 : 0] = 64;
   expect_refused(deserialize_message(s.sys, in_error.data(), in_error.size()),
                  "unknown unit 64");
+  // And in a message of a std::vector<caf::message> (CAF registers the
+  // type): CAF printed it and crashed (found by rdmactor_fuzz_actor_codec).
+  auto in_list = load(caf::make_message(std::vector<caf::message>{
+      caf::make_message(caf::error{
+          1, caf::atom("app"),
+          caf::make_message(caf::duration{caf::time_unit::seconds, 5})})}));
+  unit = in_list.data() + in_list.size() - 12;
+  BOOST_REQUIRE(unit[big_endian ? 3 : 0] == 2);
+  unit[big_endian ? 3 : 0] = 64;
+  expect_refused(deserialize_message(s.sys, in_list.data(), in_list.size()),
+                 "unknown unit 64");
   // Errors nest messages, and CAF loads them recursively: a deep nest is
   // refused (a peer could otherwise overflow the stack), a shallow one and
   // many errors side by side are not.
