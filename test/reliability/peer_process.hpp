@@ -2,6 +2,7 @@
 
 // A child process running reliability_peer, with its stdout on a pipe.
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -80,15 +81,23 @@ public:
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || out_ < 0)
+      if (left.count() <= 0 || out_ < 0) {
+        ended = "no such line in time";
         return {};
+      }
       pollfd p{out_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
         continue;
       char chunk[512];
       auto n = ::read(out_, chunk, sizeof(chunk));
-      if (n <= 0)
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue; // a signal (TSan delivers its own) is not the end
+      if (n <= 0) {
+        ended = n == 0 ? "its output ended: " + reap()
+                       : std::string{"reading its output failed: "}
+                             + std::strerror(errno);
         return {};
+      }
       buf_.append(chunk, static_cast<size_t>(n));
     }
   }
@@ -153,6 +162,21 @@ public:
 
   /// Lines read so far that `wait_for` did not return.
   std::vector<std::string> lines;
+  /// Waits for the process to end; how it ended, in words.
+  std::string reap() {
+    if (pid_ <= 0 || reaped_)
+      return "ended";
+    int status = 0;
+    if (::waitpid(pid_, &status, 0) != pid_)
+      return "not reaped";
+    reaped_ = true;
+    if (WIFSIGNALED(status))
+      return "killed by signal " + std::to_string(WTERMSIG(status));
+    return "exit status " + std::to_string(WEXITSTATUS(status));
+  }
+
+  /// Why the last `wait_for` returned "" (for failure messages).
+  std::string ended;
 
 private:
   /// The state letter of a /proc stat file ('?' when unreadable).

@@ -266,7 +266,10 @@ BOOST_AUTO_TEST_CASE(peer_killed_during_a_100_mib_write_stream_into_us) {
   auto conn = accept_next();
   watch w{sys, conn};
   BOOST_REQUIRE_MESSAGE(peer->wait_for("streaming", line_bound) != "",
-                        "the peer did not start streaming");
+                        "the peer did not start streaming ("
+                            << peer->ended << "); it said: "
+                            << (peer->lines.empty() ? std::string{"nothing"}
+                                                    : peer->lines.back()));
   BOOST_TEST(survivor->memory_stats().bytes_in_use >= stream_bytes);
   // One write of 100 MiB went through; the next is under way.
   BOOST_REQUIRE_MESSAGE(peer->wait_for("wrote", line_bound) != "",
