@@ -36,8 +36,7 @@ agent_core::agent_core(sink& out, options opts, transport::link_params link,
       requests_(opts_.peer_max_pending_requests),
       live_(std::chrono::milliseconds{opts_.keepalive_ms},
             liveness::staggered(std::chrono::milliseconds{opts_.keepalive_ms},
-                                std::random_device{}())) {
-}
+                                std::random_device{}())) {}
 
 agent_core::~agent_core() = default;
 
@@ -417,8 +416,7 @@ void agent_core::send_data(local_mr mr, time_point now,
     return;
   }
   now_ = now;
-  auto chunk_max
-      = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
+  auto chunk_max = size_t{link_.max_message_len_bytes} - pb::max_frame_overhead;
   if (imm)
     chunk_max -= pb::imm_frame_overhead;
   auto s = std::make_shared<send_data_stream>(

@@ -55,8 +55,7 @@ bool agent_core::issue_rendezvous_chunk(
   }
   auto [offset, len]
       = s->next_piece(std::min(peer_max_rendezvous_bytes_, max_read_bytes));
-  mr_token source{s->mr().addr() + offset, len,
-                  s->read_registration()->rkey()};
+  mr_token source{s->mr().addr() + offset, len, s->read_registration()->rkey()};
   ++counters_.rendezvous_sent;
   auto id = new_request_id();
   send_request(pb::make_send_data_rendezvous(id, to_pb(source), s->imm()),

@@ -50,8 +50,7 @@ public:
 
   /// The frame being handled is a keepalive Ping or Pong: upkeep, not
   /// traffic (`link::mark_quiet`).  The default does nothing.
-  virtual void upkeep_frame() {
-  }
+  virtual void upkeep_frame() {}
 
   /// Hands a data chunk the peer sent to the user (receive_data or the
   /// subscriber).

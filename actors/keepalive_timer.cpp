@@ -17,8 +17,7 @@ keepalive_timer& keepalive_timer::instance() {
 }
 
 keepalive_timer::keepalive_timer()
-    : queue_(std::chrono::milliseconds{tuning::keepalive_min_tick_ms}) {
-}
+    : queue_(std::chrono::milliseconds{tuning::keepalive_min_tick_ms}) {}
 
 keepalive_timer::clock_type::duration
 keepalive_timer::tick_for(clock_type::duration silence) noexcept {

@@ -28,8 +28,7 @@ public:
   using clock_type = std::chrono::steady_clock;
   using time_point = clock_type::time_point;
 
-  explicit deadline_queue(clock_type::duration tick) : tick_(tick) {
-  }
+  explicit deadline_queue(clock_type::duration tick) : tick_(tick) {}
 
   /// `at` rounded up to a multiple of `tick` since the clock's epoch.
   static time_point round_up(time_point at, clock_type::duration tick) {

@@ -30,9 +30,7 @@ public:
   explicit liveness(std::chrono::milliseconds period,
                     std::chrono::milliseconds silence = {})
       : period_(period),
-        silence_(silence.count() <= 0 || silence > period ? period
-                                                          : silence) {
-  }
+        silence_(silence.count() <= 0 || silence > period ? period : silence) {}
 
   /// A silence in [3/4 `period`, `period`] chosen by `random`: each end
   /// of a connection picks its own, so that one of them pings and the
@@ -42,8 +40,9 @@ public:
   static std::chrono::milliseconds staggered(std::chrono::milliseconds period,
                                              uint64_t random) noexcept {
     auto span = static_cast<uint64_t>(period.count() / 4);
-    return period - std::chrono::milliseconds{
-             static_cast<int64_t>(random % (span + 1))};
+    return period
+           - std::chrono::milliseconds{
+               static_cast<int64_t>(random % (span + 1))};
   }
 
   // -- what the peer's Hello offered -----------------------------------------

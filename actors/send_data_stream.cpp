@@ -4,15 +4,10 @@
 
 namespace rdmactor {
 
-send_data_stream::send_data_stream(local_mr mr, size_t chunk_max,
-                                   size_t window, std::optional<uint32_t> imm,
-                                   done_fn done)
-    : mr_(std::move(mr)),
-      chunk_max_(chunk_max),
-      window_(std::max<size_t>(window, 1)),
-      imm_(imm),
-      done_(std::move(done)) {
-}
+send_data_stream::send_data_stream(local_mr mr, size_t chunk_max, size_t window,
+                                   std::optional<uint32_t> imm, done_fn done)
+    : mr_(std::move(mr)), chunk_max_(chunk_max),
+      window_(std::max<size_t>(window, 1)), imm_(imm), done_(std::move(done)) {}
 
 local_mr send_data_stream::next_eager() {
   auto len = std::min(chunk_max_, left());

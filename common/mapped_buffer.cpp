@@ -20,8 +20,7 @@ size_t page_rounded(size_t n) noexcept {
 mapped_buffer::mapped_buffer(mapped_buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      capacity_(std::exchange(other.capacity_, 0)) {
-}
+      capacity_(std::exchange(other.capacity_, 0)) {}
 
 mapped_buffer& mapped_buffer::operator=(mapped_buffer&& other) noexcept {
   if (this != &other) {

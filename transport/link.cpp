@@ -197,8 +197,8 @@ void link::answer(uint64_t cookie, caf::expected<uint64_t> result) {
 }
 
 void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
-                  mr_token remote, uint64_t cookie,
-                  std::optional<uint32_t> imm, bool quiet) {
+                  mr_token remote, uint64_t cookie, std::optional<uint32_t> imm,
+                  bool quiet) {
   if (down_) {
     answer(cookie, failure_);
     return;

@@ -128,9 +128,9 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
       stable_cpu = cpu_seconds();
       reported_s = 0;
     } else {
-      auto stable_s
-          = std::chrono::duration<double>(now - stable_since).count();
-      if (stable_s >= 1.0 && (reported_s == 0 || stable_s >= reported_s + 5.0)) {
+      auto stable_s = std::chrono::duration<double>(now - stable_since).count();
+      if (stable_s >= 1.0
+          && (reported_s == 0 || stable_s >= reported_s + 5.0)) {
         std::printf("rdmactor-bench: %llu connections unchanged for %.1f s: "
                     "cpu %.2f %% of a core\n",
                     static_cast<unsigned long long>(count), stable_s,

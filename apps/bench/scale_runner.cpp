@@ -148,7 +148,8 @@ void print(const bench_plan& plan, const run_context& ctx,
         static_cast<unsigned long long>(x.registered_before),
         static_cast<unsigned long long>(x.before.fds),
         static_cast<unsigned long long>(x.echoes), x.echo_ms_total,
-        plan.hold_ms, x.hold_cpu_percent, x.err ? "error" : "ok", x.err ? ",\"error\":\"" : "",
+        plan.hold_ms, x.hold_cpu_percent, x.err ? "error" : "ok",
+        x.err ? ",\"error\":\"" : "",
         x.err ? json_escape(render(x.err)).c_str() : "", x.err ? "\"" : "");
     std::fflush(stdout);
     return;

@@ -751,8 +751,8 @@ BOOST_AUTO_TEST_CASE(durations_of_unknown_units_and_deep_nests_are_refused) {
                  "unknown unit 64");
   // And in a message of a std::vector<caf::message> (CAF registers the
   // type): CAF printed it and crashed (found by rdmactor_fuzz_actor_codec).
-  auto in_list = load(caf::make_message(std::vector<caf::message>{
-      caf::make_message(caf::error{
+  auto in_list = load(
+      caf::make_message(std::vector<caf::message>{caf::make_message(caf::error{
           1, caf::atom("app"),
           caf::make_message(caf::duration{caf::time_unit::seconds, 5})})}));
   unit = in_list.data() + in_list.size() - 12;

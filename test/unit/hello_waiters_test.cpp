@@ -24,9 +24,9 @@ struct fixture {
 
   hello_waiters::fn_type record(std::string name) {
     return [this, name](const caf::error& err) {
-      answers.push_back(name + ":"
-                        + (err ? std::string{to_string(code_of(err))}
-                               : std::string{"ok"}));
+      answers.push_back(
+          name + ":"
+          + (err ? std::string{to_string(code_of(err))} : std::string{"ok"}));
     };
   }
 };

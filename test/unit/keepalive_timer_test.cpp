@@ -36,7 +36,7 @@ BOOST_AUTO_TEST_CASE(deadlines_round_up_to_the_tick_and_share_it) {
   BOOST_TEST(q.add(1, t0 + milliseconds{1}));  // the earliest
   BOOST_TEST(!q.add(2, t0 + milliseconds{9})); // same tick
   BOOST_TEST(!q.add(3, t0 + milliseconds{25}));
-  BOOST_TEST(q.add(4, t0));                    // on a tick: earlier
+  BOOST_TEST(q.add(4, t0)); // on a tick: earlier
   BOOST_TEST(q.size() == 4u);
   BOOST_TEST((q.next() == t0));
   std::vector<int> due;
@@ -63,10 +63,10 @@ BOOST_AUTO_TEST_CASE(the_tick_follows_the_period_within_bounds) {
   using std::chrono::seconds;
   BOOST_TEST((keepalive_timer::tick_for(seconds{5}) == milliseconds{100}));
   BOOST_TEST((keepalive_timer::tick_for(seconds{60}) == milliseconds{100}));
-  BOOST_TEST((keepalive_timer::tick_for(milliseconds{2000})
-              == milliseconds{40}));
-  BOOST_TEST((keepalive_timer::tick_for(milliseconds{100})
-              == milliseconds{10}));
+  BOOST_TEST(
+      (keepalive_timer::tick_for(milliseconds{2000}) == milliseconds{40}));
+  BOOST_TEST(
+      (keepalive_timer::tick_for(milliseconds{100}) == milliseconds{10}));
   BOOST_TEST((keepalive_timer::tick_for({}) == milliseconds{10}));
   auto at = queue::round_up(t0 + milliseconds{1}, milliseconds{100});
   BOOST_TEST((at == queue::time_point{milliseconds{1100}}));

@@ -74,8 +74,8 @@ BOOST_AUTO_TEST_CASE(a_staggered_silence_pings_early_and_keeps_the_bound) {
   BOOST_TEST((l.tick(t0 + milliseconds{179}).what == verdict::wait));
   BOOST_TEST((l.tick(t0 + milliseconds{180}).what == verdict::dead));
   // A silence over the period is the period.
-  BOOST_TEST(
-      (liveness{milliseconds{100}, milliseconds{500}}.silence().count() == 100));
+  BOOST_TEST((liveness{milliseconds{100}, milliseconds{500}}.silence().count()
+              == 100));
 }
 
 BOOST_AUTO_TEST_CASE(any_frame_postpones_the_ping) {

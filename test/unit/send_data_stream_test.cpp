@@ -32,10 +32,9 @@ struct fixture {
 
   send_data_stream stream(uint64_t len, size_t chunk_max, size_t window,
                           std::optional<uint32_t> imm = std::nullopt) {
-    return send_data_stream{region(len), chunk_max, window, imm,
-                            [this](caf::expected<uint64_t> r) {
-                              ends.push_back(std::move(r));
-                            }};
+    return send_data_stream{
+        region(len), chunk_max, window, imm,
+        [this](caf::expected<uint64_t> r) { ends.push_back(std::move(r)); }};
   }
 };
 
@@ -56,8 +55,8 @@ BOOST_AUTO_TEST_CASE(chunks_cover_the_region_within_the_window) {
   BOOST_TEST(s.answered(1000, {}));
   BOOST_REQUIRE(s.wants_chunk());
   auto c = s.next_eager();
-  BOOST_TEST(c.size() == 500u); // the rest
-  BOOST_TEST(!s.wants_chunk()); // nothing left
+  BOOST_TEST(c.size() == 500u);     // the rest
+  BOOST_TEST(!s.wants_chunk());     // nothing left
   BOOST_TEST(s.answered(1000, {})); // one in flight still
   BOOST_TEST(ends.empty());
   // The last acknowledgement ends it with the bytes sent.
