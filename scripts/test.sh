@@ -30,7 +30,7 @@
 #                                   reliability_test) built with TSan in
 #                                   build-tsan/, against CAF 0.17.6 built
 #                                   with TSan by scripts/caf-tsan.sh in
-#                                   build-caf-tsan/ (once, ~10 min on 2
+#                                   build-caf-tsan/ (once, ~2 min on 2
 #                                   cores): Debian's libcaf is not
 #                                   instrumented, so every message hand-off
 #                                   would be a false report
