@@ -72,7 +72,7 @@ void hand_over(self_ptr self, Chunks& chunks) {
     return;
   handler_threw(self, *what);
   for (++i; i != chunks.end(); ++i)
-    put(self, st.data, std::move(*i));
+    st.data.put(std::move(*i));
 }
 
 } // namespace
@@ -107,13 +107,13 @@ uint64_t subscribe_handler(self_ptr self, data_handler_ptr handler) {
   if (!handler)
     return 0;
   st.handler = std::move(handler);
-  auto queued = std::move(st.data.items);
-  fail_all(st.data, make_error(errc::invalid_argument,
-                               "a data handler took over the data of this "
-                               "connection (subscribe_data)"));
+  auto queued = st.data.take_all();
+  st.data.fail_all(make_error(errc::invalid_argument,
+                              "a data handler took over the data of this "
+                              "connection (subscribe_data)"));
   if (!attach(self)) {
     for (auto& chunk : queued)
-      put(self, st.data, std::move(chunk));
+      st.data.put(std::move(chunk));
     return 0;
   }
   hand_over(self, queued);
@@ -133,7 +133,7 @@ void detach_handler(self_ptr self, const caf::error& reason) {
   auto handler = std::move(st.handler);
   st.handler = nullptr;
   for (auto& chunk : st.handler_chunks)
-    put(self, st.data, std::move(chunk));
+    st.data.put(std::move(chunk));
   st.handler_chunks.clear();
   notify_detach(std::move(handler), reason);
 }

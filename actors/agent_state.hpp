@@ -22,6 +22,7 @@
 #include "actors/keepalive_timer.hpp"
 #include "actors/remote_actors.hpp"
 #include "actors/remote_gate.hpp"
+#include "actors/user_mailbox.hpp"
 #include "common/heap_trim.hpp"
 #include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/agent.hpp"
@@ -38,39 +39,12 @@ using transport::transport_actor;
 
 using clock_type = std::chrono::steady_clock;
 
-template <class T>
-struct waiter {
-  caf::typed_response_promise<T> rp;
-  clock_type::time_point deadline;
-};
-
-/// A queue of items the peer sent plus the users waiting for one.
-template <class T>
-struct mailbox {
-  std::deque<T> items;
-  std::deque<waiter<T>> waiters;
-  uint64_t queued_bytes = 0; // of `items`
-};
-
-inline uint64_t weight(const local_mr& x) {
-  return x.size();
-}
-
-inline uint64_t weight(const remote_mr&) {
-  return 0;
-}
-
 /// A region from the peer with the tag of its SendMR (0: none).
 template <class T>
 struct tagged {
   T value;
   uint64_t tag = 0;
 };
-
-template <class T>
-uint64_t weight(const tagged<T>&) {
-  return 0;
-}
 
 /// An immediate value from the peer: of a write_with_imm (`bytes` written,
 /// no chunk) or of a send_data chunk (the chunk).
@@ -80,24 +54,25 @@ struct imm_item {
   local_mr chunk;
 };
 
-inline uint64_t weight(const imm_item& x) {
-  return x.chunk.size();
-}
-
-/// A queue of items the peer sent plus the users waiting for one, for
-/// items that several receive calls answer in different shapes (e.g. with
-/// or without the tag): each waiter knows how to answer.
-template <class Item>
-struct reply_mailbox {
-  struct waiter {
-    std::function<void(Item&&)> deliver;
-    std::function<void(const caf::error&)> fail;
-    clock_type::time_point deadline;
-  };
-  std::deque<Item> items;
-  std::deque<waiter> waiters;
-  uint64_t queued_bytes = 0; // of `items`
+/// What an item for a receive call holds of our memory (it counts against
+/// peer-max-queued-bytes): a received chunk its bytes; a region handle or
+/// a write's immediate value nothing.
+struct item_weight {
+  uint64_t operator()(const local_mr& x) const noexcept {
+    return x.size();
+  }
+  template <class T>
+  uint64_t operator()(const tagged<T>&) const noexcept {
+    return 0;
+  }
+  uint64_t operator()(const imm_item& x) const noexcept {
+    return x.chunk.size();
+  }
 };
+
+/// What the peer sent for one kind of receive call, and the calls waiting.
+template <class Item>
+using receive_box = user_mailbox<Item, item_weight>;
 
 struct agent_state;
 
@@ -145,8 +120,8 @@ private:
 };
 
 /// Carries out the core's effects with the actor (definitions in
-/// agent.cpp): posts go to the agent's link (to the transport once it took
-/// the link over), deliveries to the user mailboxes or the data
+/// agent_actor_sink.cpp): posts go to the agent's link (to the transport once
+/// it took the link over), deliveries to the user mailboxes or the data
 /// subscriber, a disconnect is a `qp_down_atom` to the actor itself, and
 /// so are flushes and sweeps.
 class actor_sink final : public agent_core::sink {
@@ -259,7 +234,7 @@ struct agent_state {
   /// frame (actors/keepalive_timer.hpp).
   std::shared_ptr<keepalive_timer::heard_clock> heard_at
       = std::make_shared<keepalive_timer::heard_clock>(0);
-  mailbox<local_mr> data;
+  receive_box<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;
   /// Takes every chunk and immediate value instead of `data` and `imms`
@@ -275,9 +250,9 @@ struct agent_state {
   /// What `handler` gets to act on the connection.
   handler_context handler_ctx;
   /// Immediate values for receive_imm.
-  reply_mailbox<imm_item> imms;
-  reply_mailbox<tagged<local_mr>> local_mrs;
-  reply_mailbox<tagged<remote_mr>> remote_mrs;
+  receive_box<imm_item> imms;
+  receive_box<tagged<local_mr>> local_mrs;
+  receive_box<tagged<remote_mr>> remote_mrs;
   /// The node's allocator (alloc_local_mr).
   allocator_actor allocator;
   /// Bytes held by the local_mrs of alloc_for_peer; shared with their
@@ -561,36 +536,6 @@ inline caf::error peer_is_gone(self_ptr self) {
   return self->state.core->peer_gone_error();
 }
 
-template <class T>
-void put(self_ptr self, mailbox<T>& box, T item) {
-  if (!box.waiters.empty()) {
-    auto w = std::move(box.waiters.front());
-    box.waiters.pop_front();
-    w.rp.deliver(std::move(item));
-    return;
-  }
-  box.queued_bytes += weight(item);
-  box.items.emplace_back(std::move(item));
-}
-
-template <class T>
-caf::typed_response_promise<T> take(self_ptr self, mailbox<T>& box) {
-  auto rp = self->make_response_promise<T>();
-  if (!box.items.empty()) {
-    box.queued_bytes -= weight(box.items.front());
-    rp.deliver(std::move(box.items.front()));
-    box.items.pop_front();
-    return rp;
-  }
-  if (self->state.core->closed()) {
-    rp.deliver(peer_is_gone(self));
-    return rp;
-  }
-  box.waiters.push_back(waiter<T>{rp, deadline(self)});
-  arm_sweep(self);
-  return rp;
-}
-
 /// The error of a receive call that waited request-timeout-ms in vain.
 inline caf::error nothing_arrived(self_ptr self) {
   return make_error(
@@ -661,83 +606,36 @@ caf::result<uint64_t> run_one_sided(self_ptr self, Keep keep, Start start) {
   return rp;
 }
 
-/// Fails the waiters of `box` whose deadline passed (they queue in deadline
-/// order); returns whether any are left.
-template <class T>
-bool expire(self_ptr self, mailbox<T>& box, clock_type::time_point now) {
-  while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
-    box.waiters.front().rp.deliver(nothing_arrived(self));
-    box.waiters.pop_front();
-  }
-  return !box.waiters.empty();
-}
+// -- receive calls ------------------------------------------------------------
 
-template <class T>
-void fail_all(mailbox<T>& box, const caf::error& err) {
-  for (auto& w : box.waiters)
-    w.rp.deliver(err);
-  box.waiters.clear();
-  box.items.clear();
-  box.queued_bytes = 0;
-}
-
-// -- reply mailboxes ----------------------------------------------------------
-
-template <class Item>
-void put(self_ptr, reply_mailbox<Item>& box, Item item) {
-  if (!box.waiters.empty()) {
-    auto w = std::move(box.waiters.front());
-    box.waiters.pop_front();
-    w.deliver(std::move(item));
-    return;
-  }
-  box.queued_bytes += weight(item);
-  box.items.emplace_back(std::move(item));
-}
-
-/// Answers a receive call with the next item of `box` (or when one comes):
-/// `answer(rp, item)` delivers it in the shape this call replies with.
+/// Answers a receive call with the next item of `box`, or when one comes
+/// (`peer_gone` once the connection closed, `request_timeout` after
+/// request-timeout-ms: sweep): `answer(rp, item)` delivers the item in the
+/// shape this call replies with.
 template <class... Ts, class Item, class Answer>
 caf::typed_response_promise<Ts...>
-take_as(self_ptr self, reply_mailbox<Item>& box, Answer answer) {
+take_as(self_ptr self, receive_box<Item>& box, Answer answer) {
   auto rp = self->make_response_promise<Ts...>();
-  if (!box.items.empty()) {
-    box.queued_bytes -= weight(box.items.front());
-    auto item = std::move(box.items.front());
-    box.items.pop_front();
-    answer(rp, std::move(item));
+  if (auto item = box.take()) {
+    answer(rp, std::move(*item));
     return rp;
   }
   if (self->state.core->closed()) {
     rp.deliver(peer_is_gone(self));
     return rp;
   }
-  using waiter = typename reply_mailbox<Item>::waiter;
-  box.waiters.push_back(
-      waiter{[rp, answer](Item&& x) mutable { answer(rp, std::move(x)); },
-             [rp](const caf::error& err) mutable { rp.deliver(err); },
-             deadline(self)});
+  box.wait({[rp, answer](Item&& x) mutable { answer(rp, std::move(x)); },
+            [rp](const caf::error& err) mutable { rp.deliver(err); },
+            deadline(self)});
   arm_sweep(self);
   return rp;
 }
 
-template <class Item>
-bool expire(self_ptr self, reply_mailbox<Item>& box,
-            clock_type::time_point now) {
-  while (!box.waiters.empty() && box.waiters.front().deadline <= now) {
-    box.waiters.front().fail(nothing_arrived(self));
-    box.waiters.pop_front();
-  }
-  return !box.waiters.empty();
-}
-
-template <class Item>
-void fail_all(reply_mailbox<Item>& box, const caf::error& err) {
-  for (auto& w : box.waiters)
-    w.fail(err);
-  box.waiters.clear();
-  box.items.clear();
-  box.queued_bytes = 0;
+/// Answers a receive call with the next item of `box` as it is.
+template <class T>
+caf::typed_response_promise<T> take(self_ptr self, receive_box<T>& box) {
+  return take_as<T>(self, box,
+                    [](auto& rp, T&& x) { rp.deliver(std::move(x)); });
 }
 
 } // namespace rdmactor::agent_detail

@@ -307,10 +307,10 @@ uint64_t subscribe_data(self_ptr self, data_subscriber sub) {
   if (!st.subscriber)
     return 0;
   self->monitor(st.subscriber);
-  auto queued = std::move(st.data.items);
-  fail_all(st.data, make_error(errc::invalid_argument,
-                               "a data subscriber took over the data of "
-                               "this connection (subscribe_data)"));
+  auto queued = st.data.take_all();
+  st.data.fail_all(make_error(errc::invalid_argument,
+                              "a data subscriber took over the data of "
+                              "this connection (subscribe_data)"));
   for (auto& chunk : queued)
     self->send(st.subscriber, data_atom::value, std::move(chunk));
   return queued.size();
@@ -323,13 +323,13 @@ uint64_t subscribe_chunks(self_ptr self, chunk_subscriber sub) {
   if (!st.chunk_sub)
     return 0;
   self->monitor(st.chunk_sub);
-  auto chunks = std::move(st.data.items);
-  auto imms = std::move(st.imms.items);
+  auto chunks = st.data.take_all();
+  auto imms = st.imms.take_all();
   auto taken = make_error(errc::invalid_argument,
                           "a chunk subscriber took over the data of this "
                           "connection (subscribe_data)");
-  fail_all(st.data, taken);
-  fail_all(st.imms, taken);
+  st.data.fail_all(taken);
+  st.imms.fail_all(taken);
   auto conn = self->id();
   for (auto& chunk : chunks)
     self->send(st.chunk_sub, data_atom::value, conn, std::move(chunk));

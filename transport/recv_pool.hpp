@@ -1,8 +1,9 @@
 #pragma once
 
-// Internal to the data path (transport/link.cpp): the registered receive
+// Internal to the data path (transport/link*.cpp): the registered receive
 // buffers of one connection and the lock-free ring through which any
-// thread hands a buffer back.  CAF-free.  Not installed.
+// thread hands a buffer back.  CAF-free (but for caf::expected and
+// caf::error, as in fabric.hpp).  Not installed.
 
 #include <atomic>
 #include <cstdint>
@@ -165,5 +166,16 @@ struct slot_allocator {
     return !(*this == other);
   }
 };
+
+/// Receive work requests carry this bit in their wr_id (the slot number in
+/// the low bits); send, one-sided and atomic work requests do not.
+constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
+
+/// Creates the receive pool of `qp` (recv_depth slots of
+/// max_message_len bytes in one registration) and posts every receive.
+/// Fails when the connection's receive depth is below min_recv_depth, when
+/// registering fails or when a receive cannot be posted.
+caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
+                                                         queue_pair& qp);
 
 } // namespace rdmactor::transport::detail

@@ -15,6 +15,9 @@
 
 #include <poll.h>
 
+#include <boost/test/unit_test.hpp>
+
+#include "common/logging.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/options.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -312,5 +315,53 @@ struct burst_pair {
     return src.sge_of(i * bytes, bytes);
   }
 };
+
+/// A device of the fabric under test (RDMACTOR_TEST_FABRIC), opened by
+/// `open`.
+struct fabric_fixture {
+  options opts;
+  transport::device_ptr dev;
+
+  fabric_fixture() {
+    opts = fabric_options();
+    set_log_level(opts.log_level);
+  }
+
+  transport::device& open(uint32_t rnr_timeout_ms = 2000) {
+    opts.rnr_timeout_ms = rnr_timeout_ms;
+    dev = value_or_throw(transport::open_device(opts), "open_device");
+    return *dev;
+  }
+};
+
+/// Posts a receive of the whole buffer (or of [offset, offset + len)).
+inline void post_recv(transport::queue_pair& qp, uint64_t wr_id,
+                      const reg_buffer& buf, size_t offset = 0,
+                      size_t len = 0) {
+  auto sg = buf.sge_of(offset, len == 0 ? buf.bytes.size() - offset : len);
+  auto err = qp.post_recv(wr_id, &sg, 1);
+  BOOST_REQUIRE_MESSAGE(!err, render(err));
+}
+
+/// Returns one completion or fails the test.
+inline transport::work_completion
+one_completion(transport::queue_pair& qp,
+               std::chrono::milliseconds timeout = 10s) {
+  auto wcs = wait_completions(qp, 1, timeout);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  return wcs.front();
+}
+
+/// Waits until `qp` reports the error state.
+inline bool wait_error(transport::queue_pair& qp,
+                       std::chrono::milliseconds t = 5s) {
+  auto deadline = std::chrono::steady_clock::now() + t;
+  while (!qp.in_error()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
 
 } // namespace rdmactor::test

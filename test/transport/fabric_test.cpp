@@ -26,53 +26,6 @@ using transport::access::local_write;
 using transport::access::remote_read;
 using transport::access::remote_write;
 
-namespace {
-
-struct fabric_fixture {
-  options opts;
-  transport::device_ptr dev;
-
-  fabric_fixture() {
-    opts = fabric_options();
-    set_log_level(opts.log_level);
-  }
-
-  transport::device& open(uint32_t rnr_timeout_ms = 2000) {
-    opts.rnr_timeout_ms = rnr_timeout_ms;
-    dev = value_or_throw(transport::open_device(opts), "open_device");
-    return *dev;
-  }
-};
-
-/// Posts a receive of the whole buffer.
-void post_recv(transport::queue_pair& qp, uint64_t wr_id, const reg_buffer& buf,
-               size_t offset = 0, size_t len = 0) {
-  auto sg = buf.sge_of(offset, len == 0 ? buf.bytes.size() - offset : len);
-  auto err = qp.post_recv(wr_id, &sg, 1);
-  BOOST_REQUIRE_MESSAGE(!err, render(err));
-}
-
-/// Returns one completion or fails the test.
-work_completion one(transport::queue_pair& qp,
-                    std::chrono::milliseconds timeout = 10s) {
-  auto wcs = wait_completions(qp, 1, timeout);
-  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
-  return wcs.front();
-}
-
-/// Waits until `qp` reports the error state.
-bool wait_error(transport::queue_pair& qp, std::chrono::milliseconds t = 5s) {
-  auto deadline = std::chrono::steady_clock::now() + t;
-  while (!qp.in_error()) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-} // namespace
-
 BOOST_FIXTURE_TEST_SUITE(fabric, fabric_fixture)
 
 BOOST_AUTO_TEST_CASE(device_identity_and_registration) {
@@ -130,7 +83,7 @@ BOOST_AUTO_TEST_CASE(send_receive_sizes) {
       post_recv(*p.server, 100 + id, dst);
       auto sg = src.sge_of(0, size);
       BOOST_REQUIRE(!p.client->post_send(id, &sg, 1));
-      auto rwc = one(*p.server);
+      auto rwc = one_completion(*p.server);
       BOOST_TEST(rwc.status == wc_status::success);
       BOOST_TEST(rwc.opcode == wc_opcode::recv);
       BOOST_TEST(rwc.wr_id == 100 + id);
@@ -138,7 +91,7 @@ BOOST_AUTO_TEST_CASE(send_receive_sizes) {
       BOOST_TEST(!rwc.has_imm);
       BOOST_TEST(has_pattern(dst.data(), size, static_cast<uint32_t>(size)));
       BOOST_TEST(all_bytes(dst.data() + size, dst.bytes.size() - size, 0xEE));
-      auto swc = one(*p.client);
+      auto swc = one_completion(*p.client);
       BOOST_TEST(swc.status == wc_status::success);
       BOOST_TEST(swc.opcode == wc_opcode::send);
       BOOST_TEST(swc.wr_id == id);
@@ -160,11 +113,11 @@ BOOST_AUTO_TEST_CASE(send_receive_several_mebibytes) {
       post_recv(*p.server, 100 + id, dst);
       auto sg = src.sge_of(0, size);
       BOOST_REQUIRE(!p.client->post_send(id, &sg, 1));
-      auto rwc = one(*p.server, 30s);
+      auto rwc = one_completion(*p.server, 30s);
       BOOST_TEST(rwc.status == wc_status::success);
       BOOST_TEST(rwc.byte_len == size);
       BOOST_TEST(has_pattern(dst.data(), size, static_cast<uint32_t>(id)));
-      BOOST_TEST(one(*p.client, 30s).status == wc_status::success);
+      BOOST_TEST(one_completion(*p.client, 30s).status == wc_status::success);
       ++id;
     }
   }
@@ -182,12 +135,12 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_lists) {
   post_recv(*p.server, 10, dst);
   sge gather[2] = {header.sge_of(0, 48), payload.sge_of(100, 5000)};
   BOOST_REQUIRE(!p.client->post_send(1, gather, 2));
-  auto rwc = one(*p.server);
+  auto rwc = one_completion(*p.server);
   BOOST_TEST(rwc.status == wc_status::success);
   BOOST_TEST(rwc.byte_len == 5048u);
   BOOST_TEST(std::memcmp(dst.data(), header.data(), 48) == 0);
   BOOST_TEST(std::memcmp(dst.data() + 48, payload.data() + 100, 5000) == 0);
-  BOOST_TEST(one(*p.client).status == wc_status::success);
+  BOOST_TEST(one_completion(*p.client).status == wc_status::success);
   // A scatter list on the receiving side: the message spans both.
   auto part1 = make_buffer(d, 100, local_write, 0);
   auto part2 = make_buffer(d, 8192, local_write, 0);
@@ -196,7 +149,7 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_lists) {
   sge three[3]
       = {header.sge_of(0, 64), payload.sge_of(0, 4000), header.sge_of(0, 16)};
   BOOST_REQUIRE(!p.client->post_send(2, three, 3));
-  rwc = one(*p.server);
+  rwc = one_completion(*p.server);
   BOOST_TEST(rwc.status == wc_status::success);
   BOOST_TEST(rwc.byte_len == 4080u);
   std::vector<uint8_t> got(part1.bytes);
@@ -205,7 +158,7 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_lists) {
   want.insert(want.end(), payload.bytes.begin(), payload.bytes.begin() + 4000);
   want.insert(want.end(), header.bytes.begin(), header.bytes.begin() + 16);
   BOOST_TEST(got == want);
-  BOOST_TEST(one(*p.client).status == wc_status::success);
+  BOOST_TEST(one_completion(*p.client).status == wc_status::success);
 }
 
 BOOST_AUTO_TEST_CASE(send_with_immediate_and_write_with_immediate) {
@@ -219,20 +172,20 @@ BOOST_AUTO_TEST_CASE(send_with_immediate_and_write_with_immediate) {
   post_recv(*p.server, 1, dst);
   auto sg = src.sge_of(0, 100);
   BOOST_REQUIRE(!p.client->post_send(11, &sg, 1, 0xC0FFEEu));
-  auto rwc = one(*p.server);
+  auto rwc = one_completion(*p.server);
   BOOST_TEST(rwc.status == wc_status::success);
   BOOST_TEST(rwc.opcode == wc_opcode::recv);
   BOOST_TEST(rwc.has_imm);
   BOOST_TEST(rwc.imm_data == 0xC0FFEEu);
   BOOST_TEST(rwc.byte_len == 100u);
   BOOST_TEST(std::memcmp(dst.data(), src.data(), 100) == 0);
-  BOOST_TEST(one(*p.client).status == wc_status::success);
+  BOOST_TEST(one_completion(*p.client).status == wc_status::success);
   // WRITE with immediate consumes a receive and reports the written length.
   post_recv(*p.server, 2, dst);
   sg = src.sge_of(0, 4096);
   BOOST_REQUIRE(!p.client->post_write(12, &sg, 1, target.addr(1000),
                                       target.mr->rkey(), 42u));
-  rwc = one(*p.server);
+  rwc = one_completion(*p.server);
   BOOST_TEST(rwc.status == wc_status::success);
   BOOST_TEST(rwc.opcode == wc_opcode::recv_rdma_with_imm);
   BOOST_TEST(rwc.wr_id == 2u);
@@ -241,7 +194,7 @@ BOOST_AUTO_TEST_CASE(send_with_immediate_and_write_with_immediate) {
   BOOST_TEST(rwc.byte_len == 4096u);
   BOOST_TEST(std::memcmp(target.data() + 1000, src.data(), 4096) == 0);
   BOOST_TEST(all_bytes(target.data(), 1000, 0));
-  auto swc = one(*p.client);
+  auto swc = one_completion(*p.client);
   BOOST_TEST(swc.status == wc_status::success);
   BOOST_TEST(swc.opcode == wc_opcode::rdma_write);
 }
@@ -257,7 +210,7 @@ BOOST_AUTO_TEST_CASE(write_and_read_with_slices) {
   auto sg = local.whole();
   BOOST_REQUIRE(
       !p.client->post_write(1, &sg, 1, remote.addr(), remote.mr->rkey()));
-  auto wc = one(*p.client);
+  auto wc = one_completion(*p.client);
   BOOST_TEST(wc.status == wc_status::success);
   BOOST_TEST(wc.opcode == wc_opcode::rdma_write);
   BOOST_TEST(wc.byte_len == n);
@@ -268,7 +221,7 @@ BOOST_AUTO_TEST_CASE(write_and_read_with_slices) {
   sg = local.sge_of(1111, 3333);
   BOOST_REQUIRE(
       !p.client->post_write(2, &sg, 1, remote.addr(70000), remote.mr->rkey()));
-  BOOST_TEST(one(*p.client).status == wc_status::success);
+  BOOST_TEST(one_completion(*p.client).status == wc_status::success);
   std::memcpy(before.data() + 70000, local.data() + 1111, 3333);
   BOOST_TEST(remote.bytes == before);
   // Read a remote slice into another local slice (gather into two sges).
@@ -276,7 +229,7 @@ BOOST_AUTO_TEST_CASE(write_and_read_with_slices) {
   sge two[2] = {into.sge_of(10, 1000), into.sge_of(4000, 2000)};
   BOOST_REQUIRE(
       !p.client->post_read(3, two, 2, remote.addr(69000), remote.mr->rkey()));
-  wc = one(*p.client);
+  wc = one_completion(*p.client);
   BOOST_TEST(wc.status == wc_status::success);
   BOOST_TEST(wc.opcode == wc_opcode::rdma_read);
   BOOST_TEST(wc.byte_len == 3000u);
@@ -292,7 +245,7 @@ BOOST_AUTO_TEST_CASE(write_and_read_with_slices) {
   sg = server_into.whole();
   BOOST_REQUIRE(!p.server->post_read(4, &sg, 1, client_mem.addr(),
                                      client_mem.mr->rkey()));
-  BOOST_TEST(one(*p.server).status == wc_status::success);
+  BOOST_TEST(one_completion(*p.server).status == wc_status::success);
   BOOST_TEST(server_into.bytes == client_mem.bytes);
 }
 
@@ -313,198 +266,14 @@ BOOST_AUTO_TEST_CASE(write_then_send_is_visible_on_arrival) {
                                         false));
     auto nsg = note.sge_of(0, 8);
     BOOST_REQUIRE(!p.client->post_send(200 + round, &nsg, 1));
-    auto rwc = one(*p.server);
+    auto rwc = one_completion(*p.server);
     BOOST_TEST(rwc.status == wc_status::success);
     // The write is complete when the send that followed it arrives.
     BOOST_TEST(has_pattern(target.data(), n, round));
-    auto swc = one(*p.client);
+    auto swc = one_completion(*p.client);
     BOOST_TEST(swc.wr_id == 200 + round);
     BOOST_TEST(swc.status == wc_status::success);
   }
-}
-
-BOOST_AUTO_TEST_CASE(remote_access_errors_leave_memory_untouched) {
-  auto& d = open();
-  auto src = make_buffer(d, 8192, local_write);
-  fill_pattern(src.data(), 8192, 3);
-  auto rw
-      = make_buffer(d, 4096, local_write | remote_write | remote_read, 0x11);
-  auto local_only = make_buffer(d, 4096, local_write, 0x22);
-  auto write_only = make_buffer(d, 4096, local_write | remote_write, 0x33);
-  struct op_case {
-    const char* name;
-    bool read;
-    uint64_t addr;
-    uint32_t rkey;
-    uint32_t len;
-  };
-  op_case cases[] = {
-      {"bad rkey", false, rw.addr(), rw.mr->rkey() ^ 0x5A5A5A5Au, 100},
-      {"out of bounds", false, rw.addr(4000), rw.mr->rkey(), 200},
-      {"before the region", false, rw.addr() - 8, rw.mr->rkey(), 100},
-      {"write without remote_write", false, local_only.addr(),
-       local_only.mr->rkey(), 100},
-      {"read without remote_read", true, write_only.addr(),
-       write_only.mr->rkey(), 100},
-      {"read out of bounds", true, rw.addr(1), rw.mr->rkey(), 4096},
-  };
-  for (auto& c : cases) {
-    BOOST_TEST_CONTEXT(c.name) {
-      auto p = connect_pair(d);
-      // A receive posted on the target flushes when its QP errors.
-      auto inbox = make_buffer(d, 64, local_write);
-      post_recv(*p.server, 7, inbox);
-      std::fill(src.bytes.begin(), src.bytes.end(), 0x99);
-      auto sg = src.sge_of(0, c.len);
-      if (c.read)
-        BOOST_REQUIRE(!p.client->post_read(1, &sg, 1, c.addr, c.rkey));
-      else
-        BOOST_REQUIRE(!p.client->post_write(1, &sg, 1, c.addr, c.rkey));
-      auto wc = one(*p.client);
-      BOOST_TEST(wc.wr_id == 1u);
-      BOOST_TEST(wc.status == wc_status::remote_access_error);
-      BOOST_TEST(all_bytes(rw.data(), 4096, 0x11));
-      BOOST_TEST(all_bytes(local_only.data(), 4096, 0x22));
-      BOOST_TEST(all_bytes(write_only.data(), 4096, 0x33));
-      if (c.read)
-        BOOST_TEST(all_bytes(src.data(), c.len, 0x99));
-      // The initiator's QP is in the error state: later posts fail.
-      BOOST_TEST(wait_error(*p.client));
-      auto err = p.client->post_write(2, &sg, 1, rw.addr(), rw.mr->rkey());
-      BOOST_TEST(code_of(err) == errc::qp_error);
-      // The target's QP follows and flushes its receive.
-      auto rwc = one(*p.server);
-      BOOST_TEST(rwc.wr_id == 7u);
-      BOOST_TEST(rwc.status == wc_status::work_request_flushed);
-      BOOST_TEST(wait_error(*p.server));
-    }
-  }
-}
-
-BOOST_AUTO_TEST_CASE(local_length_error_on_small_receive) {
-  auto& d = open();
-  auto p = connect_pair(d);
-  auto src = make_buffer(d, 200, 0);
-  auto small = make_buffer(d, 100, local_write, 0x44);
-  auto other = make_buffer(d, 100, local_write);
-  post_recv(*p.server, 1, small);
-  post_recv(*p.server, 2, other);
-  auto sg = src.whole();
-  BOOST_REQUIRE(!p.client->post_send(9, &sg, 1));
-  auto rwcs = wait_completions(*p.server, 2);
-  BOOST_REQUIRE_EQUAL(rwcs.size(), 2u);
-  BOOST_TEST(rwcs[0].wr_id == 1u);
-  BOOST_TEST(rwcs[0].status == wc_status::local_length_error);
-  BOOST_TEST(rwcs[1].wr_id == 2u);
-  BOOST_TEST(rwcs[1].status == wc_status::work_request_flushed);
-  auto swc = one(*p.client);
-  BOOST_TEST(swc.wr_id == 9u);
-  BOOST_TEST(swc.status != wc_status::success);
-  BOOST_TEST(wait_error(*p.client));
-  BOOST_TEST(wait_error(*p.server));
-}
-
-BOOST_AUTO_TEST_CASE(receiver_not_ready) {
-  auto& d = open(200);
-  auto p = connect_pair(d);
-  auto src = make_buffer(d, 64, 0);
-  auto sg = src.whole();
-  auto start = std::chrono::steady_clock::now();
-  BOOST_REQUIRE(!p.client->post_send(1, &sg, 1));
-  auto wc = one(*p.client, 10s);
-  auto elapsed = ms_since(start);
-  BOOST_TEST(wc.status == wc_status::rnr_retry_exceeded);
-  BOOST_TEST(elapsed >= 100);
-  BOOST_TEST(elapsed < 5000);
-  BOOST_TEST(wait_error(*p.client));
-  BOOST_TEST(code_of(p.client->post_send(2, &sg, 1)) == errc::qp_error);
-}
-
-BOOST_AUTO_TEST_CASE(receive_posted_within_rnr_timeout_is_used) {
-  auto& d = open(3000);
-  auto p = connect_pair(d);
-  auto src = make_buffer(d, 1000, 0);
-  fill_pattern(src.data(), 1000, 8);
-  auto dst = make_buffer(d, 3000, local_write);
-  for (uint64_t i = 0; i < 3; ++i) {
-    auto sg = src.sge_of(i * 100, 500);
-    BOOST_REQUIRE(!p.client->post_send(i, &sg, 1));
-  }
-  // Let the SENDs reach the server before its receives: this suite knows
-  // only fabric.hpp, which shows no receiver-not-ready state, so a busy
-  // machine may post the receives first and test less (never fail: the RNR
-  // timeout is 3 s).  soft_fabric_test waits for that state instead
-  // (soft::waiting_for_receive).
-  std::this_thread::sleep_for(200ms);
-  for (uint64_t i = 0; i < 3; ++i)
-    post_recv(*p.server, 10 + i, dst, i * 1000, 1000);
-  auto rwcs = wait_completions(*p.server, 3);
-  BOOST_REQUIRE_EQUAL(rwcs.size(), 3u);
-  for (uint64_t i = 0; i < 3; ++i) {
-    BOOST_TEST(rwcs[i].wr_id == 10 + i);
-    BOOST_TEST(rwcs[i].status == wc_status::success);
-    BOOST_TEST(std::memcmp(dst.data() + i * 1000, src.data() + i * 100, 500)
-               == 0);
-  }
-  BOOST_TEST(wait_completions(*p.client, 3).size() == 3u);
-}
-
-BOOST_AUTO_TEST_CASE(close_flushes_outstanding_work) {
-  auto& d = open(10000);
-  auto p = connect_pair(d);
-  auto src = make_buffer(d, 4096, 0);
-  auto dst = make_buffer(d, 4096, local_write);
-  // Receives on both sides; sends from the client that the server cannot
-  // take (no receive posted there), so they stay outstanding.
-  for (uint64_t i = 0; i < 3; ++i)
-    post_recv(*p.client, 100 + i, dst, i * 1000, 1000);
-  auto sg = src.sge_of(0, 100);
-  for (uint64_t i = 0; i < 4; ++i)
-    BOOST_REQUIRE(!p.client->post_send(i, &sg, 1));
-  // Nothing completes (a negative check: load can only make it see less).
-  std::this_thread::sleep_for(50ms);
-  BOOST_TEST(wait_completions(*p.client, 1, 50ms).empty());
-  p.client->close();
-  p.client->close(); // idempotent
-  BOOST_TEST(p.client->in_error());
-  auto wcs = wait_completions(*p.client, 7, 5s);
-  BOOST_REQUIRE_EQUAL(wcs.size(), 7u);
-  BOOST_TEST(count_status(wcs, wc_status::work_request_flushed) == 7u);
-  BOOST_TEST(code_of(p.client->post_send(9, &sg, 1)) == errc::qp_error);
-  BOOST_TEST(code_of(p.client->post_recv(9, &sg, 1)) == errc::qp_error);
-  auto rsg = dst.whole();
-  BOOST_TEST(code_of(p.client->post_read(9, &rsg, 1, 0, 0)) == errc::qp_error);
-  BOOST_TEST(code_of(p.client->post_write(9, &sg, 1, 0, 0)) == errc::qp_error);
-  // The peer notices the disconnect.
-  BOOST_TEST(wait_error(*p.server));
-}
-
-BOOST_AUTO_TEST_CASE(peer_close_flushes_posted_receives) {
-  auto& d = open();
-  auto p = connect_pair(d);
-  auto dst = make_buffer(d, 4096, local_write);
-  for (uint64_t i = 0; i < 4; ++i)
-    post_recv(*p.server, i, dst, i * 1000, 1000);
-  p.client->close();
-  auto wcs = wait_completions(*p.server, 4, 10s);
-  BOOST_REQUIRE_EQUAL(wcs.size(), 4u);
-  BOOST_TEST(count_status(wcs, wc_status::work_request_flushed) == 4u);
-  BOOST_TEST(wait_error(*p.server));
-}
-
-BOOST_AUTO_TEST_CASE(peer_destroyed_flushes_posted_receives) {
-  auto& d = open();
-  auto p = connect_pair(d);
-  auto dst = make_buffer(d, 4096, local_write);
-  for (uint64_t i = 0; i < 2; ++i)
-    post_recv(*p.server, i, dst, i * 1000, 1000);
-  p.client.reset();
-  auto wcs = wait_completions(*p.server, 2, 10s);
-  BOOST_REQUIRE_EQUAL(wcs.size(), 2u);
-  BOOST_TEST(count_status(wcs, wc_status::work_request_flushed) == 2u);
-  // The soft fabric says why (verbs: the device does not).
-  if (opts.fabric == "soft")
-    BOOST_TEST(!p.server->failure_reason().empty());
 }
 
 BOOST_AUTO_TEST_CASE(cq_notification_fd) {
@@ -530,11 +299,11 @@ BOOST_AUTO_TEST_CASE(cq_notification_fd) {
   BOOST_REQUIRE_EQUAL(p.client->poll_cq(wc, 4), 1u);
   BOOST_TEST(wc[0].wr_id == 5u);
   BOOST_TEST(wc[0].status == wc_status::success);
-  BOOST_TEST(one(*p.server).wr_id == 1u);
+  BOOST_TEST(one_completion(*p.server).wr_id == 1u);
   // Not armed: a completion does not make the fd readable.
   post_recv(*p.server, 2, dst);
   BOOST_REQUIRE(!p.client->post_send(6, &sg, 1));
-  BOOST_TEST(one(*p.server).wr_id == 2u);
+  BOOST_TEST(one_completion(*p.server).wr_id == 2u);
   // Our completion arrives (polled, the CQ stays unarmed) and the fd stays
   // quiet.
   auto sent = poll_completions(*p.client, 1);
@@ -557,7 +326,7 @@ BOOST_AUTO_TEST_CASE(cq_armed_for_receives_ignores_send_completions) {
   post_recv(*p.server, 1, dst);
   auto sg = src.whole();
   BOOST_REQUIRE(!p.client->post_send(5, &sg, 1));
-  BOOST_TEST(one(*p.server).wr_id == 1u);
+  BOOST_TEST(one_completion(*p.server).wr_id == 1u);
   auto sent = poll_completions(*p.client, 1); // polled: the arm stays
   BOOST_REQUIRE_EQUAL(sent.size(), 1u);
   BOOST_TEST(sent[0].wr_id == 5u);

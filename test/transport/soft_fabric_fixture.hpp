@@ -223,15 +223,4 @@ transport::queue_pair_ptr accept_while(transport::listener& lst, F fn,
   return value_or_throw(fut.get(), "accept");
 }
 
-inline bool wait_error(transport::queue_pair& qp,
-                       std::chrono::milliseconds t = 5s) {
-  auto deadline = std::chrono::steady_clock::now() + t;
-  while (!qp.in_error()) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
 } // namespace rdmactor::test

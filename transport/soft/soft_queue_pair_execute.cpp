@@ -1,0 +1,207 @@
+// The responder's half of the soft queue pair: what it does with the
+// requests the peer sent (a SEND into a posted receive, an RDMA WRITE or
+// READ on a registration, an atomic), in order, behind receives that are
+// not posted yet (RNR).  Runs with mutex_ held, on the event loop's
+// thread.  The rest of soft_queue_pair is in soft_queue_pair.cpp and
+// soft_queue_pair_loop.cpp.
+
+#include <array>
+#include <cstring>
+#include <shared_mutex>
+
+#include "transport/soft/soft_device.hpp"
+#include "transport/soft/soft_queue_pair.hpp"
+
+namespace rdmactor::transport::soft {
+
+namespace {
+
+/// Copies `src[0..n)` across `dst` under the registrations' locks; false
+/// when a registration is gone.
+bool scatter_copy(const range_list& dst, const uint8_t* src, size_t n) {
+  for (size_t i = 0; i < dst.size && n > 0; ++i) {
+    auto& r = dst.items[i];
+    auto k = std::min(n, r.len);
+    std::shared_lock<std::shared_mutex> guard{r.reg->mtx};
+    if (!r.reg->valid)
+      return false;
+    std::memcpy(r.ptr, src, k);
+    src += k;
+    n -= k;
+  }
+  return n == 0;
+}
+
+} // namespace
+
+// -- with mutex_ held ------------------------------------------------------
+
+bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
+                                     guarded_range& out) const {
+  out = guarded_range{};
+  if (h.length == 0)
+    return true; // InfiniBand checks no rkey for zero-length operations
+  auto reg = dev_->pd().find_remote(h.rkey, h.addr, h.length, needed);
+  if (!reg)
+    return false;
+  auto offset = h.addr - reinterpret_cast<uintptr_t>(reg->base);
+  out.ptr = reg->base + offset;
+  out.len = h.length;
+  out.reg = std::move(reg);
+  return true;
+}
+
+void soft_queue_pair::drain_pending_locked(time_point now) {
+  while (phase_.load() == phase::running && !pending_.empty()) {
+    auto& head = pending_.front();
+    if (consumes_receive(head.hdr) && rq_.empty()) {
+      if (!rnr_deadline_) {
+        rnr_deadline_ = now + rnr_timeout_;
+        wake(); // the loop recomputes its timeout
+      }
+      return;
+    }
+    auto req = std::move(head);
+    pending_.pop_front();
+    pending_bytes_ -= wire::payload_bytes(req.hdr);
+    rnr_deadline_.reset();
+    execute_buffered_locked(req, now);
+  }
+  if (stalled_.load())
+    wake();
+}
+
+void soft_queue_pair::execute_buffered_locked(inbound_request& req,
+                                              time_point now) {
+  auto& h = req.hdr;
+  wire::header ack;
+  ack.type = wire::frame_type::ack;
+  ack.length = 1; // a WRITE's, plus the ACKs owed before it
+  switch (h.type) {
+    case wire::frame_type::send: {
+      auto r = std::move(rq_.front());
+      rq_.pop_front();
+      if (!r.valid) {
+        complete_locked(make_wc(r.wr_id, wc_status::local_protection_error,
+                                wc_opcode::recv));
+        fail_locked({"receive " + std::to_string(r.wr_id)
+                         + " has an invalid scatter/gather element",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      if (h.length > r.capacity) {
+        complete_locked(
+            make_wc(r.wr_id, wc_status::local_length_error, wc_opcode::recv));
+        fail_locked({"inbound message of " + std::to_string(h.length)
+                         + " bytes is larger than receive "
+                         + std::to_string(r.wr_id) + " ("
+                         + std::to_string(r.capacity) + " bytes)",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      if (!scatter_copy(r.ranges, req.payload.data(), req.payload.size())) {
+        complete_locked(make_wc(r.wr_id, wc_status::local_protection_error,
+                                wc_opcode::recv));
+        fail_locked({"receive buffer deregistered while posted",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_operation_error});
+        return;
+      }
+      auto imm = h.has_imm ? std::optional<uint32_t>{h.imm} : std::nullopt;
+      complete_locked(
+          make_wc(r.wr_id, wc_status::success, wc_opcode::recv, h.length, imm));
+      owe_ack_locked(now);
+      return;
+    }
+    case wire::frame_type::write: {
+      guarded_range target;
+      if (!resolve_remote(h, access::remote_write, target)) {
+        fail_locked({"inbound RDMA WRITE outside any registration with "
+                     "remote_write (rkey "
+                         + std::to_string(h.rkey) + ")",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        return;
+      }
+      if (h.length > 0) {
+        range_list dst;
+        dst.items[0] = target;
+        dst.size = 1;
+        if (!scatter_copy(dst, req.payload.data(), req.payload.size())) {
+          fail_locked({"RDMA WRITE target deregistered",
+                       wc_status::work_request_flushed,
+                       wc_status::remote_access_error});
+          return;
+        }
+      }
+      if (h.has_imm) {
+        auto r = std::move(rq_.front());
+        rq_.pop_front();
+        complete_locked(make_wc(r.wr_id, wc_status::success,
+                                wc_opcode::recv_rdma_with_imm, h.length,
+                                h.imm));
+      }
+      respond_locked(ack, {}, now);
+      return;
+    }
+    case wire::frame_type::read: {
+      guarded_range source;
+      if (!resolve_remote(h, access::remote_read, source)) {
+        fail_locked({"inbound RDMA READ outside any registration with "
+                     "remote_read (rkey "
+                         + std::to_string(h.rkey) + ")",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        return;
+      }
+      wire::header resp;
+      resp.type = wire::frame_type::read_response;
+      resp.length = h.length;
+      range_list src;
+      if (h.length > 0) {
+        src.items[0] = source;
+        src.size = 1;
+      }
+      respond_locked(resp, src, now);
+      return;
+    }
+    case wire::frame_type::fetch_add:
+    case wire::frame_type::compare_swap:
+      if (req.payload.size() != wire::atomic_operand_bytes) {
+        violation_locked("internal: an atomic's operands are missing");
+        return;
+      }
+      execute_atomic_locked(h, req.payload.data(), now);
+      return;
+    default:
+      violation_locked("buffered a frame that is not a request");
+      return;
+  }
+}
+
+void soft_queue_pair::execute_atomic_locked(const wire::header& h,
+                                            const uint8_t* operands,
+                                            time_point now) {
+  auto op = h.type == wire::frame_type::fetch_add ? atomic_op::fetch_add
+                                                  : atomic_op::compare_swap;
+  auto res = dev_->atomics().execute(dev_->pd(), op, h.rkey, h.addr,
+                                     wire::get_u64(operands),
+                                     wire::get_u64(operands + 8));
+  if (res.status != wc_status::success) {
+    fail_locked({std::string{"inbound atomic on "} + std::to_string(h.addr)
+                     + " (rkey " + std::to_string(h.rkey)
+                     + ") refused: " + res.why,
+                 wc_status::work_request_flushed, res.status});
+    return;
+  }
+  wire::header resp;
+  resp.type = wire::frame_type::atomic_response;
+  resp.length = wire::atomic_result_bytes;
+  std::array<uint8_t, wire::atomic_result_bytes> old;
+  wire::put_u64(old.data(), res.old_value);
+  respond_locked(resp, {}, now, old.data());
+}
+
+} // namespace rdmactor::transport::soft
