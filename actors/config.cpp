@@ -34,6 +34,12 @@ config::config() {
   // (docs/benchmarks.md, "CAF's worker naps").
   caf::put(content, "work-stealing.moderate-sleep-duration",
            caf::timespan{default_moderate_sleep_ns});
+  // Once idle, a worker waits on that condition variable, and wakes every
+  // relaxed-sleep-duration to steal from busy workers: 100 ms instead of
+  // CAF's 10 ms, so that a process whose connections are idle does not
+  // wake its workers 100 times a second each.
+  caf::put(content, "work-stealing.relaxed-sleep-duration",
+           caf::timespan{default_relaxed_sleep_ns});
   register_error_category(*this);
   // Closes nodes still open when the actor system shuts down (and spawns
   // rdmactor's own actors hidden, so ~actor_system does not wait for them).

@@ -12,7 +12,9 @@ namespace rdmactor {
 /// `[rdmactor]` of the ini file and to `--rdmactor.NAME=VALUE` on the
 /// command line, registers the `rdmactor` error category, bounds
 /// `scheduler.max-throughput` (see `default_max_throughput`), keeps idle
-/// workers from napping (see `default_moderate_sleep_ns`) and loads
+/// workers from napping while work may come (see
+/// `default_moderate_sleep_ns`) and from waking for nothing once it
+/// stopped (see `default_relaxed_sleep_ns`) and loads
 /// `system_hook`, which closes nodes still open when the actor system
 /// shuts down (so `~actor_system` never waits for a node).
 ///
@@ -32,6 +34,15 @@ public:
   /// nanoseconds: 0, an idle worker polls without napping before it waits
   /// to be woken (CAF's own default is 50 us).
   static constexpr int64_t default_moderate_sleep_ns = 0;
+
+  /// The `work-stealing.relaxed-sleep-duration` this config sets, in
+  /// nanoseconds: 100 ms.  A worker with nothing to do waits on a condition
+  /// variable that a message from outside signals; this is how often it
+  /// also wakes to steal work queued on a busy worker (CAF's own default
+  /// is 10 ms: with 4 workers, 400 wake-ups a second, about 1 % of a core
+  /// for a process with one idle connection; docs/benchmarks.md, "Idle
+  /// workers").
+  static constexpr int64_t default_relaxed_sleep_ns = 100'000'000;
 
   /// The options, filled in by `parse`.  Validate with `validate(opts)`.
   options opts;

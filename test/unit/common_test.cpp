@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/logger.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
+#include <sstream>
 #include <string>
 
 #include "common/activation.hpp"
@@ -183,6 +185,25 @@ BOOST_AUTO_TEST_CASE(rdmactor_config_bounds_max_throughput) {
   caf::actor_system sys{cfg};
   BOOST_TEST(sys.scheduler().max_throughput()
              == size_t(rdmactor::config::default_max_throughput));
+}
+
+BOOST_AUTO_TEST_CASE(rdmactor_config_sets_the_workers_sleeps_and_users_override) {
+  rdmactor::config cfg;
+  using ns = std::chrono::nanoseconds;
+  auto moderate = caf::get_or(cfg, "work-stealing.moderate-sleep-duration",
+                              caf::timespan{ns{-1}});
+  BOOST_TEST(moderate.count() == rdmactor::config::default_moderate_sleep_ns);
+  auto relaxed = caf::get_or(cfg, "work-stealing.relaxed-sleep-duration",
+                             caf::timespan{ns{-1}});
+  BOOST_TEST(relaxed.count() == rdmactor::config::default_relaxed_sleep_ns);
+  // The command line (and the ini file) win over these defaults.
+  rdmactor::config custom;
+  std::vector<std::string> args{"--work-stealing.relaxed-sleep-duration=10ms"};
+  std::istringstream no_ini;
+  BOOST_REQUIRE(!custom.parse(args, no_ini));
+  relaxed = caf::get_or(custom, "work-stealing.relaxed-sleep-duration",
+                        caf::timespan{ns{-1}});
+  BOOST_TEST(relaxed.count() == 10'000'000);
 }
 
 BOOST_AUTO_TEST_CASE(addresses_parse_or_fail_with_invalid_address) {
