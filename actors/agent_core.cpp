@@ -16,18 +16,6 @@ namespace rdmactor {
 
 namespace pb = protocol;
 
-namespace {
-
-pb::MrToken to_pb(const mr_token& t) {
-  return pb::make_token(t.addr, t.len, t.rkey);
-}
-
-mr_token to_token(const pb::MrToken& t) {
-  return mr_token{t.addr(), t.len(), t.rkey()};
-}
-
-} // namespace
-
 agent_core::agent_core(sink& out, options opts, transport::link_params link,
                        memory_pool_ptr pool)
     : out_(out), opts_(std::move(opts)), link_(std::move(link)),
@@ -288,7 +276,7 @@ void agent_core::alloc_remote_leased(
           done(e, 0);
           return;
         }
-        done(to_token(res->alloc_mr().token()), res->alloc_mr().lease_ms());
+        done(pb::token_of(res->alloc_mr().token()), res->alloc_mr().lease_ms());
       },
       now);
 }
@@ -331,7 +319,8 @@ void agent_core::lend_now(local_mr mr, uint64_t tag, uint32_t lease_ms,
   auto token = *held;
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::LOCAL, to_pb(token), tag, lease_ms),
+      pb::make_send_mr(id, pb::SendMR::LOCAL, pb::make_token(token), tag,
+                       lease_ms),
       local_mr{},
       [this, token, done = std::move(done)](const pb::Response* res,
                                             const caf::error& err) {
@@ -374,7 +363,8 @@ void agent_core::give_back_now(const mr_token& token, uint64_t tag,
   auto now = now_;
   auto id = new_request_id();
   send_request(
-      pb::make_send_mr(id, pb::SendMR::REMOTE, to_pb(token), tag), local_mr{},
+      pb::make_send_mr(id, pb::SendMR::REMOTE, pb::make_token(token), tag),
+      local_mr{},
       [done = std::move(done)](const pb::Response* res, const caf::error& err) {
         done(
             err ? err
@@ -387,7 +377,7 @@ void agent_core::release_remote(const mr_token& token, time_point now,
                                 std::function<void(const caf::error&)> done) {
   auto id = new_request_id();
   send_request(
-      pb::make_release_mr(id, to_pb(token)), local_mr{},
+      pb::make_release_mr(id, pb::make_token(token)), local_mr{},
       [this, done = std::move(done)](const pb::Response* res,
                                      const caf::error& err) {
         caf::error e = err;

@@ -172,8 +172,7 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
   auto seq
       = actor_inbound_.push_reading(std::move(a), m.len(), partial_deadline());
   out_.schedule_sweep();
-  out_.read(std::move(dst),
-            mr_token{m.source().addr(), m.source().len(), m.source().rkey()},
+  out_.read(std::move(dst), pb::token_of(m.source()),
             [this, seq, id](const caf::error& err) {
               if (closed_)
                 return;

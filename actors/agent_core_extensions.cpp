@@ -87,8 +87,7 @@ agent_core::time_point agent_core::expire_leases(time_point now) {
 }
 
 void agent_core::on_renew_lease(uint64_t id, const pb::RenewLease& req) {
-  auto token
-      = mr_token{req.token().addr(), req.token().len(), req.token().rkey()};
+  auto token = pb::token_of(req.token());
   auto grant = held_.renew(token, req.lease_ms(), now_);
   if (!grant) {
     // Also a renewal that crossed the lease's end: not a violation of its
@@ -109,9 +108,7 @@ void agent_core::renew_lease(
     std::function<void(caf::expected<uint32_t>)> done) {
   auto id = new_request_id();
   send_request(
-      pb::make_renew_lease(
-          id, pb::make_token(token.addr, token.len, token.rkey), lease_ms),
-      local_mr{},
+      pb::make_renew_lease(id, pb::make_token(token), lease_ms), local_mr{},
       [done = std::move(done)](const pb::Response* res, const caf::error& err) {
         if (err) {
           done(err);

@@ -18,14 +18,6 @@ namespace pb = protocol;
 
 namespace {
 
-pb::MrToken to_pb(const mr_token& t) {
-  return pb::make_token(t.addr, t.len, t.rkey);
-}
-
-mr_token to_token(const pb::MrToken& t) {
-  return mr_token{t.addr(), t.len(), t.rkey()};
-}
-
 /// Largest chunk one RDMA operation of the link moves (link::refusal).
 constexpr uint64_t max_read_bytes = uint64_t{1} << 31;
 
@@ -58,8 +50,9 @@ bool agent_core::issue_rendezvous_chunk(
   mr_token source{s->mr().addr() + offset, len, s->read_registration()->rkey()};
   ++counters_.rendezvous_sent;
   auto id = new_request_id();
-  send_request(pb::make_send_data_rendezvous(id, to_pb(source), s->imm()),
-               local_mr{}, chunk_answer(s, len), now_);
+  send_request(
+      pb::make_send_data_rendezvous(id, pb::make_token(source), s->imm()),
+      local_mr{}, chunk_answer(s, len), now_);
   return true;
 }
 
@@ -157,7 +150,7 @@ void agent_core::on_send_data_rendezvous(uint64_t id, const pb::SendData& req) {
     c.imm = req.imm();
   auto seq = inbound_.push_reading(std::move(c), len, partial_deadline());
   out_.schedule_sweep();
-  out_.read(std::move(*dst), to_token(req.source()),
+  out_.read(std::move(*dst), pb::token_of(req.source()),
             [this, seq](const caf::error& err) { on_read_done(seq, err); });
 }
 

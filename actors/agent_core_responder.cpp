@@ -23,14 +23,6 @@ namespace {
 /// (`memory_pool::owner::peers`), never shared with user allocations.
 constexpr uint32_t peer_access = transport::access::all;
 
-mr_token to_token(const pb::MrToken& t) {
-  return mr_token{t.addr(), t.len(), t.rkey()};
-}
-
-pb::MrToken to_pb(const mr_token& t) {
-  return pb::make_token(t.addr, t.len, t.rkey);
-}
-
 } // namespace
 
 // -- requests from the peer ---------------------------------------------------
@@ -132,13 +124,13 @@ void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
   if (lease_ms != 0)
     out_.schedule_sweep();
   accepted();
-  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, to_pb(*token));
+  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, pb::make_token(*token));
   res.mutable_response()->mutable_alloc_mr()->set_lease_ms(lease_ms);
   send_unsolicited(res);
 }
 
 void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
-  if (!held_.release(to_token(req.token()))) {
+  if (!held_.release(pb::token_of(req.token()))) {
     reject(pb::make_release_mr_response(id, pb::UNKNOWN_TOKEN,
                                         "no memory region with this token is "
                                         "held for you"),
@@ -150,7 +142,7 @@ void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
 }
 
 void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
-  auto token = to_token(req.token());
+  auto token = pb::token_of(req.token());
   if (req.kind() == pb::SendMR::LOCAL) {
     // The peer lends us its memory.
     if (out_.queued_remote_mrs() >= opts_.peer_max_queued_mrs) {
@@ -429,7 +421,7 @@ bool agent_core::release_late_alloc(const pb::Response& res) {
     if (auto v = may_log(spdlog::level::info))
       log().info("agent {}: releasing the region of a late AllocMR answer{}",
                  link_.peer, suppressed_note(v.denied_before));
-    release_remote(to_token(res.alloc_mr().token()), now_);
+    release_remote(pb::token_of(res.alloc_mr().token()), now_);
   }
   return true;
 }

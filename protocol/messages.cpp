@@ -29,6 +29,14 @@ MrToken make_token(uint64_t addr, uint64_t len, uint32_t rkey) {
   return result;
 }
 
+MrToken make_token(const mr_token& token) {
+  return make_token(token.addr, token.len, token.rkey);
+}
+
+mr_token token_of(const MrToken& token) {
+  return mr_token{token.addr(), token.len(), token.rkey()};
+}
+
 Message make_alloc_mr(uint64_t request_id, uint64_t size, uint64_t align) {
   Message result;
   auto* req = result.mutable_request();

@@ -2,6 +2,7 @@
 
 #include "protocol/agent.pb.h"
 #include "rdmactor/errc.hpp"
+#include "rdmactor/mr_token.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,13 @@ namespace rdmactor::protocol {
 
 /// Builds a token for the region [addr, addr + len) accessible with `rkey`.
 MrToken make_token(uint64_t addr, uint64_t len, uint32_t rkey);
+
+/// The wire's form of `token`.
+MrToken make_token(const mr_token& token);
+
+/// The region a token from the wire names (its fields as they came: the
+/// caller checks them).
+mr_token token_of(const MrToken& token);
 
 // -- requests ---------------------------------------------------------------
 

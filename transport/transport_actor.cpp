@@ -168,11 +168,12 @@ void adopt(self_ptr self) {
     start_driving(self, std::move(dl));
 }
 
-/// Queues an operation for a requester and returns its promise.
-caf::typed_response_promise<uint64_t>
-request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
-           local_mr local, mr_token remote,
-           std::optional<uint32_t> imm = std::nullopt) {
+/// Returns the promise of a requester's operation: `submit(cookie)` queues
+/// it on the link, whose completion answers the promise; a transport that
+/// no longer drives its link answers `closed` at once.
+template <class Submit>
+caf::typed_response_promise<uint64_t> request_on_link(self_ptr self,
+                                                      Submit submit) {
   adopt(self);
   auto& st = self->state;
   auto rp = self->make_response_promise<uint64_t>();
@@ -180,26 +181,29 @@ request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
     rp.deliver(make_error(errc::closed, "transport closed"));
     return rp;
   }
-  st.path().submit(kind, std::move(header), std::move(local), remote,
-                   st.replies.add(rp), imm);
+  submit(st.replies.add(rp));
   st.driver.requested();
   return rp;
+}
+
+/// Queues an operation for a requester and returns its promise.
+caf::typed_response_promise<uint64_t>
+request_op(self_ptr self, op_kind kind, std::vector<uint8_t> header,
+           local_mr local, mr_token remote,
+           std::optional<uint32_t> imm = std::nullopt) {
+  return request_on_link(self, [&](uint64_t cookie) {
+    self->state.path().submit(kind, std::move(header), std::move(local), remote,
+                              cookie, imm);
+  });
 }
 
 /// Queues an atomic for a requester and returns its promise.
 caf::typed_response_promise<uint64_t>
 request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
                uint64_t swap) {
-  adopt(self);
-  auto& st = self->state;
-  auto rp = self->make_response_promise<uint64_t>();
-  if (!st.driver.driving()) {
-    rp.deliver(make_error(errc::closed, "transport closed"));
-    return rp;
-  }
-  st.path().submit_atomic(kind, word, compare_add, swap, st.replies.add(rp));
-  st.driver.requested();
-  return rp;
+  return request_on_link(self, [&](uint64_t cookie) {
+    self->state.path().submit_atomic(kind, word, compare_add, swap, cookie);
+  });
 }
 
 /// Flushes what arrived before the subscription to `sub` (already stored

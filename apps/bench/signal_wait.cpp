@@ -55,8 +55,10 @@ bool wait_for_stop_signal(std::chrono::milliseconds max) {
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + max;
   while (!stop_requested) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - clock::now());
+    // Rounded up: the wait never ends before the deadline (callers time
+    // their reports by it).
+    auto left
+        = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
     if (left.count() <= 0)
       break;
     auto ms = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));

@@ -283,6 +283,12 @@ private:
   void execute_buffered_locked(inbound_request& req, time_point now);
   bool resolve_remote(const wire::header& h, uint32_t needed,
                       guarded_range& out) const;
+  /// The failure of the peer's WRITE or READ `h` that no registration
+  /// with the access it needs covers (both paths: streamed and buffered).
+  static failure outside_registration(const wire::header& h);
+  /// Completes the receive that the peer's WRITE with immediate data `h`
+  /// consumed; false (a violation) when none is posted.
+  bool complete_write_imm_locked(const wire::header& h);
   void fail_locked(failure f);
   void violation_locked(const std::string& what);
   void finish_locked();

@@ -51,6 +51,29 @@ bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
   return true;
 }
 
+soft_queue_pair::failure
+soft_queue_pair::outside_registration(const wire::header& h) {
+  bool write = h.type == wire::frame_type::write;
+  return {std::string{"inbound RDMA "} + (write ? "WRITE" : "READ") + " of "
+              + std::to_string(h.length) + " bytes " + (write ? "to " : "from ")
+              + std::to_string(h.addr) + " is outside any registration of rkey "
+              + std::to_string(h.rkey) + " with "
+              + (write ? "remote_write" : "remote_read"),
+          wc_status::work_request_flushed, wc_status::remote_access_error};
+}
+
+bool soft_queue_pair::complete_write_imm_locked(const wire::header& h) {
+  if (rq_.empty()) {
+    violation_locked("internal: the receive in use disappeared");
+    return false;
+  }
+  auto r = std::move(rq_.front());
+  rq_.pop_front();
+  complete_locked(make_wc(r.wr_id, wc_status::success,
+                          wc_opcode::recv_rdma_with_imm, h.length, h.imm));
+  return true;
+}
+
 void soft_queue_pair::drain_pending_locked(time_point now) {
   while (phase_.load() == phase::running && !pending_.empty()) {
     auto& head = pending_.front();
@@ -118,11 +141,7 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
     case wire::frame_type::write: {
       guarded_range target;
       if (!resolve_remote(h, access::remote_write, target)) {
-        fail_locked({"inbound RDMA WRITE outside any registration with "
-                     "remote_write (rkey "
-                         + std::to_string(h.rkey) + ")",
-                     wc_status::work_request_flushed,
-                     wc_status::remote_access_error});
+        fail_locked(outside_registration(h));
         return;
       }
       if (h.length > 0) {
@@ -136,24 +155,15 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
           return;
         }
       }
-      if (h.has_imm) {
-        auto r = std::move(rq_.front());
-        rq_.pop_front();
-        complete_locked(make_wc(r.wr_id, wc_status::success,
-                                wc_opcode::recv_rdma_with_imm, h.length,
-                                h.imm));
-      }
+      if (h.has_imm && !complete_write_imm_locked(h))
+        return;
       respond_locked(ack, {}, now);
       return;
     }
     case wire::frame_type::read: {
       guarded_range source;
       if (!resolve_remote(h, access::remote_read, source)) {
-        fail_locked({"inbound RDMA READ outside any registration with "
-                     "remote_read (rkey "
-                         + std::to_string(h.rkey) + ")",
-                     wc_status::work_request_flushed,
-                     wc_status::remote_access_error});
+        fail_locked(outside_registration(h));
         return;
       }
       wire::header resp;

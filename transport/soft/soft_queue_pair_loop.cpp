@@ -509,12 +509,7 @@ void soft_queue_pair::execute_inline_locked(time_point now) {
     case wire::frame_type::write: {
       guarded_range dst;
       if (!resolve_remote(h, access::remote_write, dst)) {
-        fail_locked({"inbound RDMA WRITE of " + std::to_string(h.length)
-                         + " bytes to " + std::to_string(h.addr)
-                         + " is outside any registration of rkey "
-                         + std::to_string(h.rkey) + " with remote_write",
-                     wc_status::work_request_flushed,
-                     wc_status::remote_access_error});
+        fail_locked(outside_registration(h));
         start_payload(rx_action::discard, h.length);
         return;
       }
@@ -531,12 +526,7 @@ void soft_queue_pair::execute_inline_locked(time_point now) {
     case wire::frame_type::read: {
       guarded_range src;
       if (!resolve_remote(h, access::remote_read, src)) {
-        fail_locked({"inbound RDMA READ of " + std::to_string(h.length)
-                         + " bytes from " + std::to_string(h.addr)
-                         + " is outside any registration of rkey "
-                         + std::to_string(h.rkey) + " with remote_read",
-                     wc_status::work_request_flushed,
-                     wc_status::remote_access_error});
+        fail_locked(outside_registration(h));
         rx_phase_ = rx_phase::header;
         return;
       }
@@ -596,17 +586,8 @@ void soft_queue_pair::finish_payload() {
       return;
     }
     case rx_action::write: {
-      if (h.has_imm) {
-        if (rq_.empty()) {
-          violation_locked("internal: the receive in use disappeared");
-          return;
-        }
-        auto r = std::move(rq_.front());
-        rq_.pop_front();
-        complete_locked(make_wc(r.wr_id, wc_status::success,
-                                wc_opcode::recv_rdma_with_imm, h.length,
-                                h.imm));
-      }
+      if (h.has_imm && !complete_write_imm_locked(h))
+        return;
       respond_locked(ack, {}, now);
       return;
     }

@@ -400,6 +400,19 @@ void verbs_queue_pair::hold_doorbell() {
 
 namespace {
 
+/// A send-queue work request of `opcode`: its id, the immediate value when
+/// given (network byte order) and whether it completes with a signal.
+ibv_send_wr send_wr(uint64_t wr_id, ibv_wr_opcode opcode,
+                    std::optional<uint32_t> imm, bool signaled) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  if (imm)
+    wr.imm_data = htonl(*imm);
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  return wr;
+}
+
 /// Links held work requests into one chain (their gather lists moved with
 /// the vector, so they are set here) and returns its head.
 template <class Held>
@@ -453,12 +466,8 @@ caf::error verbs_queue_pair::ring_doorbell() {
 caf::error verbs_queue_pair::post_send(uint64_t wr_id, const sge* sg, size_t n,
                                        std::optional<uint32_t> imm,
                                        bool signaled) {
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-  if (imm)
-    wr.imm_data = htonl(*imm);
-  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  auto wr
+      = send_wr(wr_id, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, imm, signaled);
   return post_sq(wr, sg, n, wc_opcode::send, max_sge);
 }
 
@@ -466,12 +475,8 @@ caf::error verbs_queue_pair::post_write(uint64_t wr_id, const sge* sg, size_t n,
                                         uint64_t remote_addr, uint32_t rkey,
                                         std::optional<uint32_t> imm,
                                         bool signaled) {
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  if (imm)
-    wr.imm_data = htonl(*imm);
-  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  auto wr = send_wr(wr_id, imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+                    imm, signaled);
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
   return post_sq(wr, sg, n, wc_opcode::rdma_write, max_sge);
@@ -479,10 +484,7 @@ caf::error verbs_queue_pair::post_write(uint64_t wr_id, const sge* sg, size_t n,
 
 caf::error verbs_queue_pair::post_read(uint64_t wr_id, const sge* sg, size_t n,
                                        uint64_t remote_addr, uint32_t rkey) {
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  auto wr = send_wr(wr_id, IBV_WR_RDMA_READ, std::nullopt, true);
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
   auto limit = std::min<size_t>(
@@ -503,11 +505,10 @@ caf::error verbs_queue_pair::post_atomic(uint64_t wr_id, const sge& local,
     return make_error(errc::invalid_argument,
                       "an atomic's local buffer takes exactly 8 bytes, got "
                           + std::to_string(local.length));
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = op == atomic_op::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD
-                                         : IBV_WR_ATOMIC_CMP_AND_SWP;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  auto wr = send_wr(wr_id,
+                    op == atomic_op::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD
+                                               : IBV_WR_ATOMIC_CMP_AND_SWP,
+                    std::nullopt, true);
   wr.wr.atomic.remote_addr = remote_addr;
   wr.wr.atomic.rkey = rkey;
   wr.wr.atomic.compare_add = compare_add;
