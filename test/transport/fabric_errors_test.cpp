@@ -14,14 +14,6 @@
 
 using namespace rdmactor;
 using namespace rdmactor::test;
-using transport::conn_params;
-using transport::sge;
-using transport::wc_opcode;
-using transport::wc_status;
-using transport::work_completion;
-using transport::access::local_write;
-using transport::access::remote_read;
-using transport::access::remote_write;
 
 BOOST_FIXTURE_TEST_SUITE(fabric_errors, fabric_fixture)
 

@@ -54,6 +54,18 @@ namespace rdmactor::test {
 
 using namespace std::chrono_literals;
 
+// The fabric's names the suites use unqualified.
+using transport::atomic_op;
+using transport::conn_params;
+using transport::sge;
+using transport::wc_opcode;
+using transport::wc_status;
+using transport::work_completion;
+using transport::access::local_write;
+using transport::access::remote_atomic;
+using transport::access::remote_read;
+using transport::access::remote_write;
+
 /// Returns the environment variable `name`, or `fallback` when unset.
 inline std::string env_or(const char* name, const char* fallback) {
   auto* value = std::getenv(name);

@@ -31,17 +31,6 @@ namespace rdmactor::test {
 namespace soft = rdmactor::transport::soft;
 namespace wire = rdmactor::transport::soft::wire;
 
-using transport::atomic_op;
-using transport::conn_params;
-using transport::sge;
-using transport::wc_opcode;
-using transport::wc_status;
-using transport::work_completion;
-using transport::access::local_write;
-using transport::access::remote_atomic;
-using transport::access::remote_read;
-using transport::access::remote_write;
-
 /// Reads the 8-byte word at `p`.
 inline uint64_t word_at(const uint8_t* p) {
   uint64_t x = 0;

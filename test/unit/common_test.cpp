@@ -187,7 +187,8 @@ BOOST_AUTO_TEST_CASE(rdmactor_config_bounds_max_throughput) {
              == size_t(rdmactor::config::default_max_throughput));
 }
 
-BOOST_AUTO_TEST_CASE(rdmactor_config_sets_the_workers_sleeps_and_users_override) {
+BOOST_AUTO_TEST_CASE(
+    rdmactor_config_sets_the_workers_sleeps_and_users_override) {
   rdmactor::config cfg;
   using ns = std::chrono::nanoseconds;
   auto moderate = caf::get_or(cfg, "work-stealing.moderate-sleep-duration",

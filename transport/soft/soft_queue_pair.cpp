@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
-#include <shared_mutex>
 
 #include <sys/socket.h>
 

@@ -281,8 +281,13 @@ private:
   bool on_acks_locked(uint32_t n);
   void drain_pending_locked(time_point now);
   void execute_buffered_locked(inbound_request& req, time_point now);
+  /// The range the peer's WRITE or READ `h` names, in a registration that
+  /// grants `needed` (empty for a zero-length one); false when none does.
   bool resolve_remote(const wire::header& h, uint32_t needed,
-                      guarded_range& out) const;
+                      range_list& out) const;
+  /// Answers the peer's READ `h` with the bytes it names, or fails the
+  /// connection when no registration grants remote_read there.
+  void execute_read_locked(const wire::header& h, time_point now);
   /// The failure of the peer's WRITE or READ `h` that no registration
   /// with the access it needs covers (both paths: streamed and buffered).
   static failure outside_registration(const wire::header& h);

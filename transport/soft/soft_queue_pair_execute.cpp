@@ -37,18 +37,33 @@ bool scatter_copy(const range_list& dst, const uint8_t* src, size_t n) {
 // -- with mutex_ held ------------------------------------------------------
 
 bool soft_queue_pair::resolve_remote(const wire::header& h, uint32_t needed,
-                                     guarded_range& out) const {
-  out = guarded_range{};
+                                     range_list& out) const {
+  out = range_list{};
   if (h.length == 0)
     return true; // InfiniBand checks no rkey for zero-length operations
   auto reg = dev_->pd().find_remote(h.rkey, h.addr, h.length, needed);
   if (!reg)
     return false;
+  auto& r = out.items[0];
   auto offset = h.addr - reinterpret_cast<uintptr_t>(reg->base);
-  out.ptr = reg->base + offset;
-  out.len = h.length;
-  out.reg = std::move(reg);
+  r.ptr = reg->base + offset;
+  r.len = h.length;
+  r.reg = std::move(reg);
+  out.size = 1;
   return true;
+}
+
+void soft_queue_pair::execute_read_locked(const wire::header& h,
+                                          time_point now) {
+  range_list source;
+  if (!resolve_remote(h, access::remote_read, source)) {
+    fail_locked(outside_registration(h));
+    return;
+  }
+  wire::header resp;
+  resp.type = wire::frame_type::read_response;
+  resp.length = h.length;
+  respond_locked(resp, source, now);
 }
 
 soft_queue_pair::failure
@@ -139,44 +154,26 @@ void soft_queue_pair::execute_buffered_locked(inbound_request& req,
       return;
     }
     case wire::frame_type::write: {
-      guarded_range target;
-      if (!resolve_remote(h, access::remote_write, target)) {
+      range_list dst;
+      if (!resolve_remote(h, access::remote_write, dst)) {
         fail_locked(outside_registration(h));
         return;
       }
-      if (h.length > 0) {
-        range_list dst;
-        dst.items[0] = target;
-        dst.size = 1;
-        if (!scatter_copy(dst, req.payload.data(), req.payload.size())) {
-          fail_locked({"RDMA WRITE target deregistered",
-                       wc_status::work_request_flushed,
-                       wc_status::remote_access_error});
-          return;
-        }
+      if (dst.size > 0
+          && !scatter_copy(dst, req.payload.data(), req.payload.size())) {
+        fail_locked({"RDMA WRITE target deregistered",
+                     wc_status::work_request_flushed,
+                     wc_status::remote_access_error});
+        return;
       }
       if (h.has_imm && !complete_write_imm_locked(h))
         return;
       respond_locked(ack, {}, now);
       return;
     }
-    case wire::frame_type::read: {
-      guarded_range source;
-      if (!resolve_remote(h, access::remote_read, source)) {
-        fail_locked(outside_registration(h));
-        return;
-      }
-      wire::header resp;
-      resp.type = wire::frame_type::read_response;
-      resp.length = h.length;
-      range_list src;
-      if (h.length > 0) {
-        src.items[0] = source;
-        src.size = 1;
-      }
-      respond_locked(resp, src, now);
+    case wire::frame_type::read:
+      execute_read_locked(h, now);
       return;
-    }
     case wire::frame_type::fetch_add:
     case wire::frame_type::compare_swap:
       if (req.payload.size() != wire::atomic_operand_bytes) {

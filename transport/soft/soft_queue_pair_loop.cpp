@@ -507,41 +507,20 @@ void soft_queue_pair::execute_inline_locked(time_point now) {
       return;
     }
     case wire::frame_type::write: {
-      guarded_range dst;
-      if (!resolve_remote(h, access::remote_write, dst)) {
+      if (!resolve_remote(h, access::remote_write, target_)) {
         fail_locked(outside_registration(h));
         start_payload(rx_action::discard, h.length);
         return;
-      }
-      target_ = range_list{};
-      if (h.length > 0) {
-        target_.items[0] = std::move(dst);
-        target_.size = 1;
       }
       target_idx_ = 0;
       target_off_ = 0;
       start_payload(rx_action::write, h.length);
       return;
     }
-    case wire::frame_type::read: {
-      guarded_range src;
-      if (!resolve_remote(h, access::remote_read, src)) {
-        fail_locked(outside_registration(h));
-        rx_phase_ = rx_phase::header;
-        return;
-      }
-      wire::header resp;
-      resp.type = wire::frame_type::read_response;
-      resp.length = h.length;
-      range_list from;
-      if (h.length > 0) {
-        from.items[0] = std::move(src);
-        from.size = 1;
-      }
+    case wire::frame_type::read:
       rx_phase_ = rx_phase::header;
-      respond_locked(resp, from, now);
+      execute_read_locked(h, now);
       return;
-    }
     default:
       violation_locked("a response was treated as a request");
       return;
