@@ -12,7 +12,7 @@
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/scheduler_job.hpp"
-#include "transport/direct_poll.hpp"
+#include "scheduling/direct_poll.hpp"
 
 namespace rdmactor {
 

@@ -1,4 +1,4 @@
-// The agent drives its connection's link (transport/link_driver.hpp): it
+// The agent drives its connection's link (scheduling/link_driver.hpp): it
 // posts from its own activations and polls its CQ itself, so frames reach
 // the core without a message from a transport actor, and posts leave
 // without one to it.

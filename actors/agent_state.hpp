@@ -28,8 +28,8 @@
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/cookie_table.hpp"
-#include "transport/direct_poll.hpp"
-#include "transport/link_driver.hpp"
+#include "scheduling/direct_poll.hpp"
+#include "scheduling/link_driver.hpp"
 
 namespace rdmactor::agent_detail {
 
@@ -189,17 +189,17 @@ struct agent_state {
   explicit agent_state(self_ptr self)
       : events(self), sink(self), handler_ctx(self) {}
 
-  /// The transport actor, parked: it relays keepalive ticks, and takes the
+  /// The transport actor, parked: it takes the
   /// link over when the agent is done with it (graceful close, draining).
   transport_actor transport;
   /// Drives the connection's link while the agent lives: posts and polls
-  /// from the agent's own activations (transport/link_driver.hpp).
+  /// from the agent's own activations (scheduling/link_driver.hpp).
   transport::link_driver driver;
   /// Where the link came from and goes back to (`return_link`).
   std::shared_ptr<transport::link_handoff> handoff;
   link_events events;
   op_table ops;
-  /// The runner's flags (transport/direct_poll.hpp): `wanted` is the
+  /// The runner's flags (scheduling/direct_poll.hpp): `wanted` is the
   /// driver's poll flag, `tail` the held acknowledgement flush
   /// (actor_sink::schedule_ack_flush, flush_acks in agent.cpp).
   transport::direct_poll* runner_flags = nullptr;

@@ -7,7 +7,7 @@
 #include <caf/send.hpp>
 
 #include "common/tuning.hpp"
-#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 
 namespace rdmactor {
 

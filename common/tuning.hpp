@@ -11,7 +11,7 @@
 /// and the tests of the rule it belongs to.
 namespace rdmactor::tuning {
 
-// -- transport (transport/transport_actor.cpp) --------------------------------
+// -- transport (scheduling/transport_actor.cpp) --------------------------------
 
 /// Completions taken per `poll_cq` call.
 constexpr size_t cq_batch = 32;
@@ -34,7 +34,7 @@ constexpr uint32_t empty_polls_per_yield = 16;
 /// docs/benchmarks.md, "The clock in the VM".
 constexpr uint32_t polls_per_clock_read = 16;
 
-/// Contention (transport/contention.hpp): a polling link owner reads its
+/// Contention (scheduling/contention.hpp): a polling link owner reads its
 /// thread's scheduler statistics at most every this many microseconds,
 /// process-wide.
 constexpr uint32_t contention_sample_us = 1000;

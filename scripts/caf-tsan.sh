@@ -8,8 +8,8 @@
 #   scripts/caf-tsan.sh            build once; a no-op when the prefix exists
 #   RDMACTOR_CAF_TSAN_DIR=DIR      use DIR instead of build-caf-tsan/
 #
-# Only libcaf_core and libcaf_io (actors/ links CAF::io) are built: gcc,
-# -O1 -g, shared libraries, as a unity build; no examples, tools, unit
+# Only libcaf_core and libcaf_io (the bench and rdmactor-kv link CAF::io)
+# are built: gcc, -O1 -g, shared libraries, as a unity build; no examples, tools, unit
 # tests, OpenSSL, OpenCL or Python.  The upstream tarball is Debian's .orig.tar.gz, checked
 # against the sha256 in its .dsc, plus the one-line fix Debian's headers
 # carry (see below).  Prints the prefix on its last line.

@@ -7,7 +7,8 @@
 namespace rdmactor::transport {
 
 /// The credit rules of one connection, without a queue pair or an actor
-/// (the transport actor owns one; tests drive it directly).
+/// (the link that owns one is driven by the agent, or by the transport
+/// actor for a raw link; tests drive it directly).
 ///
 /// A credit is a receive the peer has posted for us.  Each side starts with
 /// `recv_depth` credits.  Every SEND carries, in its immediate data, the
@@ -30,7 +31,7 @@ namespace rdmactor::transport {
 /// connection.  This bounds what such a peer can make us queue to the
 /// replies of about the receives it was granted.
 ///
-/// Caller: the transport actor, on its own thread; not thread-safe.
+/// Caller: the link's owner, one activation at a time; not thread-safe.
 class credit_ledger {
 public:
   /// Immediate-data bit of a credit-only message.

@@ -2,9 +2,9 @@
 
 // The data path of one connection without actors: the queue pair, the
 // credit rules, the receive pool, the send queue, the operations in flight
-// and which of them are signaled.  The transport actor (transport_actor.cpp)
-// is a thin owner that turns messages into `submit` calls, link events
-// into messages, and decides when to `poll` and when to `arm`.  Unit tests
+// and which of them are signaled.  Its owner (the agent, or the transport
+// actor for a raw link; scheduling/link_driver.hpp decides when to `poll`
+// and when to `arm`) calls it from its activations.  Unit tests
 // drive a link directly on a fake queue pair (test/unit/link_test.cpp).
 
 #include <chrono>

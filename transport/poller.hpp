@@ -9,8 +9,8 @@
 namespace rdmactor::transport {
 
 /// A thread that blocks on a queue pair's CQ notification fd and calls
-/// `on_event` once per notification (the transport actor passes a function
-/// that does `anon_send(self, cq_event_atom)`).
+/// `on_event` once per notification (the link's driver passes a function
+/// that wakes the owner: `wake_target::cq_event`).
 ///
 /// The poller consumes the notification (`ack_cq_event`); the actor drains
 /// the CQ and re-arms it.  The destructor stops and joins the thread; it

@@ -21,7 +21,7 @@ using tuning::slot_block_bytes;
 
 /// A bounded multi-producer, single-consumer queue of slot numbers
 /// (Vyukov's array queue).  Producers: any thread dropping the last handle
-/// of a received message; consumer: the transport actor.  It never holds
+/// of a received message; consumer: the link's owner.  It never holds
 /// more than `capacity` items because a slot is released at most once per
 /// posting and reposted only after the consumer took it.
 class slot_ring {
@@ -72,7 +72,7 @@ private:
 
 /// The registered receive buffers of one connection.  Shared by every
 /// `local_mr` that views a received message, so the memory outlives the
-/// transport actor when users keep such handles.
+/// link and its owner when users keep such handles.
 ///
 /// A received message is a `local_mr` whose block (and shared-pointer
 /// control block) lives in storage preallocated for its slot: receiving
@@ -97,7 +97,7 @@ struct recv_pool {
   std::atomic<uint32_t> unclaimed{0};
   /// The owner is woken once `unclaimed` reaches this; set by the owner.
   std::atomic<uint32_t> wake_at{1};
-  /// Wakes the owner (the transport actor sends itself `repost_atom`); set
+  /// Wakes the owner (`wake_target::repost`: `repost_atom` to it); set
   /// before its first completion is polled (no slot is released before).
   /// Called on the releasing thread.
   std::function<void()> wake;

@@ -2,7 +2,7 @@
 
 #include <caf/atom.hpp>
 
-#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 
 /// Message tags of the actor layer (users see these).
 namespace rdmactor {

@@ -74,7 +74,7 @@ struct options {
   /// connection of the device.  (verbs always runs one completion-event
   /// thread per device.)  A node's thread count does not grow with peers.
   uint32_t engine_threads = 1;
-  /// How a connection's transport actor learns of completions: "event"
+  /// How a connection's link owner learns of completions: "event"
   /// (arm the CQ, wake on its event), "busy" (poll forever: dedicated
   /// cores) or "adaptive" (poll while operations are outstanding and for
   /// poll_budget_us after the last completion, then arm; as "event" while

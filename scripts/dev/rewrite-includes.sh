@@ -36,7 +36,7 @@ map=(
   "transport/mr_token.hpp           rdmactor/mr_token.hpp"
   "transport/fabric.hpp             rdmactor/transport/fabric.hpp"
   "transport/link_params.hpp        rdmactor/transport/link_params.hpp"
-  "transport/atoms.hpp              rdmactor/transport/atoms.hpp"
+  "transport/atoms.hpp              rdmactor/detail/transport_atoms.hpp"
   "transport/transport_actor.hpp    rdmactor/detail/transport_actor.hpp"
   "transport/completion_mode.hpp    rdmactor/detail/completion_mode.hpp"
 )

@@ -55,8 +55,8 @@
 #include "rdmactor/error.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "test/fuzz/agent_program.hpp"
-#include "test/fuzz/agent_world.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/agent_world.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::fuzz;

@@ -43,7 +43,7 @@
 #include "rdmactor/error.hpp"
 #include "rdmactor/memory_pool.hpp"
 #include "test/fuzz/agent_program.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::fuzz;

@@ -102,8 +102,8 @@ bool coded(const caf::error& err) {
 
 } // namespace
 
-// Bugs the reliability work found (docs/reliability.md, "Findings"), fixed
-// in session 2: each case failed before its fix.
+// Bugs the reliability work found (docs/reliability.md, "Findings"): each
+// case failed before its fix.
 BOOST_FIXTURE_TEST_SUITE(found_bugs, answers_fixture)
 
 // A peer that answers SendMR or SendData with the body of another kind and

@@ -23,7 +23,7 @@
 #include "protocol/messages.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/memory_pool.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 namespace pb = rdmactor::protocol;

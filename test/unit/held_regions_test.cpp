@@ -7,7 +7,7 @@
 
 #include "actors/held_regions.hpp"
 #include "rdmactor/error.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 

@@ -17,7 +17,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/keepalive_timer.hpp"
-#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 
 using namespace rdmactor;
 using std::chrono::milliseconds;

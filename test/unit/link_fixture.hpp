@@ -1,5 +1,5 @@
 // The fixture of the link tests (link_test.cpp, link_signaling_test.cpp):
-// a link on the fake queue pair of test/fuzz/fake_fabric.hpp, with the test
+// a link on the fake queue pair of test/support/fake_fabric.hpp, with the test
 // playing the peer and the owner.
 
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 #include "transport/credit_ledger.hpp"
 #include "transport/link.hpp"
 

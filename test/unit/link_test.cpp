@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 // The data path of one connection (transport/link.hpp) without a network
-// or actors: a link on the fake queue pair of test/fuzz/fake_fabric.hpp,
+// or actors: a link on the fake queue pair of test/support/fake_fabric.hpp,
 // with the test playing the peer (it reads the SENDs the link posted and
 // delivers SENDs into the link's receive buffers) and the owner (it calls
 // poll, reclaim and arm, and records what the link reports).

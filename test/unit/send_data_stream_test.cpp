@@ -11,7 +11,7 @@
 #include "actors/send_data_stream.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/memory_pool.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 

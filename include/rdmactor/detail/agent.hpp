@@ -131,7 +131,7 @@ using chunk_subscriber
 /// immediate data): `recv_atom`, `qp_down_atom`.  Internal:
 /// `flush_acks_atom`: sends the SendData acknowledgements gathered
 /// (cumulative acknowledgements, for a peer whose Hello offered them); the
-/// agent's runner flushes without it (its tail, transport/direct_poll.hpp)
+/// agent's runner flushes without it (its tail, scheduling/direct_poll.hpp)
 /// and sends it only when a message races the tail;
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past

@@ -12,7 +12,7 @@
 #include "rdmactor/detail/completion_mode.hpp"
 #include "rdmactor/local_mr.hpp"
 #include "rdmactor/mr_token.hpp"
-#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 #include "rdmactor/transport/fabric.hpp"
 #include "rdmactor/transport/link_params.hpp"
 
@@ -139,7 +139,7 @@ struct parked_link {
 /// Opens the data path of `qp` as `spawn_transport` does (receives posted
 /// on the calling thread), but leaves the link in `handoff` for an agent
 /// to drive (the agent polls its CQ and posts from its own activations).
-/// The transport actor waits parked: it relays ticks and answers
+/// The transport actor waits parked: it answers
 /// `subscribe_weak` with the link's parameters, and takes the link from
 /// `handoff` when the agent leaves it there and then sends it anything that
 /// needs the link (`close_atom`, `post_atom`, a request, an exit).  It

@@ -14,7 +14,10 @@
 
 #include "rdmactor/errc.hpp"
 #include "rdmactor/error.hpp"
-#include "rdmactor/options.hpp"
+
+namespace rdmactor {
+struct options;
+} // namespace rdmactor
 
 /// The fabric interface: a narrow, verbs-shaped view of an RDMA NIC.
 ///

@@ -10,7 +10,7 @@
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <caf/send.hpp>
 
-#include "rdmactor/transport/atoms.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 
 namespace rdmactor::transport {
 

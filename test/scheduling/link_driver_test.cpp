@@ -1,9 +1,9 @@
 #define BOOST_TEST_MODULE link_driver
 #include <boost/test/unit_test.hpp>
 
-// The completion logic of a link's owner (transport/link_driver.hpp)
+// The completion logic of a link's owner (scheduling/link_driver.hpp)
 // without actors: a driver on a link over the fake queue pair of
-// test/fuzz/fake_fabric.hpp; the test plays the peer and the owner's
+// test/support/fake_fabric.hpp; the test plays the peer and the owner's
 // `resume` (it reads the poll flag and calls `drain`).
 
 #include <atomic>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/tuning.hpp"
-#include "test/fuzz/fake_fabric.hpp"
-#include "transport/contention.hpp"
-#include "transport/link_driver.hpp"
+#include "test/support/fake_fabric.hpp"
+#include "scheduling/contention.hpp"
+#include "scheduling/link_driver.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::transport;

@@ -21,7 +21,7 @@
 #include "rdmactor/config.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/memory_pool.hpp"
-#include "test/fuzz/fake_fabric.hpp"
+#include "test/support/fake_fabric.hpp"
 
 namespace rdmactor::fuzz {
 namespace {

@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE direct_poll
 #include <boost/test/unit_test.hpp>
 
-// The work an actor runs without messages (transport/direct_poll.hpp):
+// The work an actor runs without messages (scheduling/direct_poll.hpp):
 // the tail (the agent's held acknowledgement flush) never runs in the
 // activation that asked for it, runs after the messages that waited at its
 // trip through the worker's queue, and runs exactly once; a wake without a
@@ -20,7 +20,7 @@
 #include <caf/all.hpp>
 
 #include "rdmactor/scheduler_job.hpp"
-#include "transport/direct_poll.hpp"
+#include "scheduling/direct_poll.hpp"
 
 using namespace rdmactor::transport;
 

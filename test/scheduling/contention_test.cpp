@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "common/tuning.hpp"
-#include "transport/contention.hpp"
+#include "scheduling/contention.hpp"
 
 using namespace rdmactor::transport;
 namespace tuning = rdmactor::tuning;

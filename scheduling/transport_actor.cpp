@@ -17,9 +17,9 @@
 #include "rdmactor/error.hpp"
 #include "rdmactor/scheduler_job.hpp"
 #include "transport/cookie_table.hpp"
-#include "transport/direct_poll.hpp"
+#include "scheduling/direct_poll.hpp"
 #include "transport/link.hpp"
-#include "transport/link_driver.hpp"
+#include "scheduling/link_driver.hpp"
 
 namespace rdmactor::transport {
 
@@ -38,7 +38,7 @@ using self_ptr = transport_actor::stateful_pointer<transport_state>;
 
 struct transport_state : link_observer {
   self_ptr self = nullptr;
-  /// Drives the data path (transport/link_driver.hpp); drives nothing when
+  /// Drives the data path (scheduling/link_driver.hpp); drives nothing when
   /// the link failed to open, or while it is parked (an agent drives it).
   link_driver driver;
   /// Parked: where the agent leaves its link when it is done with it.
@@ -47,7 +47,7 @@ struct transport_state : link_observer {
   link_params parked_params;
   reply_table replies;
 
-  /// The runner's poll flag (transport/direct_poll.hpp).
+  /// The runner's poll flag (scheduling/direct_poll.hpp).
   std::atomic<bool>* poll_wanted = nullptr;
   /// `drain` runs from `resume`, outside any message handler.
   bool in_direct_poll = false;
@@ -363,7 +363,7 @@ transport_impl(self_ptr self, transport_start start, polling how) {
 /// them waiting either.  A polling transport would otherwise go on
 /// polling, up to `scheduler.max-throughput` system calls, before they run
 /// (measured: send ping-pong 8 B p50 72 us instead of 31 us).  Polls run
-/// without messages (transport/direct_poll.hpp).
+/// without messages (scheduling/direct_poll.hpp).
 class transport_runner
     : public with_scheduler_job<
           caf::stateful_actor<transport_state, transport_actor::base>> {

@@ -92,7 +92,7 @@ private:
 ///
 /// Called only by the owning actor, from its activations.  A poll it wants
 /// runs at the end of the activation: it sets the owner's flag (see
-/// transport/direct_poll.hpp), which the owner's `resume` reads.
+/// scheduling/direct_poll.hpp), which the owner's `resume` reads.
 class link_driver {
 public:
   /// Sets the polling mode and the owner's poll flag (which outlives this).
@@ -163,7 +163,7 @@ public:
 
   /// At the last look our polling threads mostly waited for a core
   /// (adaptive mode: then it arms as event mode does;
-  /// transport/contention.hpp).
+  /// scheduling/contention.hpp).
   bool contended() const noexcept {
     return contended_;
   }

@@ -1,4 +1,4 @@
-#include "transport/link_driver.hpp"
+#include "scheduling/link_driver.hpp"
 
 #include <limits>
 #include <thread>
@@ -11,8 +11,8 @@
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
-#include "rdmactor/transport/atoms.hpp"
-#include "transport/contention.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
+#include "scheduling/contention.hpp"
 
 namespace rdmactor::transport {
 
@@ -148,7 +148,7 @@ size_t link_driver::poll_link() {
 
 /// True while the polling modes keep polling instead of arming the CQ.
 /// Reads the clock, and asks whether our polling threads wait for cores
-/// (transport/contention.hpp), only every `tuning::polls_per_clock_read`
+/// (scheduling/contention.hpp), only every `tuning::polls_per_clock_read`
 /// calls.  Contended: adaptive polling arms, as event mode does (a
 /// spinner that shares its core with a CPU hog loses whole time slices
 /// exactly when its completion comes; a sleeper is woken at once).

@@ -1,6 +1,6 @@
 // Whether other programs contend for the machine's cores.
 
-#include "transport/contention.hpp"
+#include "scheduling/contention.hpp"
 
 #include <cmath>
 #include <cstdlib>
