@@ -60,7 +60,7 @@ void arm_sweep(self_ptr self) {
 /// nothing to flush.  The cost where nobody answers: that one trip before
 /// the response goes.
 void flush_acks(self_ptr self) {
-  self->state.core->flush_acks();
+  self->state.core->data().flush_acks();
 }
 
 /// Deadlines use the actor system's clock (steady_clock, or the test
@@ -305,7 +305,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
         uint64_t messages = 0;
         uint64_t bytes = 0;
         if (self->state.actors->inflow().take_ack(messages, bytes))
-          self->state.core->post_actor_ack(messages, bytes);
+          self->state.core->actors().post_ack(messages, bytes);
       },
       [self](timeout_atom) { sweep(self); },
       [self](transport::tick_atom) { on_keepalive(self); },

@@ -14,17 +14,6 @@ namespace rdmactor {
 
 namespace pb = protocol;
 
-namespace {
-
-/// Access rights of memory allocated on behalf of the peer (AllocMR): the
-/// peer may write, read and run atomics on it (the memory pool drops
-/// remote_atomic on a device without atomics).  Atomics touch only what
-/// writes may touch already.  These regions come from arenas of their own
-/// (`memory_pool::owner::peers`), never shared with user allocations.
-constexpr uint32_t peer_access = transport::access::all;
-
-} // namespace
-
 // -- requests from the peer ---------------------------------------------------
 
 /// Whether a line of `level` the peer's frames triggered may be written now
@@ -77,211 +66,34 @@ void agent_core::accepted() {
   guard_.accepted();
 }
 
-void agent_core::on_alloc_mr(uint64_t id, const pb::AllocMR& req) {
-  auto err = pool_->check_layout(req.size(), req.align());
-  if (!err && req.align() > memory_pool::arena_align_bytes)
-    err = make_error(errc::invalid_layout,
-                     "alignment " + std::to_string(req.align())
-                         + " exceeds the "
-                         + std::to_string(memory_pool::arena_align_bytes)
-                         + " bytes a peer may ask for");
-  if (err) {
-    reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(err)),
-                                      what_of(err)),
-           "AllocMR with an invalid layout");
-    return;
-  }
-  if (!held_.quota_allows(req.size())) {
-    reject(pb::make_alloc_mr_response(
-               id, pb::QUOTA_EXCEEDED,
-               "you hold " + std::to_string(held_.peer_mrs()) + " regions of "
-                   + std::to_string(held_.peer_bytes())
-                   + " bytes here; the limits are peer-max-mrs="
-                   + std::to_string(opts_.peer_max_mrs) + " and peer-max-alloc-"
-                   + "bytes=" + std::to_string(opts_.peer_max_alloc_bytes)),
-           "AllocMR over the peer's quota");
-    return;
-  }
-  auto mr = pool_->allocate(req.size(), req.align(), peer_access, true,
-                            memory_pool::owner::peers);
-  if (!mr) {
-    auto code = code_of(mr.error());
-    reject(pb::make_alloc_mr_response(id, pb::to_status(code),
-                                      what_of(mr.error())),
-           "AllocMR");
-    return;
-  }
-  uint32_t lease_ms = 0;
-  if (opts_.peer_alloc_lease_ms != 0 && peer_offers(pb::EXT_LEASES))
-    lease_ms = opts_.peer_alloc_lease_ms;
-  auto token = held_.hold(std::move(*mr), true, lease_ms, now_, *pool_);
-  if (!token) {
-    reject(pb::make_alloc_mr_response(id, pb::to_status(code_of(token.error())),
-                                      what_of(token.error())),
-           "AllocMR (no registration for its lease)");
-    return;
-  }
-  if (lease_ms != 0)
-    out_.schedule_sweep();
-  accepted();
-  auto res = pb::make_alloc_mr_response(id, pb::OK, {}, pb::make_token(*token));
-  res.mutable_response()->mutable_alloc_mr()->set_lease_ms(lease_ms);
-  send_unsolicited(res);
-}
-
-void agent_core::on_release_mr(uint64_t id, const pb::ReleaseMR& req) {
-  if (!held_.release(pb::token_of(req.token()))) {
-    reject(pb::make_release_mr_response(id, pb::UNKNOWN_TOKEN,
-                                        "no memory region with this token is "
-                                        "held for you"),
-           "ReleaseMR of an unknown token");
-    return;
-  }
-  accepted();
-  send_unsolicited(pb::make_release_mr_response(id, pb::OK, {}));
-}
-
-void agent_core::on_send_mr(uint64_t id, const pb::SendMR& req) {
-  auto token = pb::token_of(req.token());
-  if (req.kind() == pb::SendMR::LOCAL) {
-    // The peer lends us its memory.
-    if (out_.queued_remote_mrs() >= opts_.peer_max_queued_mrs) {
-      reject(pb::make_send_mr_response(
-                 id, pb::QUOTA_EXCEEDED,
-                 "too many unclaimed memory regions queued here "
-                 "(peer-max-queued-mrs="
-                     + std::to_string(opts_.peer_max_queued_mrs) + ")"),
-             "SendMR LOCAL over the queue limit");
-      return;
-    }
-    out_.deliver_tagged_remote_mr(token, req.tag(), req.lease_ms());
-    accepted();
-    send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
-    return;
-  }
-  // The peer hands back memory we own.
-  auto mr = held_.release(token);
-  if (!mr) {
-    reject(pb::make_send_mr_response(id, pb::NOT_OWNED,
-                                     "this node does not own a memory region "
-                                     "with this token on your behalf"),
-           "SendMR REMOTE of a token we do not own");
-    return;
-  }
-  out_.deliver_tagged_local_mr(std::move(*mr), req.tag());
-  accepted();
-  send_unsolicited(pb::make_send_mr_response(id, pb::OK, {}));
-}
-
-void agent_core::on_send_data(uint64_t id, const pb::SendData& req,
-                              const local_mr& buf,
-                              const pb::decode_result& frame) {
-  if (req.has_imm() && !opts_.immediate_data) {
-    reject(pb::make_send_data_response(
-               id, pb::MALFORMED,
-               "SendData with an immediate value, which this node did not "
-               "offer in its Hello (immediate-data=false)"),
-           "SendData with an immediate value we did not offer");
-    return;
-  }
-  if (req.has_imm() && out_.queued_imms() >= opts_.peer_max_queued_imms) {
-    reject(pb::make_send_data_response(
-               id, pb::QUOTA_EXCEEDED,
-               std::to_string(out_.queued_imms())
-                   + " immediate values you sent are not claimed yet "
-                     "(peer-max-queued-imms)"),
-           "SendData over the immediate-value queue limit");
-    return;
-  }
-  if (req.has_source()) {
-    on_send_data_rendezvous(id, req);
-    return;
-  }
-  auto offset = static_cast<size_t>(frame.payload - buf.data());
-  auto view = buf.slice(offset, frame.payload_len);
-  if (!view) {
-    reject(pb::make_send_data_response(id, pb::LENGTH_MISMATCH,
-                                       "payload outside the message"),
-           "SendData");
-    return;
-  }
-  // Rendezvous chunks still being read count as well.
-  auto queued = out_.queued_data_bytes() + inbound_.bytes();
-  if (queued > opts_.peer_max_queued_bytes
-      || view->size() > opts_.peer_max_queued_bytes - queued) {
-    reject(
-        pb::make_send_data_response(
-            id, pb::QUOTA_EXCEEDED,
-            std::to_string(queued)
-                + " bytes you sent are not claimed yet (peer-max-queued-bytes="
-                + std::to_string(opts_.peer_max_queued_bytes) + ")"),
-        "SendData over the queue limit");
-    return;
-  }
-  local_mr chunk;
-  // Zero copy while few receive buffers are held by users; beyond half of
-  // the pool, copy out so the peer keeps its send credits.
-  if (tuning::zero_copy_receive(held_buffers_->load(), link_.recv_depth)) {
-    auto held = held_buffers_;
-    ++*held;
-    auto inner = std::move(*view);
-    auto block
-        = std::make_shared<mr_block>(inner.data(), inner.size(), inner.lkey(),
-                                     inner.rkey(), [inner, held]() mutable {
-                                       --*held;
-                                       inner = local_mr{};
-                                     });
-    chunk = local_mr{std::move(block)};
-  } else {
-    auto copy = pool_->allocate(view->size(), 64,
-                                transport::access::local_write, false);
-    if (!copy) {
-      reject(pb::make_send_data_response(id, pb::OUT_OF_MEMORY,
-                                         what_of(copy.error())),
-             "SendData (no memory for the copy)");
-      return;
-    }
-    if (view->size() > 0)
-      std::memcpy(copy->data(), view->data(), view->size());
-    chunk = std::move(*copy);
-  }
-  accepted();
-  deliver_in_order(id, std::move(chunk),
-                   req.has_imm() ? std::optional<uint32_t>{req.imm()}
-                                 : std::nullopt);
-}
-
 void agent_core::on_request(const pb::Request& req, const local_mr& buf,
                             const pb::decode_result& frame) {
   auto id = req.request_id();
   switch (req.body_case()) {
     case pb::Request::kAllocMr:
-      on_alloc_mr(id, req.alloc_mr());
+      regions_.on_alloc_mr(id, req.alloc_mr());
       break;
     case pb::Request::kReleaseMr:
-      on_release_mr(id, req.release_mr());
+      regions_.on_release_mr(id, req.release_mr());
       break;
     case pb::Request::kSendMr:
-      on_send_mr(id, req.send_mr());
+      regions_.on_send_mr(id, req.send_mr());
       break;
     case pb::Request::kSendData:
-      on_piggybacked_acks(req.send_data());
-      on_send_data(id, req.send_data(), buf, frame);
+      data_.on_piggybacked_acks(req.send_data());
+      data_.on_send_data(id, req.send_data(), buf, frame);
       break;
     case pb::Request::kRenewLease:
-      on_renew_lease(id, req.renew_lease());
+      regions_.on_renew_lease(id, req.renew_lease());
       break;
     case pb::Request::kActorLookup:
-      on_actor_lookup(id, req.actor_lookup());
+      actors_.on_lookup(id, req.actor_lookup());
       break;
     case pb::Request::kActorMessage:
-      on_actor_rendezvous(id, req.actor_message());
+      actors_.on_rendezvous(id, req.actor_message());
       break;
     case pb::Request::kPing:
-      // Keepalive: cheap, and answered even when our own keepalive is off.
-      accepted();
-      out_.upkeep_frame();
-      send_unsolicited(pb::make_pong(id), true);
+      live_.on_ping(id);
       break;
     default:
       ++counters_.protocol_errors;
@@ -290,85 +102,6 @@ void agent_core::on_request(const pb::Request& req, const local_mr& buf,
                    suppressed_note(v.denied_before));
       count_noise("a request without a body");
   }
-}
-
-// -- cumulative acknowledgements ----------------------------------------------
-
-void agent_core::flush_acks() {
-  auto ids = acks_.take();
-  if (ids.empty() || closed_)
-    return;
-  counters_.merged_acks_sent += ids.size() - 1;
-  send_unsolicited(pb::make_send_data_acks(ids));
-}
-
-/// Acknowledges the SendData `id` (OK): at once, or gathered into one
-/// cumulative response when the peer takes those.
-void agent_core::ack_send_data(uint64_t id) {
-  if (!peer_takes_cumulative_acks_) {
-    send_unsolicited(pb::make_send_data_response(id, pb::OK, {}));
-    return;
-  }
-  // Gather until the frames queued now are handled: the owner flushes
-  // behind them.  A full response goes at once.
-  switch (acks_.add(id)) {
-    case ack_gatherer::step::flush_now:
-      flush_acks();
-      break;
-    case ack_gatherer::step::schedule_flush:
-      out_.schedule_ack_flush();
-      break;
-    case ack_gatherer::step::none:
-      break;
-  }
-}
-
-// The largest SendData header with acknowledgements still goes in the
-// transport's header slot (no spill into pool memory).
-static_assert(pb::max_frame_overhead + pb::imm_frame_overhead
-                  + pb::piggyback_ack_overhead(tuning::max_acks_per_response)
-              <= transport::max_send_header_bytes);
-
-bool agent_core::acks_may_ride() const noexcept {
-  return !acks_.empty() && !closed_ && peer_offers(pb::EXT_PIGGYBACK_ACKS);
-}
-
-/// How many gathered acknowledgements (the oldest) may ride on our next
-/// SendData: as many as `room` bytes of its frame take, so they need no
-/// response of their own.
-size_t agent_core::acks_that_fit(size_t room) const noexcept {
-  return acks_may_ride() ? acks_.fit(room) : 0;
-}
-
-/// The first `n` acknowledgements went out on a SendData.
-void agent_core::acks_attached(size_t n) {
-  acks_.attached(n);
-  counters_.piggybacked_acks_sent += n;
-}
-
-/// Completes the requests of ours that the peer's SendData acknowledges
-/// (SendData.acked): OK, as a SendDataResponse would.  Ids that are not
-/// pending are counted and dropped like any unknown id; a list longer than
-/// the protocol allows is dropped whole.
-void agent_core::on_piggybacked_acks(const pb::SendData& req) {
-  if (req.acked_size() == 0)
-    return;
-  if (static_cast<size_t>(req.acked_size()) > tuning::max_acks_per_response) {
-    ++counters_.protocol_errors;
-    if (auto v = may_log(spdlog::level::warn))
-      log().warn("agent {}: a SendData acknowledged {} requests (at most {}); "
-                 "ignored them{}",
-                 link_.peer, req.acked_size(), tuning::max_acks_per_response,
-                 suppressed_note(v.denied_before));
-    count_noise("a SendData that acknowledged too many requests");
-    return;
-  }
-  static const pb::Response ok = [] {
-    pb::Response r;
-    r.mutable_send_data()->set_status(pb::OK);
-    return r;
-  }();
-  complete_acked(req.acked(), ok, counters_.piggybacked_acks_received);
 }
 
 /// Completes each pending request in `ids` with `res` (an OK
@@ -421,14 +154,14 @@ bool agent_core::release_late_alloc(const pb::Response& res) {
     if (auto v = may_log(spdlog::level::info))
       log().info("agent {}: releasing the region of a late AllocMR answer{}",
                  link_.peer, suppressed_note(v.denied_before));
-    release_remote(pb::token_of(res.alloc_mr().token()), now_);
+    regions_.release(pb::token_of(res.alloc_mr().token()), now_);
   }
   return true;
 }
 
 void agent_core::on_response(const pb::Response& res) {
   if (res.body_case() == pb::Response::kPong) {
-    on_pong(res);
+    live_.on_pong(res);
     return;
   }
   auto id = res.request_id();
@@ -456,13 +189,14 @@ void agent_core::on_response(const pb::Response& res) {
 }
 
 void agent_core::on_hello(const pb::Hello& hello) {
-  peer_takes_cumulative_acks_ = hello.cumulative_acks();
   live_.offered(hello.goodbye(), hello.keepalive());
   hello_seen_ = true;
   peer_extensions_ = hello.extensions();
   // A peer reads our rendezvous chunks only if it said how much at once.
-  if ((peer_extensions_ & pb::EXT_RENDEZVOUS) != 0)
-    peer_max_rendezvous_bytes_ = hello.max_rendezvous_bytes();
+  data_.peer_hello(hello.cumulative_acks(),
+                   (peer_extensions_ & pb::EXT_RENDEZVOUS) != 0
+                       ? hello.max_rendezvous_bytes()
+                       : 0);
   if (hello.version() == pb::protocol_version) {
     if (opts_.remote_actors && peer_offers(pb::EXT_REMOTE_ACTORS)) {
       bool flow = opts_.actor_flow && peer_offers(pb::EXT_ACTOR_FLOW);
@@ -517,13 +251,13 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       on_hello(msg.hello());
       break;
     case pb::Message::kGoodbye:
-      on_goodbye(msg.goodbye());
+      live_.on_goodbye(msg.goodbye());
       break;
     case pb::Message::kActorMessage:
-      on_actor_message(msg.actor_message(), frame);
+      actors_.on_message(msg.actor_message(), frame);
       break;
     case pb::Message::kActorAck:
-      on_actor_ack(msg.actor_ack());
+      actors_.on_ack(msg.actor_ack());
       break;
     default:
       ++counters_.protocol_errors;

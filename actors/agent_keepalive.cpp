@@ -25,7 +25,7 @@ void arm_keepalive(self_ptr self, clock_type::time_point at) {
   st.keepalive_armed = true;
   keepalive_timer::instance().schedule(
       caf::actor_cast<caf::weak_actor_ptr>(self), at, st.heard_at,
-      st.core->keepalive_silence());
+      st.core->live().silence());
 }
 
 } // namespace
@@ -35,8 +35,8 @@ void after_frame(self_ptr self) {
   auto& core = *st.core;
   if (core.closed())
     return;
-  if (core.peer_said_goodbye()) {
-    auto reason = core.goodbye_reason();
+  if (core.live().peer_said_goodbye()) {
+    auto reason = core.live().goodbye_reason();
     shut_down(self, make_error(errc::peer_closed,
                                "the peer " + core.link().peer
                                    + " closed the connection"
@@ -44,8 +44,8 @@ void after_frame(self_ptr self) {
                                                      : " (" + reason + ")")));
     return;
   }
-  if (!st.keepalive_armed && core.keepalive_active())
-    arm_keepalive(self, core.keepalive(self->clock().now()).next);
+  if (!st.keepalive_armed && core.live().keepalive_active())
+    arm_keepalive(self, core.live().keepalive(self->clock().now()).next);
 }
 
 void on_keepalive(self_ptr self) {
@@ -53,7 +53,7 @@ void on_keepalive(self_ptr self) {
   st.keepalive_armed = false;
   if (st.core->closed())
     return;
-  auto step = st.core->keepalive(self->clock().now());
+  auto step = st.core->live().keepalive(self->clock().now());
   if (step.dead) {
     shut_down(self, step.dead);
     return;
@@ -65,7 +65,7 @@ bool agent_state::close_gracefully(const transport_actor& tr, agent_core& core,
                                    const std::string& reason) {
   if (!tr)
     return false;
-  auto frame = core.goodbye_frame(reason);
+  auto frame = core.live().goodbye_frame(reason);
   if (!frame)
     return false;
   // The byte after the frame length tells a Goodbye from other frames: the

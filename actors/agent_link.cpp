@@ -28,7 +28,7 @@ namespace {
 /// failed, the core closed or the peer said Goodbye.
 bool takes_frames(const agent_state& st) {
   return !st.link_failing && !st.core->closed()
-         && !st.core->peer_said_goodbye();
+         && !st.core->live().peer_said_goodbye();
 }
 
 } // namespace
@@ -127,7 +127,8 @@ void after_poll(self_ptr self, bool in_handler) {
   run_data_handler(self);
   if (!st.frames_seen)
     return;
-  if (!in_handler && st.core->peer_said_goodbye() && !st.core->closed()) {
+  if (!in_handler && st.core->live().peer_said_goodbye()
+      && !st.core->closed()) {
     // The shutdown quits: from the poll handler, where CAF cleans up.
     self->send(self, transport::poll_atom::value);
     return;

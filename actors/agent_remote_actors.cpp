@@ -1,5 +1,5 @@
 // The agent actor's part of remote actors: publish, lookup, and the frames
-// its proxies forward.  The protocol is in agent_core_actors.cpp, the CAF
+// its proxies forward.  The protocol is in actor_channel.cpp, the CAF
 // side of proxies and delivery in remote_actors*.cpp.
 
 #include <caf/actor_cast.hpp>
@@ -105,7 +105,7 @@ lookup_actor(self_ptr self, const std::string& name,
              std::vector<std::string> expected_interface) {
   auto rp = self->make_response_promise<caf::actor>();
   auto expected = expected_interface;
-  self->state.core->lookup_actor(
+  self->state.core->actors().lookup(
       name, std::move(expected_interface), self->clock().now(),
       [self, rp, name,
        expected](caf::expected<actor_lookup_result> res) mutable {
@@ -142,8 +142,8 @@ void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
                         uint64_t message_id, local_mr bytes, bool down) {
   auto& core = *self->state.core;
   auto size = bytes.size();
-  if (auto err = core.post_actor_message(target, sender, message_id,
-                                         std::move(bytes), down)) {
+  if (auto err = core.actors().post(target, sender, message_id,
+                                    std::move(bytes), down)) {
     log().debug("agent {}: actor message not sent: {}", core.link().peer,
                 render(err));
     self->state.actors->not_posted(sender, message_id, size, down, err);
@@ -157,8 +157,8 @@ void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
   // Fails only once the connection ended (the router then failed the
   // pending requests) or for a peer without remote actors (no proxy of
   // its actors exists then).
-  if (auto err = core.post_actor_message(target, sender, message_id,
-                                         bytes.data(), bytes.size(), down)) {
+  if (auto err = core.actors().post(target, sender, message_id, bytes.data(),
+                                    bytes.size(), down)) {
     log().debug("agent {}: actor message not sent: {}", core.link().peer,
                 render(err));
     // Its credit returns, and a request fails now rather than at its

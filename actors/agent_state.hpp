@@ -27,9 +27,9 @@
 #include "rdmactor/data_handler.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/error.hpp"
-#include "transport/cookie_table.hpp"
 #include "scheduling/direct_poll.hpp"
 #include "scheduling/link_driver.hpp"
+#include "transport/cookie_table.hpp"
 
 namespace rdmactor::agent_detail {
 

@@ -30,7 +30,7 @@ caf::typed_response_promise<remote_mr>
 request_remote_mr(self_ptr self, uint64_t size, uint64_t align) {
   auto rp = self->make_response_promise<remote_mr>();
   auto asked = self->clock().now();
-  self->state.core->alloc_remote_leased(
+  self->state.core->regions().alloc_leased(
       size, align, asked,
       [self, rp, asked](caf::expected<mr_token> token,
                         uint32_t lease_ms) mutable {
@@ -106,8 +106,8 @@ caf::typed_response_promise<mr_token> send_local_mr(self_ptr self, local_mr mr,
 caf::typed_response_promise<mr_token>
 send_local_mr(self_ptr self, local_mr mr, uint64_t tag, uint32_t lease_ms) {
   auto rp = self->make_response_promise<mr_token>();
-  self->state.core->lend(std::move(mr), self->clock().now(), deliver_to(rp),
-                         tag, lease_ms);
+  self->state.core->regions().lend(std::move(mr), self->clock().now(),
+                                   deliver_to(rp), tag, lease_ms);
   return rp;
 }
 
@@ -128,7 +128,7 @@ caf::result<uint32_t> renew_lease(self_ptr self, remote_mr mr,
   auto rp = self->make_response_promise<uint32_t>();
   auto sent = self->clock().now();
   auto st = detail::state_of(mr);
-  self->state.core->renew_lease(
+  self->state.core->regions().renew_lease(
       st->token(), lease_ms, sent,
       [rp, st, sent](caf::expected<uint32_t> granted) mutable {
         if (!granted) {
@@ -166,7 +166,7 @@ send_remote_mr(self_ptr self, remote_mr mr, uint64_t tag) {
     return rp;
   }
   auto token = mr.token();
-  self->state.core->give_back(
+  self->state.core->regions().give_back(
       token, self->clock().now(),
       [rp, token](const caf::error& err) mutable {
         if (err)
@@ -190,22 +190,23 @@ caf::typed_response_promise<uint64_t> release(self_ptr self, mr_token token,
         rp.deliver(token.len);
     };
   // Without `done` the core logs a failure.
-  self->state.core->release_remote(token, self->clock().now(), std::move(done));
+  self->state.core->regions().release(token, self->clock().now(),
+                                      std::move(done));
   return rp;
 }
 
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr) {
   auto rp = self->make_response_promise<uint64_t>();
-  self->state.core->send_data(std::move(mr), self->clock().now(),
-                              deliver_to(rp));
+  self->state.core->data().send(std::move(mr), self->clock().now(),
+                                deliver_to(rp));
   return rp;
 }
 
 caf::typed_response_promise<uint64_t> send_data(self_ptr self, local_mr mr,
                                                 uint32_t imm) {
   auto rp = self->make_response_promise<uint64_t>();
-  self->state.core->send_data(std::move(mr), self->clock().now(),
-                              deliver_to(rp), imm);
+  self->state.core->data().send(std::move(mr), self->clock().now(),
+                                deliver_to(rp), imm);
   return rp;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/tuning.hpp"
+#include "rdmactor/error.hpp"
 
 namespace rdmactor {
 
@@ -140,6 +141,33 @@ bool request_table::take_late_alloc(uint64_t id) {
   late_allocs_.erase(i);
   take_late(id);
   return true;
+}
+
+// -- answers ------------------------------------------------------------------
+
+namespace pb = protocol;
+
+caf::error status_error(const pb::Response& res, const char* what) {
+  auto status = pb::status_of(res);
+  auto detail = pb::detail_of(res);
+  auto code = pb::to_errc(status);
+  if (code == errc::none) // only called for refusals; never "no error"
+    code = errc::malformed_message;
+  return make_error(
+      code, std::string{"the peer refused "} + what + ": "
+                + pb::to_string(status)
+                + (detail.empty() ? std::string{} : " (" + detail + ")"));
+}
+
+caf::error check_response(const pb::Response& res,
+                          pb::Response::BodyCase expected, const char* what) {
+  if (res.body_case() != expected)
+    return make_error(errc::malformed_message,
+                      std::string{"the peer answered "} + what
+                          + " with a response of another kind");
+  if (pb::status_of(res) != pb::OK)
+    return status_error(res, what);
+  return {};
 }
 
 } // namespace rdmactor

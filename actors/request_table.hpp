@@ -131,4 +131,14 @@ private:
   std::deque<uint64_t> late_allocs_;
 };
 
+/// Turns a non-OK response status into an error naming the request
+/// (`what`) and the peer's code and detail.
+caf::error status_error(const protocol::Response& res, const char* what);
+
+/// Checks that `res` answers a request of kind `expected` with status OK:
+/// another kind is `malformed_message`, a refusal carries the peer's code.
+caf::error check_response(const protocol::Response& res,
+                          protocol::Response::BodyCase expected,
+                          const char* what);
+
 } // namespace rdmactor

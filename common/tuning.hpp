@@ -11,7 +11,7 @@
 /// and the tests of the rule it belongs to.
 namespace rdmactor::tuning {
 
-// -- transport (scheduling/transport_actor.cpp) --------------------------------
+// -- transport (scheduling/transport_actor.cpp) -------------------------------
 
 /// Completions taken per `poll_cq` call.
 constexpr size_t cq_batch = 32;

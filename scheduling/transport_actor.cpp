@@ -16,10 +16,10 @@
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/scheduler_job.hpp"
-#include "transport/cookie_table.hpp"
 #include "scheduling/direct_poll.hpp"
-#include "transport/link.hpp"
 #include "scheduling/link_driver.hpp"
+#include "transport/cookie_table.hpp"
+#include "transport/link.hpp"
 
 namespace rdmactor::transport {
 

@@ -257,7 +257,7 @@ struct harness {
     core->on_frame(*buf, now);
     if (out.ack_flush) {
       out.ack_flush = false;
-      core->flush_acks();
+      core->data().flush_acks();
     }
   }
 
@@ -439,41 +439,43 @@ struct harness {
     auto operand = in.u16();
     switch (c) {
       case call::alloc_remote:
-        core->alloc_remote(1 + operand % 8192, 64, now,
-                           calls.make<caf::expected<mr_token>>());
+        core->regions().alloc(1 + operand % 8192, 64, now,
+                              calls.make<caf::expected<mr_token>>());
         break;
       case call::lend:
         if (auto mr = fresh(operand); mr.valid())
-          core->lend(std::move(mr), now, calls.make<caf::expected<mr_token>>(),
-                     operand % 3, operand % 5 == 0 ? operand : 0);
+          core->regions().lend(std::move(mr), now,
+                               calls.make<caf::expected<mr_token>>(),
+                               operand % 3, operand % 5 == 0 ? operand : 0);
         break;
       case call::give_back:
-        core->give_back(some_token(operand), now,
-                        calls.make<const caf::error&>(), operand % 2);
+        core->regions().give_back(some_token(operand), now,
+                                  calls.make<const caf::error&>(), operand % 2);
         break;
       case call::release_remote:
-        core->release_remote(some_token(operand), now,
-                             calls.make<const caf::error&>());
+        core->regions().release(some_token(operand), now,
+                                calls.make<const caf::error&>());
         break;
       case call::send_data:
         if (auto mr = fresh(operand); mr.valid())
-          core->send_data(std::move(mr), now,
-                          calls.make<caf::expected<uint64_t>>());
+          core->data().send(std::move(mr), now,
+                            calls.make<caf::expected<uint64_t>>());
         break;
       case call::lookup:
-        core->lookup_actor(operand % 2 ? "a" : std::string(operand % 300, 'x'),
-                           {std::string(operand % 64, 'i')}, now,
-                           calls.make<caf::expected<actor_lookup_result>>());
+        core->actors().lookup(operand % 2 ? "a"
+                                          : std::string(operand % 300, 'x'),
+                              {std::string(operand % 64, 'i')}, now,
+                              calls.make<caf::expected<actor_lookup_result>>());
         break;
       case call::post_actor: {
         std::string data(operand % 2048, 'd');
-        static_cast<void>(
-            core->post_actor_message(5, 6, operand % 3 == 0 ? operand : 0,
-                                     data.data(), data.size(), false));
+        static_cast<void>(core->actors().post(5, 6,
+                                              operand % 3 == 0 ? operand : 0,
+                                              data.data(), data.size(), false));
         break;
       }
       default:
-        core->post_actor_ack(operand % 8, operand);
+        core->actors().post_ack(operand % 8, operand);
     }
   }
 
@@ -493,7 +495,7 @@ struct harness {
         case core_op::time: {
           now += std::chrono::milliseconds(in.u16());
           core->expire(now);
-          auto k = core->keepalive(now);
+          auto k = core->live().keepalive(now);
           if (k.dead)
             out.disconnected = true;
           break;
@@ -511,7 +513,7 @@ struct harness {
                       : caf::error{});
           if (out.ack_flush) {
             out.ack_flush = false;
-            core->flush_acks();
+            core->data().flush_acks();
           }
           break;
         }

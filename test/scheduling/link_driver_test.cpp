@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/tuning.hpp"
-#include "test/support/fake_fabric.hpp"
 #include "scheduling/contention.hpp"
 #include "scheduling/link_driver.hpp"
+#include "test/support/fake_fabric.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::transport;

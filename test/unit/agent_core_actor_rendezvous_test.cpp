@@ -34,8 +34,7 @@ BOOST_AUTO_TEST_CASE(a_large_message_goes_in_one_request_to_a_peer_that_reads) {
   auto before = pool->stats().bytes_in_use;
   std::string data(10000, 'x');
   data[9999] = 'y';
-  BOOST_REQUIRE(
-      !core->post_actor_message(5, 6, 7, data.data(), data.size(), false));
+  BOOST_REQUIRE(!core->actors().post(5, 6, 7, data.data(), data.size(), false));
   BOOST_REQUIRE_EQUAL(out.posted.size(), 1u);
   auto& f = out.posted.front();
   BOOST_REQUIRE(f.msg.has_request());
@@ -62,8 +61,7 @@ BOOST_AUTO_TEST_CASE(a_large_message_goes_in_one_request_to_a_peer_that_reads) {
 BOOST_AUTO_TEST_CASE(a_peer_without_the_offer_gets_chunks) {
   peer_hello(false);
   std::string data(10000, 'x');
-  BOOST_REQUIRE(
-      !core->post_actor_message(5, 6, 7, data.data(), data.size(), false));
+  BOOST_REQUIRE(!core->actors().post(5, 6, 7, data.data(), data.size(), false));
   BOOST_TEST(out.posted.size() == 3u); // 4096-byte frames
   for (auto& f : out.posted)
     BOOST_TEST(f.msg.has_actor_message());
@@ -226,7 +224,7 @@ BOOST_AUTO_TEST_CASE(frames_over_the_header_slot_go_from_pool_memory) {
   out.posted.clear();
   // A lookup of ours with a 256-byte name and that interface expected.
   bool answered = false;
-  core->lookup_actor(
+  core->actors().lookup(
       std::string(256, 'n'), out.published.interface, t0,
       [&](caf::expected<actor_lookup_result>) { answered = true; });
   BOOST_REQUIRE_EQUAL(out.posted.size(), 1u);

@@ -37,15 +37,15 @@ BOOST_AUTO_TEST_CASE(our_hello_offers_goodbye_and_keepalive) {
 
 BOOST_AUTO_TEST_CASE(a_peer_that_does_not_offer_goodbye_gets_none) {
   receive(hello_offering(false, false));
-  BOOST_TEST(!core->peer_offers_goodbye());
-  auto frame = core->goodbye_frame("bye");
+  BOOST_TEST(!core->live().peer_offers_goodbye());
+  auto frame = core->live().goodbye_frame("bye");
   BOOST_REQUIRE(!frame);
   BOOST_TEST(code_of(frame.error()) == errc::closed);
 }
 
 BOOST_AUTO_TEST_CASE(goodbye_frames_decode_as_goodbye) {
   receive(hello_offering(true, false));
-  auto frame = core->goodbye_frame("closed by the application");
+  auto frame = core->live().goodbye_frame("closed by the application");
   BOOST_REQUIRE(frame);
   pb::Message msg;
   auto res = pb::decode(frame->data(), frame->size(), max_message_len, msg);
@@ -56,14 +56,14 @@ BOOST_AUTO_TEST_CASE(goodbye_frames_decode_as_goodbye) {
 
 BOOST_AUTO_TEST_CASE(the_peers_goodbye_is_noted_with_a_sanitized_reason) {
   receive(hello_offering(true, true));
-  BOOST_TEST(!core->peer_said_goodbye());
+  BOOST_TEST(!core->live().peer_said_goodbye());
   auto bye = pb::make_goodbye(std::string(500, 'x') + "\n");
   receive(bye);
-  BOOST_TEST(core->peer_said_goodbye());
-  BOOST_TEST(core->goodbye_reason().size() == 200u);
+  BOOST_TEST(core->live().peer_said_goodbye());
+  BOOST_TEST(core->live().goodbye_reason().size() == 200u);
   BOOST_TEST(core->stats().protocol_errors == 0u);
   // We say no Goodbye to a peer that said its own.
-  BOOST_TEST(!core->goodbye_frame("bye"));
+  BOOST_TEST(!core->live().goodbye_frame("bye"));
 }
 
 BOOST_AUTO_TEST_CASE(a_ping_from_the_peer_is_answered_with_a_pong) {
@@ -79,28 +79,28 @@ BOOST_AUTO_TEST_CASE(an_idle_peer_is_pinged_then_dropped) {
   opts.keepalive_ms = 100;
   make_core();
   receive(hello_offering(true, true)); // heard at t0
-  BOOST_REQUIRE(core->keepalive_active());
+  BOOST_REQUIRE(core->live().keepalive_active());
   // The silence before a Ping: a random share of keepalive-ms in [3/4, 1].
-  auto s = core->keepalive_silence();
+  auto s = core->live().silence();
   BOOST_TEST(s.count() >= 75);
   BOOST_TEST(s.count() <= 100);
-  auto step = core->keepalive(t0 + milliseconds{50});
+  auto step = core->live().keepalive(t0 + milliseconds{50});
   BOOST_TEST(!step.dead);
   BOOST_TEST((step.next == t0 + s));
   BOOST_TEST(pings(out) == 0u);
   // That silence: one Ping, the next look keepalive-ms later.
-  step = core->keepalive(t0 + s);
+  step = core->live().keepalive(t0 + s);
   BOOST_TEST(!step.dead);
   BOOST_TEST(pings(out) == 1u);
   BOOST_TEST(core->stats().keepalive_pings == 1u);
   BOOST_TEST((step.next == t0 + s + milliseconds{100}));
   // Still silent before then: no second Ping.
-  step = core->keepalive(t0 + s + milliseconds{50});
+  step = core->live().keepalive(t0 + s + milliseconds{50});
   BOOST_TEST(!step.dead);
   BOOST_TEST(pings(out) == 1u);
   // Silent for keepalive-ms after the Ping: dead, and the error says what
   // to do.
-  step = core->keepalive(t0 + s + milliseconds{100});
+  step = core->live().keepalive(t0 + s + milliseconds{100});
   BOOST_REQUIRE(step.dead);
   BOOST_TEST(code_of(step.dead) == errc::peer_gone);
   BOOST_TEST(what_of(step.dead).find("keepalive-ms") != std::string::npos);
@@ -110,20 +110,20 @@ BOOST_AUTO_TEST_CASE(a_pong_or_any_frame_keeps_the_peer_alive) {
   opts.keepalive_ms = 100;
   make_core();
   receive(hello_offering(true, true));
-  core->keepalive(t0 + milliseconds{100});
+  core->live().keepalive(t0 + milliseconds{100});
   BOOST_REQUIRE(pings(out) == 1u);
   auto id = out.posted.back().msg.request().request_id();
   // The Pong arrives late but within the bound.
   core->on_frame(frame(pb::make_pong(id)), t0 + milliseconds{190});
-  auto step = core->keepalive(t0 + milliseconds{200});
+  auto step = core->live().keepalive(t0 + milliseconds{200});
   BOOST_TEST(!step.dead);
-  BOOST_TEST((step.next == t0 + milliseconds{190} + core->keepalive_silence()));
+  BOOST_TEST((step.next == t0 + milliseconds{190} + core->live().silence()));
   BOOST_TEST(core->stats().protocol_errors == 0u);
   // Frames keep coming: no Ping at all (a busy connection sends none).
   for (int i = 1; i <= 10; ++i) {
     core->on_frame(frame(pb::make_ping(1000 + i)),
                    t0 + milliseconds{190 + 80 * i});
-    step = core->keepalive(t0 + milliseconds{190 + 80 * i + 50});
+    step = core->live().keepalive(t0 + milliseconds{190 + 80 * i + 50});
     BOOST_TEST(!step.dead);
   }
   BOOST_TEST(pings(out) == 1u);
@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(pings_and_pongs_are_upkeep_other_frames_are_not) {
   BOOST_TEST(out.upkeep_frames == 1u);
   BOOST_TEST(out.upkeep_posts == 1u);
   BOOST_TEST(last_response().has_pong());
-  core->keepalive(t0 + milliseconds{200}); // our Ping
+  core->live().keepalive(t0 + milliseconds{200}); // our Ping
   BOOST_REQUIRE(pings(out) == 1u);
   BOOST_TEST(out.upkeep_posts == 2u);
   auto id = out.posted.back().msg.request().request_id();
@@ -166,15 +166,15 @@ BOOST_AUTO_TEST_CASE(keepalive_is_off_with_zero_or_a_peer_without_it) {
   opts.keepalive_ms = 0;
   make_core();
   receive(hello_offering(true, true));
-  BOOST_TEST(!core->keepalive_active());
-  auto step = core->keepalive(t0 + std::chrono::hours{1});
+  BOOST_TEST(!core->live().keepalive_active());
+  auto step = core->live().keepalive(t0 + std::chrono::hours{1});
   BOOST_TEST(!step.dead);
   BOOST_TEST((step.next == agent_core::time_point::max()));
   opts.keepalive_ms = 100;
   make_core();
   receive(hello_offering(true, false));
-  BOOST_TEST(!core->keepalive_active());
-  step = core->keepalive(t0 + std::chrono::hours{1});
+  BOOST_TEST(!core->live().keepalive_active());
+  step = core->live().keepalive(t0 + std::chrono::hours{1});
   BOOST_TEST(!step.dead);
   BOOST_TEST(pings(out) == 0u);
 }

@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(a_send_data_value_waits_for_the_hello) {
   BOOST_REQUIRE(mr);
   caf::expected<uint64_t> result{uint64_t{0}};
   bool done = false;
-  core->send_data(
+  core->data().send(
       *mr, t0,
       [&](caf::expected<uint64_t> x) {
         done = true;
@@ -59,7 +59,7 @@ BOOST_AUTO_TEST_CASE(a_send_data_value_waits_for_the_hello) {
   h.mutable_hello()->set_extensions(pb::EXT_IMMEDIATE_DATA);
   receive(h);
   done = false;
-  core->send_data(
+  core->data().send(
       *mr, t0, [&](caf::expected<uint64_t>) { done = true; }, uint32_t{78});
   BOOST_REQUIRE(out.posted.size() == 1u);
   const auto& sd = out.posted[0].msg.request().send_data();
@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(a_lease_is_revoked_at_its_end_unless_renewed) {
   auto mr = pool->allocate(256, 64, transport::access::all);
   BOOST_REQUIRE(mr);
   caf::expected<mr_token> lent{mr_token{}};
-  core->lend(
+  core->regions().lend(
       *mr, t0, [&](caf::expected<mr_token> x) { lent = std::move(x); }, 0,
       1000);
   BOOST_REQUIRE(out.posted.size() == 1u);
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(a_lease_needs_a_peer_that_offers_leases) {
   auto mr = pool->allocate(256, 64, transport::access::all);
   BOOST_REQUIRE(mr);
   caf::expected<mr_token> lent{mr_token{}};
-  core->lend(
+  core->regions().lend(
       *mr, t0, [&](caf::expected<mr_token> x) { lent = std::move(x); }, 0,
       1000);
   BOOST_REQUIRE(!lent);

@@ -36,6 +36,8 @@ inline constexpr uint32_t recv_depth = 8;
 struct posted_frame {
   pb::Message msg;
   local_mr payload;
+  /// The payload that rode in the header's buffer (small actor messages).
+  std::string inline_payload;
 };
 
 /// Records every effect of the core.
@@ -58,6 +60,16 @@ public:
       return;
     }
     BOOST_REQUIRE(header.size() >= pb::frame_header_len);
+    if (!payload.valid()) {
+      // The whole frame, its payload (an eager actor message's) inline.
+      auto res
+          = pb::decode(header.data(), header.size(), max_message_len, f.msg);
+      BOOST_REQUIRE(res.code == errc::none);
+      f.inline_payload.assign(reinterpret_cast<const char*>(res.payload),
+                              res.payload_len);
+      posted.push_back(std::move(f));
+      return;
+    }
     BOOST_REQUIRE(f.msg.ParseFromArray(
         header.data() + pb::frame_header_len,
         static_cast<int>(header.size() - pb::frame_header_len)));

@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(send_data_goes_by_rendezvous_to_a_peer_that_offers_it) {
   BOOST_REQUIRE(mr);
   caf::expected<uint64_t> sent{uint64_t{0}};
   bool done = false;
-  core->send_data(*mr, t0, [&](caf::expected<uint64_t> x) {
+  core->data().send(*mr, t0, [&](caf::expected<uint64_t> x) {
     sent = std::move(x);
     done = true;
   });
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(a_peer_without_the_offer_gets_eager_chunks) {
   receive(hello(pb::protocol_version, false));
   auto mr = pool->allocate(10000, 64, transport::access::local_write);
   BOOST_REQUIRE(mr);
-  core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+  core->data().send(*mr, t0, [](caf::expected<uint64_t>) {});
   BOOST_REQUIRE(!out.posted.empty());
   for (auto& f : out.posted) {
     BOOST_TEST(!f.msg.request().send_data().has_source());

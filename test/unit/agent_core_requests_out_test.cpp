@@ -45,7 +45,7 @@ BOOST_AUTO_TEST_CASE(send_data_completes_when_every_chunk_is_acked) {
   BOOST_REQUIRE(mr);
   caf::expected<uint64_t> result = uint64_t{0};
   bool done = false;
-  core->send_data(*mr, t0, [&](caf::expected<uint64_t> r) {
+  core->data().send(*mr, t0, [&](caf::expected<uint64_t> r) {
     done = true;
     result = std::move(r);
   });
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(expire_times_out_requests_at_their_deadline) {
 
 BOOST_AUTO_TEST_CASE(a_late_ok_alloc_answer_is_released) {
   caf::error err;
-  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) {
+  core->regions().alloc(64, 64, t0, [&](caf::expected<mr_token> t) {
     BOOST_REQUIRE(!t);
     err = t.error();
   });
@@ -108,13 +108,15 @@ BOOST_AUTO_TEST_CASE(a_late_ok_alloc_answer_is_released) {
 
 BOOST_AUTO_TEST_CASE(alloc_remote_answers_the_token) {
   caf::expected<mr_token> got = mr_token{};
-  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) { got = t; });
+  core->regions().alloc(64, 64, t0,
+                        [&](caf::expected<mr_token> t) { got = t; });
   auto id = out.posted[0].msg.request().request_id();
   receive(
       pb::make_alloc_mr_response(id, pb::OK, {}, pb::make_token(0x40, 64, 5)));
   BOOST_REQUIRE(got);
   BOOST_TEST(got->addr == 0x40u);
-  core->alloc_remote(64, 64, t0, [&](caf::expected<mr_token> t) { got = t; });
+  core->regions().alloc(64, 64, t0,
+                        [&](caf::expected<mr_token> t) { got = t; });
   id = out.posted[1].msg.request().request_id();
   receive(pb::make_alloc_mr_response(id, pb::SIZE_LIMIT, "too big"));
   BOOST_REQUIRE(!got);
@@ -142,8 +144,8 @@ BOOST_AUTO_TEST_CASE(close_fails_pending_and_owned_memory_returns) {
     auto lent = pool->allocate(512, 64, transport::access::all);
     BOOST_REQUIRE(lent);
     caf::error lend_err;
-    core->lend(*lent, t0,
-               [&](caf::expected<mr_token> t) { lend_err = t.error(); });
+    core->regions().lend(
+        *lent, t0, [&](caf::expected<mr_token> t) { lend_err = t.error(); });
     BOOST_TEST(core->stats().owned_mrs == 2u);
     auto err = make_error(errc::peer_gone, "test");
     core->close(err);
@@ -175,9 +177,11 @@ BOOST_AUTO_TEST_CASE(a_failed_lend_forgets_the_region) {
   auto lent = pool->allocate(512, 64, transport::access::all);
   BOOST_REQUIRE(lent);
   caf::error err;
-  core->lend(*lent, t0, [&](caf::expected<mr_token> t) { err = t.error(); });
+  core->regions().lend(*lent, t0,
+                       [&](caf::expected<mr_token> t) { err = t.error(); });
   BOOST_TEST(core->stats().owned_mrs == 1u);
-  core->lend(*lent, t0, [&](caf::expected<mr_token> t) { err = t.error(); });
+  core->regions().lend(*lent, t0,
+                       [&](caf::expected<mr_token> t) { err = t.error(); });
   BOOST_TEST(code_of(err) == errc::already_sent);
   auto id = out.posted[0].msg.request().request_id();
   receive(pb::make_send_mr_response(id, pb::QUOTA_EXCEEDED, "full"));

@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(with_the_offer_acks_gather_until_the_flush) {
     receive(pb::make_send_data(id, 1), "z");
   BOOST_TEST(out.posted.empty());
   BOOST_TEST(out.ack_flushes == 1); // asked once
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 1u);
   auto& res = last_response();
   BOOST_TEST(res.request_id() == 1u);
@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(with_the_offer_acks_gather_until_the_flush) {
   for (int i = 0; i < static_cast<int>(n - 1); ++i)
     BOOST_TEST(res.send_data().also_acked(i) == static_cast<uint64_t>(i + 2));
   BOOST_TEST(core->stats().merged_acks_sent == n - 1);
-  core->flush_acks(); // nothing left
+  core->data().flush_acks(); // nothing left
   BOOST_TEST(out.posted.size() == 1u);
 }
 
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_full_cumulative_response_goes_at_once) {
   receive(pb::make_send_data(n + 1, 0));
   BOOST_TEST(out.posted.size() == 1u);
   BOOST_TEST(out.ack_flushes == 2); // the first flush is still asked for
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 2u);
   BOOST_TEST(last_response().request_id() == n + 1);
   BOOST_TEST(last_response().send_data().also_acked_size() == 0);
@@ -114,7 +114,7 @@ struct piggyback_fixture : fixture {
   void send_ours(size_t len) {
     auto mr = pool->allocate(len, 64, transport::access::all);
     BOOST_REQUIRE(mr);
-    core->send_data(*mr, t0, [](caf::expected<uint64_t>) {});
+    core->data().send(*mr, t0, [](caf::expected<uint64_t>) {});
   }
 };
 
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(gathered_acks_ride_on_our_next_send_data) {
   receive(pb::make_send_data(2, 1), "b");
   BOOST_TEST(out.posted.empty());
   BOOST_TEST(out.ack_flushes == 1);
-  BOOST_TEST(core->acks_may_ride());
+  BOOST_TEST(core->data().acks_may_ride());
   send_ours(8);
   BOOST_REQUIRE(out.posted.size() == 1u);
   auto& sd = out.posted[0].msg.request().send_data();
@@ -139,9 +139,9 @@ BOOST_AUTO_TEST_CASE(gathered_acks_ride_on_our_next_send_data) {
   BOOST_TEST(sd.acked(1) == 2u);
   BOOST_TEST(out.posted[0].payload.size() == 8u);
   BOOST_TEST(core->stats().piggybacked_acks_sent == 2u);
-  BOOST_TEST(!core->acks_may_ride());
+  BOOST_TEST(!core->data().acks_may_ride());
   // The flush the owner still runs finds nothing to send.
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_TEST(out.posted.size() == 1u);
 }
 
@@ -152,8 +152,8 @@ BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
   send_ours(chunk_max);
   BOOST_REQUIRE(out.posted.size() == 1u);
   BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
-  BOOST_TEST(core->acks_may_ride());
-  core->flush_acks();
+  BOOST_TEST(core->data().acks_may_ride());
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 2u);
   BOOST_TEST(last_response().request_id() == 1u);
   // Room for some: as many as fit ride, the rest waits for the flush.
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(a_full_chunk_leaves_the_acks_to_the_flush) {
   send_ours(chunk_max - room);
   BOOST_REQUIRE(out.posted.size() == 3u);
   BOOST_TEST(out.posted[2].msg.request().send_data().acked_size() == 2);
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 4u);
   BOOST_TEST(last_response().request_id() == 4u);
   BOOST_TEST(last_response().send_data().also_acked_size() == 1);
@@ -178,17 +178,17 @@ BOOST_AUTO_TEST_CASE(a_refused_chunk_leaves_the_acks_to_the_flush) {
   outcome first;
   pending_send_data(first); // the one request the quota allows
   receive(pb::make_send_data(1, 1), "a");
-  BOOST_REQUIRE(core->acks_may_ride());
+  BOOST_REQUIRE(core->data().acks_may_ride());
   auto mr = pool->allocate(8, 64, transport::access::all);
   BOOST_REQUIRE(mr);
   caf::expected<uint64_t> got{uint64_t{0}};
-  core->send_data(*mr, t0, [&](caf::expected<uint64_t> r) { got = r; });
+  core->data().send(*mr, t0, [&](caf::expected<uint64_t> r) { got = r; });
   BOOST_REQUIRE(!got);
   BOOST_TEST(code_of(got.error()) == errc::quota_exceeded);
   BOOST_TEST(out.posted.size() == 1u); // the first request only
-  BOOST_TEST(core->acks_may_ride());
+  BOOST_TEST(core->data().acks_may_ride());
   BOOST_TEST(core->stats().piggybacked_acks_sent == 0u);
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 2u);
   BOOST_TEST(last_response().request_id() == 1u);
 }
@@ -196,11 +196,11 @@ BOOST_AUTO_TEST_CASE(a_refused_chunk_leaves_the_acks_to_the_flush) {
 BOOST_AUTO_TEST_CASE(without_the_offer_acks_get_a_response) {
   receive(piggyback_hello(false));
   receive(pb::make_send_data(1, 1), "a");
-  BOOST_TEST(!core->acks_may_ride());
+  BOOST_TEST(!core->data().acks_may_ride());
   send_ours(8);
   BOOST_REQUIRE(out.posted.size() == 1u);
   BOOST_TEST(out.posted[0].msg.request().send_data().acked_size() == 0);
-  core->flush_acks();
+  core->data().flush_acks();
   BOOST_REQUIRE(out.posted.size() == 2u);
   BOOST_TEST(last_response().request_id() == 1u);
   BOOST_TEST(core->stats().piggybacked_acks_sent == 0u);

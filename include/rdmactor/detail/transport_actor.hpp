@@ -10,9 +10,9 @@
 #include <caf/typed_actor.hpp>
 
 #include "rdmactor/detail/completion_mode.hpp"
+#include "rdmactor/detail/transport_atoms.hpp"
 #include "rdmactor/local_mr.hpp"
 #include "rdmactor/mr_token.hpp"
-#include "rdmactor/detail/transport_atoms.hpp"
 #include "rdmactor/transport/fabric.hpp"
 #include "rdmactor/transport/link_params.hpp"
 

@@ -6,7 +6,7 @@
 // with the actor messages around it.  One frame, one READ and one
 // (cumulative) answer per message instead of a chunk per eager size.
 
-#include "actors/agent_core.hpp"
+#include "actors/actor_channel.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -35,23 +35,23 @@ struct actor_source {
 
 } // namespace
 
-bool agent_core::offers_actor_rendezvous() const noexcept {
-  return opts_.remote_actors && offers_rendezvous();
+bool actor_channel::offers_rendezvous() const noexcept {
+  return core_.opts().remote_actors && core_.offers_rendezvous();
 }
 
-bool agent_core::actor_rendezvous_to_peer() const noexcept {
-  return peer_offers(pb::EXT_ACTOR_RENDEZVOUS)
-         && peer_offers(pb::EXT_REMOTE_ACTORS);
+bool actor_channel::rendezvous_to_peer() const noexcept {
+  return core_.peer_offers(pb::EXT_ACTOR_RENDEZVOUS)
+         && core_.peer_offers(pb::EXT_REMOTE_ACTORS);
 }
 
 // -- sender -------------------------------------------------------------------
 
-caf::error agent_core::post_actor_rendezvous(pb::ActorMessage head,
-                                             local_mr region) {
+caf::error actor_channel::post_rendezvous(pb::ActorMessage head,
+                                          local_mr region) {
   auto len = region.size();
   // Its own registration for remote read: the rkey opens exactly this
   // serialization, and it goes when the peer answered.
-  auto reg = pool_->register_for_peer_read(region);
+  auto reg = core_.pool()->register_for_peer_read(region);
   if (!reg)
     return reg.error();
   auto src = std::make_shared<actor_source>();
@@ -59,7 +59,7 @@ caf::error agent_core::post_actor_rendezvous(pb::ActorMessage head,
   src->read_reg = std::move(*reg);
   pb::Message msg;
   auto* req = msg.mutable_request();
-  req->set_request_id(new_request_id());
+  req->set_request_id(core_.new_request_id());
   auto* m = req->mutable_actor_message();
   *m = std::move(head);
   m->set_len(len);
@@ -67,7 +67,7 @@ caf::error agent_core::post_actor_rendezvous(pb::ActorMessage head,
       = pb::make_token(src->mr.addr(), len, src->read_reg->rkey());
   // send_request answers a refusal of its own (closed, too many pending,
   // encoding) synchronously: then nothing went out.
-  send_request(
+  core_.send_request(
       std::move(msg), local_mr{},
       [this, src](const pb::Response* res, const caf::error& err) {
         if (src->in_call) {
@@ -83,26 +83,26 @@ caf::error agent_core::post_actor_rendezvous(pb::ActorMessage head,
           why = check_response(*res, pb::Response::kSendData,
                                "a rendezvous actor message");
         if (why)
-          log().debug("agent {}: rendezvous actor message: {}", link_.peer,
-                      render(why));
+          log().debug("agent {}: rendezvous actor message: {}",
+                      core_.link().peer, render(why));
       },
-      now_);
+      core_.now());
   src->in_call = false;
   if (src->refused)
     return std::move(src->refused);
-  ++counters_.rendezvous_sent;
+  ++core_.counters().rendezvous_sent;
   return caf::none;
 }
 
 // -- receiver -----------------------------------------------------------------
 
-caf::error agent_core::check_actor_rendezvous(const pb::ActorMessage& m,
-                                              pb::Status& status) const {
+caf::error actor_channel::check_rendezvous(const pb::ActorMessage& m,
+                                           pb::Status& status) const {
   auto fail = [&status](pb::Status st, errc code, std::string what) {
     status = st;
     return make_error(code, std::move(what));
   };
-  if (!offers_actor_rendezvous())
+  if (!offers_rendezvous())
     return fail(pb::MALFORMED, errc::malformed_message,
                 "a rendezvous actor message, which this node did not offer "
                 "in its Hello (EXT_ACTOR_RENDEZVOUS)");
@@ -111,32 +111,33 @@ caf::error agent_core::check_actor_rendezvous(const pb::ActorMessage& m,
                 "a rendezvous actor message without a source token or with "
                 "total_len set");
   auto len = m.len();
-  if (auto err = check_source(m.source(), len, "ActorMessage.len", status))
+  if (auto err
+      = core_.check_source(m.source(), len, "ActorMessage.len", status))
     return err;
   // An honest sender reads only what an eager frame cannot carry; smaller
   // ones would let a peer keep many tiny READs in flight.
-  if (link_.max_message_len_bytes <= pb::actor_frame_overhead
-      || len <= link_.max_message_len_bytes - pb::actor_frame_overhead)
+  if (core_.link().max_message_len_bytes <= pb::actor_frame_overhead
+      || len <= core_.link().max_message_len_bytes - pb::actor_frame_overhead)
     return fail(pb::MALFORMED, errc::malformed_message,
                 "a rendezvous actor message of " + std::to_string(len)
                     + " bytes, which fit an eager frame");
-  if (len > opts_.actor_max_message_bytes)
+  if (len > core_.opts().actor_max_message_bytes)
     return fail(pb::SIZE_LIMIT, errc::size_limit,
                 "the peer sent an actor message of " + std::to_string(len)
                     + " bytes, over actor-max-message-bytes="
-                    + std::to_string(opts_.actor_max_message_bytes)
+                    + std::to_string(core_.opts().actor_max_message_bytes)
                     + " of the receiver");
-  return check_queued(len, status);
+  return core_.check_queued(len, status);
 }
 
-void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
+void actor_channel::on_rendezvous(uint64_t id, const pb::ActorMessage& m) {
   auto status = pb::OK;
-  auto err = check_actor_rendezvous(m, status);
+  auto err = check_rendezvous(m, status);
   local_mr dst;
   if (!err) {
     // Not zeroed: the READ overwrites every byte before anyone sees it.
-    auto mem
-        = pool_->allocate(m.len(), 64, transport::access::local_write, false);
+    auto mem = core_.pool()->allocate(m.len(), 64,
+                                      transport::access::local_write, false);
     if (mem) {
       dst = std::move(*mem);
     } else {
@@ -145,52 +146,53 @@ void agent_core::on_actor_rendezvous(uint64_t id, const pb::ActorMessage& m) {
     }
   }
   if (err) {
-    reject(pb::make_send_data_response(id, status, what_of(err)),
-           "a rendezvous actor message");
+    core_.reject(pb::make_send_data_response(id, status, what_of(err)),
+                 "a rendezvous actor message");
     // Refused in its turn: the sender's actor learns why (a request fails
     // with it), and the peer's credit counts it.  Only for a well-formed
     // one: a malformed frame names nothing we trust.
     if (status == pb::SIZE_LIMIT || status == pb::QUOTA_EXCEEDED
         || status == pb::OUT_OF_MEMORY) {
-      if (actor_inbound_.empty()) {
-        out_.refuse_actor_message(m, err);
+      if (inbound_.empty()) {
+        core_.out().refuse_actor_message(m, err);
       } else {
         inbound_actor a;
         a.head = m;
         a.why = std::move(err);
-        actor_inbound_.push_failed(std::move(a));
+        inbound_.push_failed(std::move(a));
       }
     }
     return;
   }
-  accepted();
-  ++counters_.rendezvous_read;
+  core_.accepted();
+  ++core_.counters().rendezvous_read;
   inbound_actor a;
   a.head = m;
   a.head.clear_source();
   a.read_into = dst;
   auto seq
-      = actor_inbound_.push_reading(std::move(a), m.len(), partial_deadline());
-  out_.schedule_sweep();
-  out_.read(std::move(dst), pb::token_of(m.source()),
-            [this, seq, id](const caf::error& err) {
-              if (closed_)
-                return;
-              if (err)
-                reject(pb::make_send_data_response(
-                           id, pb::UNKNOWN_TOKEN,
-                           "reading the rendezvous actor message failed: "
-                               + what_of(err)),
-                       "a rendezvous actor message whose source could not "
-                       "be read");
-              else
-                ack_send_data(id);
-              on_actor_read_done(seq, err);
-            });
+      = inbound_.push_reading(std::move(a), m.len(), core_.partial_deadline());
+  core_.out().schedule_sweep();
+  core_.out().read(std::move(dst), pb::token_of(m.source()),
+                   [this, seq, id](const caf::error& err) {
+                     if (core_.closed())
+                       return;
+                     if (err)
+                       core_.reject(
+                           pb::make_send_data_response(
+                               id, pb::UNKNOWN_TOKEN,
+                               "reading the rendezvous actor message failed: "
+                                   + what_of(err)),
+                           "a rendezvous actor message whose source could not "
+                           "be read");
+                     else
+                       core_.ack_send_data(id);
+                     on_read_done(seq, err);
+                   });
 }
 
-void agent_core::on_actor_read_done(uint64_t seq, const caf::error& err) {
-  auto* a = actor_inbound_.complete(seq, !err);
+void actor_channel::on_read_done(uint64_t seq, const caf::error& err) {
+  auto* a = inbound_.complete(seq, !err);
   if (!a)
     return;
   if (err)
@@ -198,20 +200,20 @@ void agent_core::on_actor_read_done(uint64_t seq, const caf::error& err) {
                         "the receiver could not read the actor message from "
                         "the sender's memory: "
                             + what_of(err));
-  drain_actor_inbound();
+  drain();
 }
 
-void agent_core::drain_actor_inbound() {
-  actor_inbound_.drain(
+void actor_channel::drain() {
+  inbound_.drain(
       [this](inbound_actor&& a, bool failed) {
         if (failed)
-          out_.refuse_actor_message(a.head, a.why);
+          core_.out().refuse_actor_message(a.head, a.why);
         else if (a.read_into.valid())
-          deliver_actor_frame(a.head, a.read_into.data(), a.read_into.size());
+          deliver(a.head, a.read_into.data(), a.read_into.size());
         else
-          deliver_actor_frame(a.head, a.bytes.data(), a.bytes.size());
+          deliver(a.head, a.bytes.data(), a.bytes.size());
       },
-      [this] { return !closed_ && !disconnected_; });
+      [this] { return core_.serving(); });
 }
 
 } // namespace rdmactor
