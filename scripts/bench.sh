@@ -7,8 +7,11 @@
 #                             Soft-RoCE inside scripts/rxe-vm.sh
 #   scripts/bench.sh --quick  fewer iterations (a smoke test, not a result)
 #
-# Host matrix: send lat 8 B and 4 KiB; send bw 4 KiB, 64 KiB, 1 MiB; write
-# and read bw 64 KiB and 1 MiB (rdmactor soft vs --baseline=caf-io); raw
+# Host matrix: send lat 8 B and 4 KiB; send bw 8 B, 64 B, 512 B, 4 KiB,
+# 64 KiB, 1 MiB; write and read bw 64 KiB and 1 MiB (rdmactor soft vs
+# --baseline=caf-io); the send and actor rows also against the medium,
+# plain TCP between two processes (--baseline=tcp), and the message rate
+# (bw rows of at most 4 KiB show msgs/s) again with --window=256; raw
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
 # agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
 # 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
@@ -38,7 +41,7 @@
 # installed.  Prints the side-by-side table; ratio > 1 means rdmactor is
 # ahead (latency: reference / rdmactor; bandwidth: rdmactor / reference).
 #
-# The host rows run interleaved (rdmactor, then caf-io) in BENCH_ROUNDS
+# The host rows run interleaved (rdmactor, caf-io, tcp) in BENCH_ROUNDS
 # rounds and the table shows the medians, so that load from other
 # processes hits both sides alike.  The matrix takes about 1.5-2.5 minutes
 # on a 2-core machine, plus the build.
@@ -246,6 +249,9 @@ run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "im
 # Each row: LABEL and its arguments (without the implementation).
 rows=(
   "send lat 8,4K|--op=send --mode=lat --sizes=8,4K --iters=$lat_iters"
+  "send bw 8|--op=send --mode=bw --size=8 --iters=$(iters_for_bw 8)"
+  "send bw 64|--op=send --mode=bw --size=64 --iters=$(iters_for_bw 64)"
+  "send bw 512|--op=send --mode=bw --size=512 --iters=$(iters_for_bw 512)"
   "send bw 4K|--op=send --mode=bw --size=4K --iters=$(iters_for_bw 4096)"
   "send bw 64K|--op=send --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
   "send bw 1M|--op=send --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
@@ -254,7 +260,17 @@ rows=(
   "read bw 64K|--op=read --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
   "read bw 1M|--op=read --mode=bw --size=1M --iters=$(iters_for_bw 1048576)"
   "actor lat 8|--op=actor --mode=lat --size=8 --iters=$lat_iters"
+  "actor bw 8|--op=actor --mode=bw --size=8 --iters=$(iters_for_bw 8)"
   "actor bw 64K|--op=actor --mode=bw --size=64K --iters=$(iters_for_bw 65536)"
+)
+# Message rate with a deeper window (--window=256): rdmactor, CAF io and
+# the medium (--baseline=tcp), each labelled IMPL-w256.
+w256_rows=(
+  "send bw 8|--op=send --mode=bw --size=8 --iters=$(iters_for_bw 8)"
+  "send bw 64|--op=send --mode=bw --size=64 --iters=$(iters_for_bw 64)"
+  "send bw 512|--op=send --mode=bw --size=512 --iters=$(iters_for_bw 512)"
+  "send bw 4K|--op=send --mode=bw --size=4K --iters=$(iters_for_bw 4096)"
+  "actor bw 8|--op=actor --mode=bw --size=8 --iters=$(iters_for_bw 8)"
 )
 # Under contention: two CPU hogs (busy shell loops) share the cores while
 # request/response rows of both implementations run.
@@ -279,6 +295,16 @@ for round in $(seq 1 "$rounds"); do
     read -r -a args <<<"${row#*|}"
     run "$round" "rdmactor $label" "${args[@]}"
     run "$round" "caf-io $label" --baseline=caf-io "${args[@]}"
+    # The medium (plain TCP between two processes) where it has the
+    # pattern: ping-pong and pushes.
+    case $label in send* | actor*) run "$round" "tcp $label" --baseline=tcp "${args[@]}" ;; esac
+  done
+  for row in "${w256_rows[@]}"; do
+    label=${row%%|*}
+    read -r -a args <<<"${row#*|}"
+    RUN_IMPL=rdmactor-w256 run "$round" "rdmactor-w256 $label" "${args[@]}" --window=256
+    RUN_IMPL=caf-io-w256 run "$round" "caf-io-w256 $label" --baseline=caf-io "${args[@]}" --window=256
+    RUN_IMPL=tcp-w256 run "$round" "tcp-w256 $label" --baseline=tcp "${args[@]}" --window=256
   done
   run "$round" "rdmactor raw lat 8" --op=raw --mode=lat --size=8 --iters=$lat_iters
   run "$round" "rdmactor raw bw 64K" --op=raw --mode=bw --size=64K --iters="$(iters_for_bw 65536)"
@@ -325,7 +351,9 @@ awk_jget='
 # table FILE IMPL REF_IMPL TITLE [ONLY]: one row per (op, mode, size), the
 # median over the rounds of each side; raw rows compare with the reference's
 # send; bw rows add the CPU seconds per GB of both sides (ratio > 1: rdmactor
-# spends less).  ONLY=1: just the rows IMPL ran (the completion-mode tables).
+# spends less); bw rows of at most 4 KiB add the message rate.  ONLY=1:
+# just the rows IMPL ran (the completion-mode tables); ONLY=2: the rows both
+# ran.
 table() {
   awk -v impl="$2" -v ref="$3" -v title="$4" -v only="${5:-0}" "$awk_jget"'
     function num(x) { return x != "" && x != "null" }
@@ -370,6 +398,7 @@ table() {
       for (i = 1; i <= n; i++) {
         key = order[i]
         if (only && !(("a", key) in runs)) continue
+        if (only == 2 && !(("b", key) in runs)) continue
         split(key, k, SUBSEP)
         rk = (k[1] == "raw" ? "send" : k[1]) SUBSEP k[2] SUBSEP k[3]
         atomic = k[1] == "fetch_add" || k[1] == "cas"
@@ -386,6 +415,11 @@ table() {
         } else {
           a = median("a" SUBSEP key SUBSEP "bw"); b = median("b" SUBSEP rk SUBSEP "bw")
           printf "%-6s %-4s %9s  %-8s %14s %14s %7s%s\n", k[1], k[2], k[3], "MB/s", fmt(a), fmt(b), ratio(a, b, 0), msg
+          # Small messages: the message rate says more than MB/s.
+          if (k[3] + 0 <= 4096) {
+            a = median("a" SUBSEP key SUBSEP "ops"); b = median("b" SUBSEP rk SUBSEP "ops")
+            printf "%-6s %-4s %9s  %-8s %14s %14s %7s\n", "", "", "", "msgs/s", fmt(a), fmt(b), ratio(a, b, 0)
+          }
           # CPU seconds per GB of both sides (lower is better).
           a = median("a" SUBSEP key SUBSEP "cpu"); b = median("b" SUBSEP rk SUBSEP "cpu")
           if (num(a) || num(b))
@@ -396,6 +430,12 @@ table() {
 }
 table "$host_json" rdmactor caf-io \
   "Host: rdmactor soft fabric vs CAF io (BASP over TCP loopback); raw rows vs caf-io send; fetch_add and cas: rdmactor alone"
+table "$host_json" rdmactor tcp \
+  "Host: rdmactor soft fabric vs the medium (plain TCP between two processes, one writev per message; --baseline=tcp)" 2
+table "$host_json" rdmactor-w256 caf-io-w256 \
+  "Host: message rate with --window=256, rdmactor vs CAF io" 1
+table "$host_json" rdmactor-w256 tcp-w256 \
+  "Host: message rate with --window=256, rdmactor vs the medium (--baseline=tcp)" 2
 table "$host_json" rdmactor-actors caf-io \
   "Host: rdmactor send lat with a user actor on each side (--actor-driver --actor-echo) vs CAF io" 1
 table "$host_json" rdmactor-busy caf-io \

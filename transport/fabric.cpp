@@ -2,6 +2,7 @@
 
 #include "common/logging.hpp"
 #include "rdmactor/error.hpp"
+#include "rdmactor/options.hpp"
 #include "transport/soft/soft_fabric.hpp"
 #ifdef RDMACTOR_HAVE_VERBS
 #  include "transport/verbs/verbs_fabric.hpp"

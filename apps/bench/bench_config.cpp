@@ -77,7 +77,8 @@ bench_config::bench_config() {
       .add(host, "host",
            "address both nodes use in one process (default 127.0.0.1)")
       .add(baseline, "baseline",
-           "caf-io: measure CAF's remote actors (BASP over TCP) instead")
+           "caf-io: measure CAF's remote actors (BASP over TCP) instead; "
+           "tcp: the medium, plain TCP sockets (send and actor only)")
       .add(json, "json", "print one JSON object per run instead of a table")
       .add(timeout_ms, "timeout-ms",
            "timeout of every request of the caf-io baseline, of "
@@ -181,11 +182,17 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
                + " works on one 8-byte word: give --size=8 or no size");
   if (cfg.window == 0)
     return bad("--window must be at least 1");
-  if (!cfg.baseline.empty() && cfg.baseline != "caf-io")
-    return bad("--baseline must be caf-io (got '" + cfg.baseline + "')");
+  if (!cfg.baseline.empty() && cfg.baseline != "caf-io"
+      && cfg.baseline != "tcp")
+    return bad("--baseline must be caf-io or tcp (got '" + cfg.baseline + "')");
   if (!cfg.baseline.empty() && (plan.op == bench_op::raw || is_atomic(plan.op)))
-    return bad("the caf-io baseline has no raw or atomic counterpart; use "
-               "--op=send, write or read");
+    return bad("the " + cfg.baseline
+               + " baseline has no raw or atomic counterpart; use "
+                 "--op=send, write or read");
+  if (cfg.baseline == "tcp" && plan.op != bench_op::send
+      && plan.op != bench_op::actor && plan.op != bench_op::connect)
+    return bad("the tcp baseline runs --op=send (ping-pong and pushes; "
+               "--op=actor runs the same), not --op=" + cfg.op);
   if (!cfg.listen.empty() && !cfg.connect.empty())
     return bad("give --listen or --connect, not both");
   if (cfg.timeout_ms == 0)

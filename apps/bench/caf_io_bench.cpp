@@ -1,15 +1,9 @@
 #include "apps/bench/caf_io_bench.hpp"
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <caf/actor_system.hpp>
@@ -175,62 +169,10 @@ caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
 
 caf::expected<forked_server> fork_server(caf::actor_system_config& cfg,
                                          uint64_t max_pull_bytes) {
-  int port_pipe[2];
-  int control_pipe[2];
-  if (::pipe(port_pipe) != 0)
-    return make_error(errc::internal_error, "pipe failed");
-  if (::pipe(control_pipe) != 0) {
-    ::close(port_pipe[0]);
-    ::close(port_pipe[1]);
-    return make_error(errc::internal_error, "pipe failed");
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  auto pid = ::fork();
-  if (pid < 0)
-    return make_error(errc::internal_error, "fork failed");
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    ::close(port_pipe[0]);
-    ::close(control_pipe[1]);
-    ::_exit(child_main(cfg, max_pull_bytes, port_pipe[1], control_pipe[0]));
-  }
-  ::close(port_pipe[1]);
-  ::close(control_pipe[0]);
-  forked_server srv;
-  srv.pid = pid;
-  srv.control_fd = control_pipe[1];
-  pollfd pfd{port_pipe[0], POLLIN, 0};
-  uint16_t port = 0;
-  if (::poll(&pfd, 1, 10000) == 1
-      && ::read(port_pipe[0], &port, sizeof(port)) == sizeof(port))
-    srv.port = port;
-  ::close(port_pipe[0]);
-  if (srv.port == 0) {
-    stop_forked_server(srv);
-    return make_error(errc::connect_timeout,
-                      "the caf-io server process did not report its port");
-  }
-  return srv;
-}
-
-void stop_forked_server(forked_server& srv) {
-  if (srv.control_fd >= 0) {
-    ::close(srv.control_fd);
-    srv.control_fd = -1;
-  }
-  if (srv.pid <= 0)
-    return;
-  for (int i = 0; i < 100; ++i) {
-    if (::waitpid(srv.pid, nullptr, WNOHANG) == srv.pid) {
-      srv.pid = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(srv.pid, SIGKILL);
-  ::waitpid(srv.pid, nullptr, 0);
-  srv.pid = -1;
+  return fork_server_process("caf-io", [&cfg, max_pull_bytes](int port_fd,
+                                                             int control_fd) {
+    return child_main(cfg, max_pull_bytes, port_fd, control_fd);
+  });
 }
 
 } // namespace rdmactor::bench::caf_io

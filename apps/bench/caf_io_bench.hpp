@@ -2,13 +2,13 @@
 
 #include <cstdint>
 #include <string>
-#include <sys/types.h>
 
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include "apps/bench/forked_server.hpp"
 #include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
 
@@ -44,22 +44,11 @@ caf::actor spawn_server(caf::actor_system& sys, uint64_t max_pull_bytes);
 caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
                         run_spec spec, run_channel_ptr chan);
 
-/// A server process forked before any actor system exists.
-struct forked_server {
-  pid_t pid = -1;
-  uint16_t port = 0;
-  /// Closing it tells the child to shut down.
-  int control_fd = -1;
-};
-
 /// Forks a child that publishes a server on 127.0.0.1 (any port) with an
 /// actor system built from `cfg`, reports the port and serves until
 /// `stop_forked_server`.  Call before this process creates threads.
 /// `max_pull_bytes`: see spawn_server.
 caf::expected<forked_server> fork_server(caf::actor_system_config& cfg,
                                          uint64_t max_pull_bytes);
-
-/// Tells the child to shut down and waits for it (bounded).
-void stop_forked_server(forked_server& srv);
 
 } // namespace rdmactor::bench::caf_io

@@ -96,7 +96,7 @@ int run_caf_io(bench_config& cfg, const bench_plan& plan) {
   if (!child)
     return fail(render(child.error()));
   auto rc = run_against(cfg, plan, "127.0.0.1", child->port, child->pid);
-  caf_io::stop_forked_server(*child);
+  stop_forked_server(*child);
   return rc;
 }
 

@@ -46,6 +46,12 @@ loopback unless --listen/--connect): send lat = echo of a
 std::vector<uint8_t>, send/write bw = pushes answered with the byte count,
 read = pulls of SIZE bytes.
 
+--baseline=tcp runs send (and actor) over one plain TCP connection between
+two processes, the medium itself: a 5-byte header and the payload in one
+writev per message (TCP_NODELAY); lat = echo, bw = --window pushes, each
+answered with its byte count, the server answering every message of one
+read in one write.
+
 Memory a server spends because a client asks is capped per connection:
 AllocMR (request_remote_mr) by rdmactor.peer-max-alloc-bytes, data not yet
 taken by rdmactor.peer-max-queued-bytes; the rdmactor server reads no region
@@ -59,6 +65,7 @@ Examples:
   rdmactor-bench --baseline=caf-io --op=send --mode=bw --size=64K
   rdmactor-bench --op=actor --mode=lat --size=8
   rdmactor-bench --baseline=caf-io --op=actor --mode=lat --size=8
+  rdmactor-bench --baseline=tcp --op=send --mode=bw --size=8 --window=256
 CAF's scheduler options apply, e.g.
   --work-stealing.aggressive-poll-attempts=1000000  (spins: lower latency,
   burns cores; do not spin in two processes on a 2-core machine)
@@ -87,5 +94,7 @@ int main(int argc, char** argv) {
   }
   if (plan->baseline == "caf-io")
     return rdmactor::bench::run_caf_io(cfg, *plan);
+  if (plan->baseline == "tcp")
+    return rdmactor::bench::run_tcp(cfg, *plan);
   return rdmactor::bench::run_rdmactor(cfg, *plan);
 }

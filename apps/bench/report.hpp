@@ -34,9 +34,9 @@ run_summary summarize(const run_outcome& x, bench_mode mode);
 
 /// Where a run's figures came from, for the headers and JSON fields.
 struct run_context {
-  /// "rdmactor" or "caf-io".
+  /// "rdmactor", "caf-io" or "tcp".
   std::string impl;
-  /// "soft", "verbs" or "tcp" (caf-io).
+  /// "soft", "verbs" or "tcp" (caf-io, tcp).
   std::string fabric;
   /// Device name ("soft0", "rxe0") or "loopback".
   std::string device;

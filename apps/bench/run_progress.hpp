@@ -62,6 +62,11 @@ public:
     ++issued_;
   }
 
+  /// Operations issued so far.
+  uint64_t issued_count() const noexcept {
+    return issued_;
+  }
+
   /// Operations issued whose answers (acks) the run must still wait for
   /// although they do not count as completed operations.
   uint64_t acks_pending = 0;

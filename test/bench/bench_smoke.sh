@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_smoke.sh BENCH: rdmactor-bench works end to end.  Runs every
 # operation and mode briefly on the soft fabric (one process, then two
-# processes with --listen/--connect), the CAF io baseline, and checks that
+# processes with --listen/--connect), the CAF io and tcp baselines, and checks that
 # each run prints one JSON object with the documented fields and a number
 # where the mode has one.  Timings are not judged here (apps/bench and
 # scripts/bench.sh measure); only that the tool does what its --help says.
@@ -59,6 +59,15 @@ out=$("$bench" --baseline=caf-io --op=send --mode=lat --size=8 --iters=50 --json
 check_line "caf-io send lat" "$(grep '^{' <<<"$out" | head -1)" send lat caf-io
 out=$("$bench" --baseline=caf-io --op=send --mode=bw --size=64K --iters=50 --json 2>/dev/null)
 check_line "caf-io send bw" "$(grep '^{' <<<"$out" | head -1)" send bw caf-io
+
+# The medium: plain TCP between this process and a forked server.
+out=$("$bench" --baseline=tcp --op=send --mode=lat --size=8 --iters=50 --json 2>/dev/null)
+check_line "tcp send lat" "$(grep '^{' <<<"$out" | head -1)" send lat tcp
+out=$("$bench" --baseline=tcp --op=send --mode=bw --size=8 --iters=50 --window=256 --json 2>/dev/null)
+check_line "tcp send bw" "$(grep '^{' <<<"$out" | head -1)" send bw tcp
+out=$("$bench" --baseline=tcp --op=write --mode=bw --size=8 --iters=50 2>&1) \
+  && fail "tcp write: accepted, but the baseline has no write"
+grep -q 'tcp baseline runs --op=send' <<<"$out" || fail "tcp write: no error naming the remedy in: $out"
 
 # Two processes: a server, and a client against it.
 port=$((20000 + RANDOM % 20000))
