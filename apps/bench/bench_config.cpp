@@ -192,7 +192,8 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   if (cfg.baseline == "tcp" && plan.op != bench_op::send
       && plan.op != bench_op::actor && plan.op != bench_op::connect)
     return bad("the tcp baseline runs --op=send (ping-pong and pushes; "
-               "--op=actor runs the same), not --op=" + cfg.op);
+               "--op=actor runs the same), not --op="
+               + cfg.op);
   if (!cfg.listen.empty() && !cfg.connect.empty())
     return bad("give --listen or --connect, not both");
   if (cfg.timeout_ms == 0)

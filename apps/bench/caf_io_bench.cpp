@@ -169,10 +169,10 @@ caf::actor spawn_driver(caf::actor_system& sys, caf::actor server,
 
 caf::expected<forked_server> fork_server(caf::actor_system_config& cfg,
                                          uint64_t max_pull_bytes) {
-  return fork_server_process("caf-io", [&cfg, max_pull_bytes](int port_fd,
-                                                             int control_fd) {
-    return child_main(cfg, max_pull_bytes, port_fd, control_fd);
-  });
+  return fork_server_process(
+      "caf-io", [&cfg, max_pull_bytes](int port_fd, int control_fd) {
+        return child_main(cfg, max_pull_bytes, port_fd, control_fd);
+      });
 }
 
 } // namespace rdmactor::bench::caf_io
