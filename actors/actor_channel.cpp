@@ -25,6 +25,15 @@ constexpr size_t max_name_len = 256;
 constexpr int max_interface_entries = 1024;
 constexpr size_t max_interface_entry_len = 4096;
 
+/// A copy of `len` bytes at `data` in registered memory of `pool`.
+caf::expected<local_mr> copy_to_pool(memory_pool& pool, const char* data,
+                                     size_t len) {
+  auto mr = pool.allocate(len, 64, transport::access::local_write, false);
+  if (mr)
+    std::memcpy(mr->data(), data, len);
+  return mr;
+}
+
 } // namespace
 
 void actor_channel::post_ack(uint64_t messages, uint64_t bytes) {
@@ -151,11 +160,9 @@ caf::error actor_channel::post(uint64_t target, uint64_t sender,
     head.set_message_id(message_id);
     head.set_down(down);
     if (!region.valid()) {
-      auto mr = core_.pool()->allocate(len, 64, transport::access::local_write,
-                                       false);
+      auto mr = copy_to_pool(*core_.pool(), data, len);
       if (!mr)
         return mr.error();
-      std::memcpy(mr->data(), data, len);
       region = std::move(*mr);
     }
     return post_rendezvous(std::move(head), std::move(region));
@@ -166,11 +173,9 @@ caf::error actor_channel::post(uint64_t target, uint64_t sender,
   // came in registered memory.
   if (!region.valid()
       && len + pb::actor_frame_overhead > transport::max_send_header_bytes) {
-    auto mr = core_.pool()->allocate(len, 64, transport::access::local_write,
-                                     false);
+    auto mr = copy_to_pool(*core_.pool(), data, len);
     if (!mr)
       return mr.error();
-    std::memcpy(mr->data(), data, len);
     region = std::move(*mr);
   }
   size_t offset = 0;

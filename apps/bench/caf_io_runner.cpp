@@ -53,15 +53,7 @@ int run_against(bench_config& cfg, const bench_plan& plan,
   if (!server)
     return fail("cannot reach the caf-io server at " + host + ":"
                 + std::to_string(port) + ": " + sys.render(server.error()));
-  run_context ctx;
-  ctx.impl = "caf-io";
-  ctx.fabric = "tcp";
-  if (server_pid > 0)
-    ctx.cpu_pids.push_back(server_pid);
-  else
-    ctx.cpu_scope = "client";
-  ctx.device = host == "127.0.0.1" || host == "localhost" ? "loopback" : host;
-  ctx.topology = "two processes";
+  auto ctx = tcp_baseline_context("caf-io", host, server_pid);
   ctx.poll_attempts
       = caf::get_or(cfg, "work-stealing.aggressive-poll-attempts",
                     caf::defaults::work_stealing::aggressive_poll_attempts);

@@ -10,6 +10,20 @@
 
 namespace rdmactor::bench {
 
+run_context tcp_baseline_context(std::string impl, const std::string& host,
+                                 int server_pid) {
+  run_context ctx;
+  ctx.impl = std::move(impl);
+  ctx.fabric = "tcp";
+  if (server_pid > 0)
+    ctx.cpu_pids.push_back(server_pid);
+  else
+    ctx.cpu_scope = "client";
+  ctx.device = host == "127.0.0.1" || host == "localhost" ? "loopback" : host;
+  ctx.topology = "two processes";
+  return ctx;
+}
+
 namespace {
 
 constexpr double mega = 1024.0 * 1024.0;

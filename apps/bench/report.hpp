@@ -51,6 +51,13 @@ struct run_context {
   std::string cpu_scope = "both sides";
 };
 
+/// The context of a baseline that talks TCP to a server process at `host`
+/// (`impl`: "caf-io" or "tcp"): its CPU time counts when it is
+/// `server_pid`, a process this one forked (0: a server elsewhere, only
+/// the client counts).
+run_context tcp_baseline_context(std::string impl, const std::string& host,
+                                 int server_pid);
+
 /// Prints runs as a perftest-like table (stdout) or as JSON lines.
 class report_printer {
 public:

@@ -146,15 +146,25 @@ caf::error sys_error(const char* what) {
                     std::string{what} + ": " + std::strerror(errno));
 }
 
-caf::expected<int> connect_to(const std::string& host, uint16_t port) {
+/// The IPv4 socket address of `host` (an address, or localhost) and `port`.
+caf::expected<sockaddr_in> address_of(const std::string& host, uint16_t port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
-  auto ip = host == "localhost" ? std::string{"127.0.0.1"} : host;
+  auto ip
+      = host.empty() || host == "localhost" ? std::string{"127.0.0.1"} : host;
   if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1)
     return make_error(errc::invalid_address,
                       "--baseline=tcp needs an IPv4 address, not '" + host
                           + "'");
+  return sa;
+}
+
+caf::expected<int> connect_to(const std::string& host, uint16_t port) {
+  auto addr = address_of(host, port);
+  if (!addr)
+    return addr.error();
+  auto sa = *addr;
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return sys_error("socket");
@@ -276,15 +286,10 @@ int serve(int listen_fd, int stop_fd) {
 
 caf::expected<int> listen_on(const std::string& host, uint16_t port,
                              uint16_t& bound_port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  auto ip
-      = host.empty() || host == "localhost" ? std::string{"127.0.0.1"} : host;
-  if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1)
-    return make_error(errc::invalid_address,
-                      "--baseline=tcp needs an IPv4 address, not '" + host
-                          + "'");
+  auto addr = address_of(host, port);
+  if (!addr)
+    return addr.error();
+  auto sa = *addr;
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return sys_error("socket");
@@ -293,7 +298,7 @@ caf::expected<int> listen_on(const std::string& host, uint16_t port,
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0
       || ::listen(fd, 16) != 0) {
     auto err = sys_error(
-        ("cannot listen on " + ip + ":" + std::to_string(port)).c_str());
+        ("cannot listen on " + host + ":" + std::to_string(port)).c_str());
     ::close(fd);
     return err;
   }

@@ -44,15 +44,7 @@ int serve_listen(const bench_plan& plan) {
 int run_against(bench_config& cfg, const bench_plan& plan,
                 const std::string& host, uint16_t port, int server_pid) {
   caf::actor_system sys{cfg};
-  run_context ctx;
-  ctx.impl = "tcp";
-  ctx.fabric = "tcp";
-  if (server_pid > 0)
-    ctx.cpu_pids.push_back(server_pid);
-  else
-    ctx.cpu_scope = "client";
-  ctx.device = host == "127.0.0.1" || host == "localhost" ? "loopback" : host;
-  ctx.topology = "two processes";
+  auto ctx = tcp_baseline_context("tcp", host, server_pid);
   report_printer out{plan.json, ctx};
   run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
     // --op=actor compares with the same pattern: ping-pong and pushes.
