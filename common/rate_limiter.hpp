@@ -2,7 +2,7 @@
 
 // A windowed event budget, free of CAF and of clocks: at most N events per
 // window, counting the ones over.  Limits log lines a peer can trigger and
-// the protocol noise it may send (actors/agent_core_responder.cpp).
+// the protocol noise it may send (actors/core/agent_core_responder.cpp).
 
 #include <chrono>
 #include <cstdint>

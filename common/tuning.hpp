@@ -109,7 +109,7 @@ constexpr uint32_t credit_return_threshold(uint32_t recv_depth) {
   return std::max<uint32_t>(1, recv_depth / 2);
 }
 
-// -- agent (actors/agent_*.cpp) -----------------------------------------------
+// -- agent (actors/connection/agent_*.cpp) ------------------------------------
 
 /// Bytes of actor messages an agent delivers in one activation before it
 /// gives its worker back (after the message that crossed it).  Each was
@@ -140,14 +140,15 @@ constexpr bool zero_copy_receive(uint32_t held_buffers, uint32_t recv_depth) {
 /// send (max_send_header_bytes, checked by protocol/codec_test).
 constexpr size_t max_acks_per_response = 16;
 
-/// The keepalive timer (actors/keepalive_timer.hpp) rounds a connection's
-/// deadlines up to a tick of keepalive-ms / `keepalive_ticks_per_period`,
-/// at least `keepalive_min_tick_ms` and at most `keepalive_max_tick_ms`,
-/// so that the connections due in one tick share a wake-up of its thread,
-/// and their Pings leave, and the peers' Pongs arrive, in bursts that the
-/// fabric's threads serve in one wake-up each.  1000 idle soft peers, two
-/// processes on the 2-core VM: 7.5-8.3 % of a core per side with ticks of
-/// 10 ms, 5.2-5.8 % with 100 ms (docs/benchmarks.md, "Idle peers").
+/// The keepalive timer (actors/connection/keepalive_timer.hpp) rounds a
+/// connection's deadlines up to a tick of keepalive-ms /
+/// `keepalive_ticks_per_period`, at least `keepalive_min_tick_ms` and at most
+/// `keepalive_max_tick_ms`, so that the connections due in one tick share a
+/// wake-up of its thread, and their Pings leave, and the peers' Pongs arrive,
+/// in bursts that the fabric's threads serve in one wake-up each.  1000 idle
+/// soft peers, two processes on the 2-core VM: 7.5-8.3 % of a core per side
+/// with ticks of 10 ms, 5.2-5.8 % with 100 ms (docs/benchmarks.md, "Idle
+/// peers").
 constexpr uint32_t keepalive_ticks_per_period = 50;
 constexpr uint32_t keepalive_min_tick_ms = 10;
 constexpr uint32_t keepalive_max_tick_ms = 100;

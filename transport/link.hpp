@@ -5,7 +5,7 @@
 // and which of them are signaled.  Its owner (the agent, or the transport
 // actor for a raw link; scheduling/link_driver.hpp decides when to `poll`
 // and when to `arm`) calls it from its activations.  Unit tests
-// drive a link directly on a fake queue pair (test/unit/link_test.cpp).
+// drive a link directly on a fake queue pair (test/transport/link_test.cpp).
 
 #include <chrono>
 #include <cstdint>

@@ -110,7 +110,7 @@ public:
 
 private:
   /// The agent reaches the shared state through remote_mr_access
-  /// (actors/remote_mr_access.hpp, internal).
+  /// (actors/node/remote_mr_access.hpp, internal).
   friend struct detail::remote_mr_access;
 
   std::shared_ptr<remote_mr_state> state_;

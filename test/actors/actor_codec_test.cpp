@@ -1,5 +1,5 @@
-// What the actor codec (actors/actor_codec.hpp) refuses of a peer's bytes
-// and of the application's messages: malformed input, values CAF cannot
+// What the actor codec (actors/remote/actor_codec.hpp) refuses of a peer's
+// bytes and of the application's messages: malformed input, values CAF cannot
 // print or would crash on, nests too deep, system messages.  Part of
 // remote_actors_test.
 
@@ -12,7 +12,7 @@
 #include <caf/config_value.hpp>
 #include <caf/sec.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 #include "test/actors/nested_payload.hpp"
 #include "test/actors/remote_actors_fixture.hpp"
 

@@ -549,7 +549,7 @@ BOOST_AUTO_TEST_CASE(operations_in_flight_when_a_lease_ends) {
 }
 
 BOOST_AUTO_TEST_CASE(atomics_and_send_backs_on_an_ended_lease_fail_locally) {
-  // Every use of a remote_mr passes one gate (actors/remote_gate.hpp): an
+  // Every use of a remote_mr passes one gate (actors/core/remote_gate.hpp): an
   // atomic on a revoked region would otherwise reach the peer's fabric
   // with a dead rkey and end the connection.
   two_nodes t;

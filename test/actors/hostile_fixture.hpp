@@ -17,7 +17,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "test/actors/fixture.hpp"

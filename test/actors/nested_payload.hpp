@@ -12,7 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/config_value.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 
 namespace rdmactor::test {
 

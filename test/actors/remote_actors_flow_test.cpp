@@ -9,8 +9,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/skip.hpp>
 
-#include "actors/actor_codec.hpp"
-#include "actors/actor_flow.hpp"
+#include "actors/remote/actor_codec.hpp"
+#include "actors/remote/actor_flow.hpp"
 #include "test/actors/remote_actors_fixture.hpp"
 
 using namespace rdmactor;

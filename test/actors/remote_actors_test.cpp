@@ -10,7 +10,7 @@
 #include <caf/sec.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 #include "test/actors/remote_actors_fixture.hpp"
 #include "test/reliability/peer_process.hpp"
 

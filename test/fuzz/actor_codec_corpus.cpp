@@ -20,7 +20,7 @@
 #include <caf/timestamp.hpp>
 #include <caf/unit.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 #include "rdmactor/errc.hpp"
 #include "rdmactor/error.hpp"
 #include "test/fuzz/actor_codec_types.hpp"

@@ -1,7 +1,7 @@
 // libFuzzer target for the remote-actor message decoder
-// (`deserialize_message`, actors/actor_codec.cpp): any input is the payload
-// of an actor message from an untrusted peer, the bytes that CAF's binary
-// format turns into a caf::message of the application's registered types
+// (`deserialize_message`, actors/remote/actor_codec.cpp): any input is the
+// payload of an actor message from an untrusted peer, the bytes that CAF's
+// binary format turns into a caf::message of the application's registered types
 // (actor_codec_types.hpp) on the receiving node.
 //
 // Findings besides crashes, sanitizer reports, leaks and allocations over
@@ -22,7 +22,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/message.hpp>
 
-#include "actors/actor_codec.hpp"
+#include "actors/remote/actor_codec.hpp"
 #include "rdmactor/error.hpp"
 #include "test/fuzz/actor_codec_types.hpp"
 

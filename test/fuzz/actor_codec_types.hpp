@@ -4,7 +4,7 @@
 // register: what an application typically sends to a remote actor (a
 // struct with strings and numbers, nested sequences, maps, bytes) next to
 // CAF's built-in types, so that the fuzzer reaches every kind of field the
-// bounded deserializer (actors/actor_codec.cpp) reads.
+// bounded deserializer (actors/remote/actor_codec.cpp) reads.
 
 #include <cstdint>
 #include <map>

@@ -36,7 +36,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "actors/agent_core.hpp"
+#include "actors/core/agent_core.hpp"
 #include "common/logging.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"

@@ -75,8 +75,7 @@ soft_queue_pair::~soft_queue_pair() {
   loop_->detach_wait(hook_);
 }
 
-// -- posting
-// -------------------------------------------------------------------
+// -- posting ------------------------------------------------------------------
 
 bool soft_queue_pair::resolve_local(const sge* sg, size_t n, uint32_t needed,
                                     range_list& out) const {
@@ -278,8 +277,7 @@ caf::error soft_queue_pair::post_atomic(uint64_t wr_id, const sge& local,
   return post_request(wr_id, opcode, true, h, ok, {}, into, operands.data());
 }
 
-// -- completion queue
-// ----------------------------------------------------------
+// -- completion queue ---------------------------------------------------------
 
 size_t soft_queue_pair::poll_cq(work_completion* out, size_t max) {
   if (out == nullptr)
@@ -550,7 +548,8 @@ void soft_queue_pair::fail_locked(failure f) {
 
 void soft_queue_pair::violation_locked(const std::string& what) {
   // One line per connection (it closes), but peers open connections at
-  // will: shares the budget of the connection lines (actors/agent.cpp).
+  // will: shares the budget of the connection lines
+  // (actors/connection/agent.cpp).
   warn_within("connections", "soft QP to " + peer_ + ": protocol violation: "
                                  + what + "; closing the connection");
   fail_locked({"protocol violation: " + what});

@@ -136,10 +136,10 @@ using chunk_subscriber
 /// `(release_atom, mr_token)` from a dropped `remote_mr`; `timeout_atom`:
 /// the periodic sweep that ends requests and receive calls past
 /// request_timeout_ms (armed only while something waits);
-/// `transport::tick_atom`: the keepalive timer (actors/agent_keepalive.cpp),
-/// kept by the transport (which holds the agent weakly, so a pending timer
-/// never keeps a dropped connection open), armed while keepalive runs
-/// (keepalive-ms not 0, a peer that offers it).
+/// `transport::tick_atom`: the keepalive timer
+/// (actors/connection/agent_keepalive.cpp), kept by the transport (which holds
+/// the agent weakly, so a pending timer never keeps a dropped connection open),
+/// armed while keepalive runs (keepalive-ms not 0, a peer that offers it).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
 /// malformed frames in a row, or more than peer_max_noise pieces of
@@ -246,7 +246,7 @@ using peer_operations = caf::typed_actor<
 /// - `(release_atom, remote_mr) -> bytes`: release peer memory now.
 /// - `(peer_atom) -> link_params`: the peer and the negotiated parameters.
 /// - `(stats_atom) -> agent_stats`.
-/// - Remote actors (actors/remote_actors.hpp; docs/remote-actors.md):
+/// - Remote actors (actors/remote/remote_actors.hpp; docs/remote-actors.md):
 ///   `(publish_atom, name, caf::actor) -> replaced`: makes a local actor
 ///   reachable by the peer of this connection under `name` (names of 1 to
 ///   256 bytes; the node's `publish` serves every connection); `replaced`
@@ -269,10 +269,10 @@ using peer_operations = caf::typed_actor<
 ///   when the peer dies) and pending requests through them fail with that
 ///   cause.
 ///
-/// One actor per peer plays this interface: the agent (actors/agent.cpp),
-/// which posts on and polls the link its transport actor lends it inside
-/// its own activation, so a user's call reaches the queue pair in one
-/// mailbox hop and its answer comes back in one.
+/// One actor per peer plays this interface: the agent
+/// (actors/connection/agent.cpp), which posts on and polls the link its
+/// transport actor lends it inside its own activation, so a user's call reaches
+/// the queue pair in one mailbox hop and its answer comes back in one.
 ///
 /// Lifetime: the connection (the agent) supervises the transport of its
 /// peer and ends when the last handle to it goes.  Users `monitor` it to

@@ -1,0 +1,501 @@
+#include "actors/remote/actor_codec.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+
+#include <caf/atom.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/duration.hpp>
+#include <caf/node_id.hpp>
+#include <caf/serializer.hpp>
+#include <caf/uniform_type_info_map.hpp>
+
+#include "rdmactor/error.hpp"
+
+namespace rdmactor {
+
+namespace {
+
+/// Levels of messages inside messages (through the context of a
+/// caf::error) that a peer may send.
+constexpr int max_message_nesting = 16;
+
+/// Levels of nested values (messages, objects, sequences: lists, maps,
+/// config values, containers of containers) that a peer may send.  CAF
+/// loads every level recursively, so the bound keeps a peer's bytes from
+/// overflowing the agent's stack (20,000 nested config_value lists fit in
+/// 40 KB); honest payloads nest a few levels.
+constexpr int max_value_nesting = 64;
+
+std::string nested_too_deep() {
+  return "the peer sent a message nested more than "
+         + std::to_string(max_message_nesting) + " levels deep";
+}
+
+std::string values_too_deep() {
+  return "the peer sent values nested more than "
+         + std::to_string(max_value_nesting)
+         + " levels deep (lists, maps, config values, messages)";
+}
+
+/// CAF's data-processor interface (Base: caf::serializer or
+/// caf::deserializer) forwarded to CAF's binary format (Inner), refusing
+/// floating-point values that are not finite in both directions: CAF
+/// 0.17's IEEE-754 packing (caf/detail/ieee_754.hpp) halves an infinity
+/// until it is below 2, which never happens, so a sending thread would
+/// spin forever, and writes an arbitrary number for a NaN; its unpacking
+/// turns the largest exponent into an infinity, which an actor that echoed
+/// or forwarded a peer's value would then send.  The first refusal is
+/// kept (`refusal`) because `caf::message`'s saving drops an element's
+/// error (and its loading may), so callers check it besides the result.
+template <class Base, class Inner>
+class binary_processor : public Base {
+public:
+  template <class... Ts>
+  explicit binary_processor(caf::actor_system& sys, Ts&&... xs)
+      : Base(sys), inner_(sys, std::forward<Ts>(xs)...) {}
+
+  /// With `ctx` as the context CAF's handle loading asks for the proxies
+  /// of remote actors (its proxy registry).
+  template <class... Ts>
+  explicit binary_processor(caf::execution_unit* ctx, Ts&&... xs)
+      : Base(ctx), inner_(ctx, std::forward<Ts>(xs)...) {}
+
+  const caf::error& refusal() const noexcept {
+    return refusal_;
+  }
+
+  /// Whether a node id went through (its implementation tag, CAF's
+  /// "default" atom, was written or read): every actor handle writes one.
+  /// A plain integer of the same value sets it too; callers only use it to
+  /// skip looking for a node id where none can be.
+  bool node_ids() const noexcept {
+    return node_ids_;
+  }
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    return inner_.begin_object(nr, name);
+  }
+
+  caf::error end_object() override {
+    return inner_.end_object();
+  }
+
+  caf::error begin_sequence(size_t& num) override {
+    return inner_.begin_sequence(num);
+  }
+
+  caf::error end_sequence() override {
+    return inner_.end_sequence();
+  }
+
+  caf::error apply_raw(size_t num_bytes, void* data) override {
+    return inner_.apply_raw(num_bytes, data);
+  }
+
+protected:
+  caf::error apply_impl(int8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint64_t& x) override {
+    auto err = inner_.apply(x);
+    if (x == static_cast<uint64_t>(caf::node_id::default_data::class_id))
+      node_ids_ = true;
+    return err;
+  }
+  caf::error apply_impl(float& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(double& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(long double& x) override {
+    return checked_float(x);
+  }
+  caf::error apply_impl(std::string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u16string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u32string& x) override {
+    return inner_.apply(x);
+  }
+
+  /// Keeps the first refusal and returns it.
+  caf::error refuse(std::string what) {
+    if (!refusal_)
+      refusal_ = make_error(errc::serialization_failed, std::move(what));
+    return refusal_;
+  }
+
+  Inner inner_;
+
+private:
+  /// Checks before writing (serializer) or after reading (deserializer).
+  template <class T>
+  caf::error checked_float(T& x) {
+    constexpr bool sending = Base::reads_state;
+    if (!sending)
+      if (auto err = inner_.apply(x))
+        return err;
+    if (!std::isfinite(x))
+      return refuse(sending
+                        ? "the message holds a floating-point value that is "
+                          "not finite (infinity or NaN), which CAF's binary "
+                          "format cannot carry (CAF 0.17 would loop forever "
+                          "on an infinity): send a finite value, or encode "
+                          "it yourself (e.g. as a string or a flag)"
+                        : "the peer sent a floating-point value that is not "
+                          "finite (infinity or NaN), which CAF's binary "
+                          "format cannot carry");
+    return sending ? inner_.apply(x) : caf::error{};
+  }
+
+  caf::error refusal_;
+  bool node_ids_ = false;
+};
+
+/// Writes CAF's binary format, refusing what binary_processor refuses.
+class finite_serializer final
+    : public binary_processor<caf::serializer, caf::binary_serializer> {
+public:
+  finite_serializer(caf::actor_system& sys, std::vector<char>& buf)
+      : binary_processor(sys, buf) {}
+};
+
+/// Reads CAF's binary format, refusing besides what binary_processor
+/// refuses: sequences longer than the bytes left (CAF's own resizes a byte
+/// vector to whatever length the input claims before reading it), message
+/// type lists that name banned types, messages nested deeper than
+/// max_message_nesting and values nested deeper than max_value_nesting.
+/// After a refusal every further object or sequence is refused too, so no
+/// recursion goes on below the level that was cut.
+class bounded_deserializer final
+    : public binary_processor<caf::deserializer, caf::binary_deserializer> {
+public:
+  bounded_deserializer(caf::actor_system& sys, const uint8_t* data, size_t len)
+      : binary_processor(sys, reinterpret_cast<const char*>(data), len) {}
+
+  bounded_deserializer(caf::execution_unit* ctx, const uint8_t* data,
+                       size_t len)
+      : binary_processor(ctx, reinterpret_cast<const char*>(data), len) {}
+
+  size_t remaining() const noexcept {
+    return inner_.remaining();
+  }
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    if (refusal())
+      return refusal();
+    if (auto err = inner_.begin_object(nr, name))
+      return err;
+    // An empty message: CAF's message::load reads nothing more and returns
+    // without end_object, so it opens no level (counted, every empty
+    // message side by side added a level that never closed).
+    if (name == "@<>")
+      return caf::none;
+    // CAF loads nested objects and sequences recursively: a peer could
+    // otherwise overflow the stack with a deep enough nest.
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
+    // Objects are the messages (type list "@<>+...") CAF nests through
+    // the context of an error.
+    auto message = name.compare(0, 3, "@<>") == 0;
+    is_message_[static_cast<size_t>(values_)] = message;
+    if (message && ++messages_ > max_message_nesting)
+      return refuse(nested_too_deep());
+    // The type list of a message: "@<>+name+name...".
+    if (name.compare(0, 3, "@<>") == 0) {
+      size_t pos = 3;
+      while (pos < name.size()) {
+        auto next = name.find('+', pos + 1);
+        auto part
+            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
+                                                             : next - pos - 1);
+        if (banned_type_name(part))
+          return refuse("the peer sent a message with a " + part
+                        + ", which cannot travel between nodes");
+        if (next == std::string::npos)
+          break;
+        pos = next;
+      }
+    }
+    return caf::none;
+  }
+
+  caf::error end_object() override {
+    if (values_ > 0) {
+      if (values_ <= max_value_nesting
+          && is_message_[static_cast<size_t>(values_)])
+        --messages_;
+      --values_;
+    }
+    return inner_.end_object();
+  }
+
+  caf::error begin_sequence(size_t& num) override {
+    if (refusal())
+      return refusal();
+    if (auto err = inner_.begin_sequence(num))
+      return err;
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
+    // Every element takes a byte at least; an element of zero bytes would
+    // otherwise let a short message loop for 2^64 rounds.
+    if (num > inner_.remaining())
+      return refuse("a sequence of " + std::to_string(num)
+                    + " elements in a message of "
+                    + std::to_string(inner_.remaining()) + " bytes left");
+    return caf::none;
+  }
+
+  caf::error end_sequence() override {
+    if (values_ > 0)
+      --values_;
+    return inner_.end_sequence();
+  }
+
+private:
+  /// Open objects and sequences.
+  int values_ = 0;
+  /// Open messages among them.
+  int messages_ = 0;
+  /// Whether the object opened at each level is a message.
+  std::array<bool, max_value_nesting + 1> is_message_{};
+};
+
+/// Refuses values that CAF loads without complaint but cannot handle
+/// afterwards, in `msg` and in the context of every error in it: a
+/// caf::duration whose unit is none of caf::time_unit's, which CAF's
+/// to_string looks up in a table, out of bounds (a crash found by
+/// rdmactor_fuzz_actor_codec; CAF's default handler prints every message
+/// an actor does not handle), also in the messages of a
+/// std::vector<caf::message>.  Durations inside the application's own
+/// types are not seen here (docs/security.md).  Also refuses a nest
+/// deeper than max_message_nesting as CAF would write it again (CAF
+/// writes a context object for an empty error, which the peer's bytes
+/// need not have had), so that what was accepted can be forwarded to
+/// another node.
+caf::error check_loaded_values(const caf::message& msg, int level = 1) {
+  for (size_t i = 0; i < msg.size(); ++i) {
+    if (msg.match_element<caf::duration>(i)) {
+      auto unit = msg.get_as<caf::duration>(i).unit;
+      if (static_cast<uint32_t>(unit)
+          > static_cast<uint32_t>(caf::time_unit::nanoseconds))
+        return make_error(errc::serialization_failed,
+                          "the peer sent a caf::duration with the unknown "
+                          "unit "
+                              + std::to_string(static_cast<uint32_t>(unit)));
+    } else if (msg.match_element<caf::error>(i)) {
+      // CAF writes a context for every error, an empty one (code 0)
+      // included, whose context cannot be looked at.
+      const auto& nested = msg.get_as<caf::error>(i);
+      if (level + 1 > max_message_nesting)
+        return make_error(errc::serialization_failed, nested_too_deep());
+      if (nested)
+        if (auto err = check_loaded_values(nested.context(), level + 1))
+          return err;
+    } else if (msg.match_element<std::vector<caf::message>>(i)) {
+      // CAF registers std::vector<caf::message> itself: messages in it
+      // are checked like the others (a duration of an unknown unit in an
+      // error in one crashed CAF's to_string: rdmactor_fuzz_actor_codec).
+      if (level + 1 > max_message_nesting)
+        return make_error(errc::serialization_failed, nested_too_deep());
+      for (const auto& inner : msg.get_as<std::vector<caf::message>>(i))
+        if (auto err = check_loaded_values(inner, level + 1))
+          return err;
+    }
+  }
+  return caf::none;
+}
+
+/// The C++ name of a message element's type, for errors ("?" without
+/// one).
+std::string cxx_type_name(const std::type_info* ti) {
+  if (ti == nullptr)
+    return "?";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled{
+      abi::__cxa_demangle(ti->name(), nullptr, nullptr, &status), std::free};
+  return status == 0 && demangled ? std::string{demangled.get()}
+                                  : std::string{ti->name()};
+}
+
+} // namespace
+
+caf::error check_not_system_message(const caf::message& msg, bool peer) {
+  const char* who = peer ? "the peer sent " : "cannot send ";
+  if (msg.match_elements<caf::error>())
+    return make_error(errc::serialization_failed,
+                      std::string{who}
+                          + "a message that holds only a caf::error, which "
+                            "CAF hands to the receiver's error handler (its "
+                            "default makes the actor quit); only a response "
+                            "may be a lone error"
+                          + (peer ? "" : ": add an atom or another element"));
+  if (!msg.empty() && msg.match_element<caf::atom_value>(0)
+      && msg.get_as<caf::atom_value>(0) == caf::sys_atom::value)
+    return make_error(errc::serialization_failed,
+                      std::string{who}
+                          + "a message that starts with sys_atom, which CAF "
+                            "takes as a system query, not a message for the "
+                            "actor");
+  return caf::none;
+}
+
+bool banned_type_name(const std::string& name) {
+  // Actor handles travel (remote_actors resolves them into proxies);
+  // these do not.
+  static const char* const banned[] = {
+      "@down",    "@downstream_msg",  "@exit",    "@group",       "@group_down",
+      "@message", "@open_stream_msg", "@timeout", "@upstream_msg"};
+  for (auto* b : banned)
+    if (name == b)
+      return true;
+  return false;
+}
+
+caf::expected<const std::vector<char>*>
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+                     bool* node_ids) {
+  // Most messages of a thread are alike: a buffer that keeps its capacity
+  // saves the vector's regrowth (a copy per doubling, fresh pages each
+  // time) on every large message.
+  constexpr size_t keep_bytes = size_t{1} << 20;
+  thread_local std::vector<char> scratch;
+  if (scratch.capacity() > keep_bytes)
+    std::vector<char>{}.swap(scratch);
+  scratch.clear();
+  auto res = serialize_message_into(sys, msg, scratch, node_ids);
+  if (res)
+    return res;
+  return &scratch;
+}
+
+caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
+                                                   const caf::message& msg) {
+  std::vector<char> buf;
+  auto res = serialize_message_into(sys, msg, buf);
+  if (res)
+    return res;
+  return buf;
+}
+
+caf::error serialize_message_into(caf::actor_system& sys,
+                                  const caf::message& msg,
+                                  std::vector<char>& buf, bool* node_ids) {
+  auto& types = sys.types();
+  for (size_t i = 0; i < msg.size(); ++i) {
+    const auto& name = types.portable_name(msg.type(i));
+    if (name == types.default_type_name())
+      return make_error(errc::serialization_failed,
+                        "element " + std::to_string(i) + " of the message ("
+                            + cxx_type_name(msg.type(i).second)
+                            + ") has a type not registered in the "
+                              "actor_system_config (add_message_type)");
+    if (banned_type_name(name))
+      return make_error(errc::serialization_failed,
+                        "element " + std::to_string(i) + " is a " + name
+                            + ", which cannot travel between nodes: groups, "
+                              "system messages and nested messages stay on "
+                              "their node");
+  }
+  try {
+    finite_serializer sink{sys, buf};
+    auto err = sink(const_cast<caf::message&>(msg));
+    if (node_ids != nullptr)
+      *node_ids = sink.node_ids();
+    if (sink.refusal())
+      return sink.refusal();
+    if (err)
+      return make_error(errc::serialization_failed,
+                        "serializing the message failed: " + sys.render(err));
+  } catch (const std::exception& e) {
+    return make_error(errc::serialization_failed,
+                      std::string{"serializing the message threw: "}
+                          + e.what());
+  }
+  return caf::none;
+}
+
+caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
+                                                const uint8_t* data, size_t len,
+                                                bool* node_ids,
+                                                caf::execution_unit* ctx) {
+  caf::message msg;
+  try {
+    std::optional<bounded_deserializer> holder;
+    if (ctx != nullptr)
+      holder.emplace(ctx, data, len);
+    else
+      holder.emplace(sys, data, len);
+    auto& source = *holder;
+    auto err = source(msg);
+    if (node_ids != nullptr)
+      *node_ids = source.node_ids();
+    if (source.refusal())
+      return source.refusal();
+    if (err) {
+      return make_error(errc::serialization_failed,
+                        "the peer's message does not deserialize here ("
+                            + sys.render(err)
+                            + "): are its types registered on both sides "
+                              "with the same names and layouts?");
+    }
+    if (source.remaining() != 0)
+      return make_error(errc::serialization_failed,
+                        std::to_string(source.remaining())
+                            + " bytes left over after the peer's message: "
+                              "its types differ from ours");
+    if (auto bad = check_loaded_values(msg))
+      return bad;
+    // CAF's message loading can end with an empty message and no error on
+    // some malformed inputs: an empty message is taken only in its one
+    // exact encoding.
+    if (msg.empty()) {
+      static const auto empty = serialize_message(sys, caf::message{});
+      if (!empty || empty->size() != len
+          || std::memcmp(empty->data(), data, len) != 0)
+        return make_error(errc::serialization_failed,
+                          "the peer's message does not deserialize here "
+                          "(malformed bytes)");
+    }
+  } catch (const std::exception& e) {
+    return make_error(errc::serialization_failed,
+                      std::string{"deserializing the peer's message threw: "}
+                          + e.what());
+  }
+  return msg;
+}
+
+} // namespace rdmactor
