@@ -10,30 +10,6 @@
 
 namespace rdmactor::transport {
 
-const char* to_string(wc_status x) noexcept {
-  switch (x) {
-    case wc_status::success:
-      return "success";
-    case wc_status::local_length_error:
-      return "local_length_error";
-    case wc_status::local_protection_error:
-      return "local_protection_error";
-    case wc_status::remote_access_error:
-      return "remote_access_error";
-    case wc_status::remote_operation_error:
-      return "remote_operation_error";
-    case wc_status::rnr_retry_exceeded:
-      return "rnr_retry_exceeded";
-    case wc_status::transport_retry_exceeded:
-      return "transport_retry_exceeded";
-    case wc_status::work_request_flushed:
-      return "work_request_flushed";
-    case wc_status::general_error:
-      return "general_error";
-  }
-  return "unknown_wc_status";
-}
-
 errc to_errc(wc_status x) noexcept {
   switch (x) {
     case wc_status::success:

@@ -415,7 +415,7 @@ void soft_queue_pair::on_response(const wire::header& h) {
     case wire::frame_type::nak:
       fail_locked({std::string{"the peer answered work request "}
                        + std::to_string(front.wr_id) + " with "
-                       + wire::status_name(h.status),
+                       + to_string(h.status),
                    h.status});
       return;
     case wire::frame_type::read_response:

@@ -165,19 +165,6 @@ bool decode(const uint8_t* in, header& out) noexcept {
   return false;
 }
 
-const char* status_name(wc_status st) noexcept {
-  switch (st) {
-    case wc_status::remote_access_error:
-      return "remote_access_error";
-    case wc_status::remote_operation_error:
-      return "remote_operation_error";
-    case wc_status::rnr_retry_exceeded:
-      return "rnr_retry_exceeded";
-    default:
-      return "an unexpected status";
-  }
-}
-
 void corrupt(uint8_t* encoded) noexcept {
   for (size_t i = 0; i < 4; ++i)
     encoded[check_offset + i] ^= 0xFF;

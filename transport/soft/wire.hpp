@@ -137,9 +137,6 @@ void encode(const header& x, uint8_t* out) noexcept;
 /// the type does not allow).
 bool decode(const uint8_t* in, header& out) noexcept;
 
-/// Returns the name of a NAK status ("remote_access_error", ...).
-const char* status_name(wc_status st) noexcept;
-
 /// Damages an encoded header so that `decode` rejects it (fault injection).
 void corrupt(uint8_t* encoded) noexcept;
 

@@ -56,8 +56,31 @@ enum class wc_status : uint8_t {
   general_error,            ///< any other status
 };
 
-/// Returns the enumerator's name.
-const char* to_string(wc_status x) noexcept;
+/// Returns the enumerator's name (inline: the soft fabric, which
+/// rdmactor_transport links, names statuses too).
+constexpr const char* to_string(wc_status x) noexcept {
+  switch (x) {
+    case wc_status::success:
+      return "success";
+    case wc_status::local_length_error:
+      return "local_length_error";
+    case wc_status::local_protection_error:
+      return "local_protection_error";
+    case wc_status::remote_access_error:
+      return "remote_access_error";
+    case wc_status::remote_operation_error:
+      return "remote_operation_error";
+    case wc_status::rnr_retry_exceeded:
+      return "rnr_retry_exceeded";
+    case wc_status::transport_retry_exceeded:
+      return "transport_retry_exceeded";
+    case wc_status::work_request_flushed:
+      return "work_request_flushed";
+    case wc_status::general_error:
+      return "general_error";
+  }
+  return "unknown_wc_status";
+}
 
 /// Maps a completion status to the project error code.
 errc to_errc(wc_status x) noexcept;
