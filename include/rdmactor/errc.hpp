@@ -7,7 +7,7 @@ namespace rdmactor {
 
 /// Project-wide error codes; every failure a user can see carries one.
 ///
-/// The enum is free of CAF so that `protocol/` can use it; `common/error.hpp`
+/// The enum is free of CAF so that `protocol/` can use it; `rdmactor/error.hpp`
 /// registers it with CAF as the error category `rdmactor`.  Value 0 is
 /// reserved (CAF treats code 0 as "no error").
 enum class errc : uint8_t {

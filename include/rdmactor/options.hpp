@@ -215,7 +215,7 @@ struct options {
 
 /// Binds every field of `opts` to the option set `set` under the category
 /// "rdmactor".  `opts` must outlive the parsing of the configuration.  Use
-/// `rdmactor::config` (actors/config.hpp), which does this for you.
+/// `rdmactor::config` (rdmactor/config.hpp), which does this for you.
 void add_options(caf::config_option_set& set, options& opts);
 
 /// Checks the ranges of `opts`; returns an empty string when valid, else a

@@ -1,4 +1,4 @@
-// Fabric-generic tests: written only against transport/fabric.hpp and
+// Fabric-generic tests: written only against rdmactor/transport/fabric.hpp and
 // transport::open_device, so the same suite runs on every fabric.
 //
 //   RDMACTOR_TEST_FABRIC  soft (default) or verbs
