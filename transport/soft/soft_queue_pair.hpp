@@ -311,6 +311,7 @@ private:
   void discard_input();
   bool step_header();
   bool step_payload();
+  bool fill_rx();
   bool recv_direct();
   void deliver(const uint8_t* src, size_t n);
   void advance(size_t n) noexcept;

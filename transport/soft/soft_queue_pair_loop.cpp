@@ -204,17 +204,8 @@ void soft_queue_pair::discard_input() {
 }
 
 bool soft_queue_pair::step_header() {
-  if (rx_.available() < wire::header_size) {
-    int err = 0;
-    auto st = rx_.fill(sock_.get(), err);
-    if (st == io_status::ok) {
-      note_progress(clock_type::now());
-      return true;
-    }
-    if (st != io_status::would_block)
-      on_socket_end(st, err);
-    return false;
-  }
+  if (rx_.available() < wire::header_size)
+    return fill_rx();
   wire::header h;
   if (!wire::decode(rx_.data(), h)) {
     violation("malformed frame header (corrupted stream, or not an "
@@ -247,6 +238,13 @@ bool soft_queue_pair::step_payload() {
   if (remaining_ >= limits::direct_recv_bytes && action_ != rx_action::discard
       && action_ != rx_action::none)
     return recv_direct();
+  return fill_rx();
+}
+
+/// Reads what the socket holds into the receive buffer: true when bytes
+/// came (progress noted), false when it would block or ended (then
+/// `on_socket_end` ran).
+bool soft_queue_pair::fill_rx() {
   int err = 0;
   auto st = rx_.fill(sock_.get(), err);
   if (st == io_status::ok) {
