@@ -160,14 +160,25 @@ caf::expected<sockaddr_in> address_of(const std::string& host, uint16_t port) {
   return sa;
 }
 
-caf::expected<int> connect_to(const std::string& host, uint16_t port) {
+/// A TCP socket for `host`:`port`, whose address goes to `sa`.
+caf::expected<int> tcp_socket(const std::string& host, uint16_t port,
+                              sockaddr_in& sa) {
   auto addr = address_of(host, port);
   if (!addr)
     return addr.error();
-  auto sa = *addr;
+  sa = *addr;
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return sys_error("socket");
+  return fd;
+}
+
+caf::expected<int> connect_to(const std::string& host, uint16_t port) {
+  sockaddr_in sa{};
+  auto sock = tcp_socket(host, port, sa);
+  if (!sock)
+    return sock.error();
+  int fd = *sock;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     auto err
         = make_error(errc::connect_failed,
@@ -286,13 +297,11 @@ int serve(int listen_fd, int stop_fd) {
 
 caf::expected<int> listen_on(const std::string& host, uint16_t port,
                              uint16_t& bound_port) {
-  auto addr = address_of(host, port);
-  if (!addr)
-    return addr.error();
-  auto sa = *addr;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return sys_error("socket");
+  sockaddr_in sa{};
+  auto sock = tcp_socket(host, port, sa);
+  if (!sock)
+    return sock.error();
+  int fd = *sock;
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0
