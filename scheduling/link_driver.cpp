@@ -50,28 +50,14 @@ void wake_target::repost() {
                    repost_atom::value, uint32_t{0});
 }
 
-// -- link_handoff -------------------------------------------------------------
-
-void link_handoff::put(std::unique_ptr<driven_link> dl) {
-  if (!dl)
-    return;
-  std::lock_guard<std::mutex> guard{mtx_};
-  dl_ = std::move(dl);
-}
-
-std::unique_ptr<driven_link> link_handoff::take() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return std::move(dl_);
-}
-
 // -- link_driver --------------------------------------------------------------
 
-void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
-                        caf::weak_actor_ptr owner, direct_wake* direct) {
-  dl_ = std::move(dl);
+void link_driver::start(driven_link& dl, link_observer& obs,
+                        caf::weak_actor_ptr driver, direct_wake* direct) {
+  dl_ = &dl;
   auto& path = *dl_->path;
   path.set_observer(&obs);
-  dl_->target->set(std::move(owner), direct);
+  dl_->target->set(std::move(driver), direct);
   if (!dl_->wired) {
     dl_->wired = true;
     auto target = dl_->target;
@@ -85,7 +71,7 @@ void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
   }
   if (path.down())
     return;
-  // Arm now (busy: never).  A notification armed by the previous owner
+  // Arm now (busy: never).  A notification armed by the previous driver
   // may have gone to it: arm again rather than trust it.
   path.notified();
   if (how_.mode != completion_mode::busy)
@@ -95,12 +81,12 @@ void link_driver::start(std::unique_ptr<driven_link> dl, link_observer& obs,
   schedule_poll();
 }
 
-std::unique_ptr<driven_link> link_driver::stop() {
-  if (dl_) {
-    dl_->path->flush_posts(); // the next owner finds nothing held
-    dl_->path->set_observer(nullptr);
-  }
-  return std::move(dl_);
+void link_driver::stop() {
+  if (dl_ == nullptr)
+    return;
+  dl_->path->flush_posts(); // the next driver finds nothing held
+  dl_->path->set_observer(nullptr);
+  dl_ = nullptr;
 }
 
 void link_driver::schedule_poll() noexcept {

@@ -1,9 +1,11 @@
 #pragma once
 
-// Drives one link (transport/link.hpp) for the actor that owns it: when to
-// poll, when to arm, and where the fabric's wake-ups go.  The agent drives
-// its connection's link while the connection lives; the transport actor
-// drives a raw user's link, and takes an agent's over to close it.  Not
+// Drives one link (transport/link.hpp) for the actor that drives it now:
+// when to poll, when to arm, and where the fabric's wake-ups go.  The
+// transport actor owns every link (a `driven_link` in its state, from the
+// open to the close); it drives a raw user's link itself, and lends a
+// connection's to the agent, which drives it until it gives it back at its
+// end (`lease_end_atom`, include/rdmactor/detail/transport_actor.hpp).  Not
 // installed.
 
 #include <atomic>
@@ -33,8 +35,9 @@ protected:
 };
 
 /// Where the fabric's wake-ups of a link go: the actor that drives it now.
-/// Called on the fabric's threads (and a poller's); retargeted, under its
-/// mutex, when the link changes hands.
+/// Called on the fabric's threads (and a poller's).  Set twice at most in a
+/// lent link's life, under its mutex: to the agent when it starts driving,
+/// back to the transport when the agent gives the link back.
 class wake_target {
 public:
   /// Sends the wake-ups to `who` from now on (null: to nobody); `direct`
@@ -57,8 +60,9 @@ private:
   direct_wake* direct_ = nullptr;
 };
 
-/// An opened link and its wake-up wiring: what passes from one driver to
-/// the next.  Destroying it stops the poller, then closes the queue pair.
+/// An opened link and its wake-up wiring, owned by the transport actor from
+/// the open to the close (drivers only point at it).  Destroying it stops
+/// the poller, then closes the queue pair.
 struct driven_link {
   std::shared_ptr<link> path;
   std::shared_ptr<wake_target> target = std::make_shared<wake_target>();
@@ -71,20 +75,6 @@ struct driven_link {
     poller.reset();
     path.reset();
   }
-};
-
-/// The place where an agent leaves its link for the transport actor that
-/// closes it (see `spawn_parked_transport`).  Thread-safe.
-class link_handoff {
-public:
-  /// Leaves `dl` for the transport (null: nothing).
-  void put(std::unique_ptr<driven_link> dl);
-  /// What was left, or null.
-  std::unique_ptr<driven_link> take();
-
-private:
-  std::mutex mtx_;
-  std::unique_ptr<driven_link> dl_;
 };
 
 /// The completion logic of one link's owner: drains the CQ, keeps polling
@@ -101,17 +91,18 @@ public:
     poll_wanted_ = poll_wanted;
   }
 
-  /// Starts driving `dl`: `obs` hears the link's events, `owner` gets the
-  /// fabric's wake-ups from now on (the CQ's notification through
-  /// `direct`, when not null).  Arms the CQ (except in busy mode) and asks
-  /// for a poll, which finds what came while nobody drove the link.
-  void start(std::unique_ptr<driven_link> dl, link_observer& obs,
-             caf::weak_actor_ptr owner, direct_wake* direct = nullptr);
+  /// Starts driving `dl`, which outlives the driving (until `stop`): `obs`
+  /// hears the link's events, `driver` gets the fabric's wake-ups from now
+  /// on (the CQ's notification through `direct`, when not null).  Arms the
+  /// CQ (except in busy mode) and asks for a poll, which finds what came
+  /// while nobody drove the link.
+  void start(driven_link& dl, link_observer& obs, caf::weak_actor_ptr driver,
+             direct_wake* direct = nullptr);
 
-  /// Stops driving and returns the link for the next owner (null when none
-  /// was driven).  Its observer is cleared; wake-ups still reach this owner
-  /// until the next one starts.
-  std::unique_ptr<driven_link> stop();
+  /// Stops driving: the posts it held leave, its observer is cleared, and
+  /// the link is the next driver's (wake-ups still reach this one until
+  /// the next one starts).  Nothing when nothing is driven.
+  void stop();
 
   /// A link is driven (`start` and no `stop` since).
   bool driving() const noexcept {
@@ -177,7 +168,8 @@ private:
     return how_.mode != completion_mode::event && !contended_;
   }
 
-  std::unique_ptr<driven_link> dl_;
+  /// The link driven now (owned by the transport actor), or null.
+  driven_link* dl_ = nullptr;
   polling how_;
   std::atomic<bool>* poll_wanted_ = nullptr;
   /// adaptive: the last completion or post, as of the last clock reading;

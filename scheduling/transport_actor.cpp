@@ -11,6 +11,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "common/activation.hpp"
+#include "common/heap_trim.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
@@ -30,21 +31,21 @@ using reply_table = cookie_table<caf::typed_response_promise<uint64_t>>;
 
 struct transport_state;
 
-/// Where the byte that tells an agent frame's kind sits: behind the
-/// frame's 4-byte length (protocol/codec.hpp).
-constexpr size_t goodbye_marker_offset = 4;
-
 using self_ptr = transport_actor::stateful_pointer<transport_state>;
 
 struct transport_state : link_observer {
   self_ptr self = nullptr;
-  /// Drives the data path (scheduling/link_driver.hpp); drives nothing when
-  /// the link failed to open, or while it is parked (an agent drives it).
+  /// What the agent gave us to keep until the queue pair is closed
+  /// (`link_return`), and whether the heap is trimmed after it.
+  std::shared_ptr<void> kept;
+  bool trim = false;
+  /// The link, from the open to the close; null when it failed to open.
+  std::unique_ptr<driven_link> owned;
+  /// `owned` is lent to the agent (spawn_lending_transport): it drives the
+  /// link, and we do not touch it until it comes back (`lease_end_atom`).
+  bool lent = false;
+  /// Drives `owned` while it is ours (scheduling/link_driver.hpp).
   link_driver driver;
-  /// Parked: where the agent leaves its link when it is done with it.
-  std::shared_ptr<link_handoff> handoff;
-  /// Parked: the connection's parameters (for `subscribe`).
-  link_params parked_params;
   reply_table replies;
 
   /// The runner's poll flag (scheduling/direct_poll.hpp).
@@ -57,9 +58,8 @@ struct transport_state : link_observer {
   /// on this worker runs before our next poll (see transport_runner).
   bool yield_now = false;
 
-  /// The subscriber: held strongly, or weakly (`subscribe_weak_atom`).
+  /// The subscriber of a raw user (`subscribe_atom`).
   transport_subscriber subscriber;
-  caf::weak_actor_ptr weak_subscriber;
   /// What arrived before anyone subscribed: a message, or (without a
   /// handle) an RDMA WRITE with immediate data.
   struct early_event {
@@ -68,12 +68,27 @@ struct transport_state : link_observer {
     uint32_t bytes = 0;
   };
   std::deque<early_event> early;
-  /// A graceful close is under way (`close_atom`), and the byte that
-  /// marks the peer's own Goodbye.
+  /// A graceful close is under way (`link_return::goodbye`), and how the
+  /// peer's own Goodbye is told from its other frames.
   bool closing = false;
-  uint8_t goodbye_marker = 0;
+  std::function<bool(const local_mr&)> is_goodbye;
 
   static inline const char* name = "rdmactor.transport";
+
+  explicit transport_state(self_ptr ptr) : self(ptr) {}
+
+  transport_state(const transport_state&) = delete;
+  transport_state& operator=(const transport_state&) = delete;
+
+  /// The queue pair closes first (the peer can no longer reach what we
+  /// kept), then what we kept goes, then the heap is trimmed.  CAF
+  /// destroys the state before it sends our exit and down messages.
+  ~transport_state() {
+    owned.reset();
+    kept.reset();
+    if (trim)
+      trim_heap();
+  }
 
   bool down() const {
     return driver.down();
@@ -81,15 +96,6 @@ struct transport_state : link_observer {
 
   link& path() {
     return driver.path();
-  }
-
-  /// The subscriber, if there is one and it still lives.
-  transport_subscriber subscriber_now() const {
-    if (subscriber)
-      return subscriber;
-    if (auto strong = weak_subscriber.lock())
-      return caf::actor_cast<transport_subscriber>(std::move(strong));
-    return transport_subscriber{};
   }
 
   void on_done(uint64_t cookie, caf::expected<uint64_t> result) override {
@@ -106,29 +112,29 @@ struct transport_state : link_observer {
     if (closing) {
       // The peer's Goodbye crossed ours: nobody waits for the other to
       // close first; end the wait (not from inside the link's call).
-      if (msg.size() > goodbye_marker_offset
-          && msg.data()[goodbye_marker_offset] == goodbye_marker)
+      if (is_goodbye && is_goodbye(msg))
         self->send(self, close_timeout_atom::value);
       return; // dropped: nobody listens any more
     }
-    if (!subscriber && !weak_subscriber)
+    if (subscriber)
+      self->send(subscriber, recv_atom::value, std::move(msg));
+    else
       early.push_back(early_event{std::move(msg)});
-    else if (auto sub = subscriber_now())
-      self->send(sub, recv_atom::value, std::move(msg));
-    // else: the subscriber is gone; the buffer is reposted with `msg`.
   }
 
   /// Tells the subscriber once and quits.
   void on_imm(uint32_t imm, uint32_t bytes) override {
-    if (!subscriber && !weak_subscriber)
+    if (closing)
+      return;
+    if (subscriber)
+      self->send(subscriber, imm_arrived_atom::value, imm, bytes);
+    else
       early.push_back(early_event{local_mr{}, imm, bytes});
-    else if (auto sub = subscriber_now())
-      self->send(sub, imm_arrived_atom::value, imm, bytes);
   }
 
   void on_down(const caf::error& cause) override {
-    if (auto sub = subscriber_now())
-      self->send(sub, qp_down_atom::value, cause);
+    if (subscriber)
+      self->send(subscriber, qp_down_atom::value, cause);
     if (in_direct_poll) {
       // Outside a handler CAF would not clean up after `quit`: let the
       // poll handler quit.
@@ -146,26 +152,52 @@ void drain_cq(self_ptr self) {
   self->state.yield_now = true;
 }
 
-/// Starts driving `dl` (at spawn, or when a parked transport takes over an
-/// agent's link); quits when it is down already.  From a handler.
-void start_driving(self_ptr self, std::unique_ptr<driven_link> dl) {
+/// Starts driving our own link (at spawn, or when the agent gave it back);
+/// quits and returns false when it is down already.  From a handler.
+bool start_driving(self_ptr self) {
   auto& st = self->state;
-  auto& path = *dl->path;
-  st.driver.start(std::move(dl), st,
-                  caf::actor_cast<caf::weak_actor_ptr>(self));
-  if (path.down())
-    self->quit(path.failure());
+  st.driver.start(*st.owned, st, caf::actor_cast<caf::weak_actor_ptr>(self));
+  if (!st.path().down())
+    return true;
+  self->quit(st.path().failure());
+  return false;
 }
 
-/// A parked transport takes over what the agent left (see
-/// `spawn_parked_transport`); first thing in every handler that touches
-/// the link.
-void adopt(self_ptr self) {
+/// Posts the agent's Goodbye behind everything posted before, and waits
+/// for the peer to close its side, its own Goodbye, or the timeout.
+void close_gracefully(self_ptr self, link_return& back) {
   auto& st = self->state;
-  if (!st.handoff || st.driver.driving())
+  st.closing = true;
+  st.is_goodbye = std::move(back.is_goodbye);
+  st.path().set_closing();
+  st.path().submit(op_kind::send, std::move(back.goodbye), local_mr{},
+                   mr_token{}, 0);
+  st.driver.posted();
+  self->delayed_send(self, std::chrono::milliseconds{back.close_timeout_ms},
+                     close_timeout_atom::value);
+}
+
+/// The agent gave the link back (`lease_end_atom`): we drive it from now
+/// on and close it, gracefully when the agent sent a Goodbye.
+void take_back(self_ptr self, link_return& back) {
+  auto& st = self->state;
+  if (!st.lent)
+    return; // once
+  st.lent = false;
+  st.kept = std::move(back.keep_until_closed);
+  st.trim = back.trim_heap;
+  auto reason = back.reason ? back.reason
+                            : make_error(errc::closed, "transport closed");
+  if (!st.owned) {
+    self->quit(std::move(reason));
     return;
-  if (auto dl = st.handoff->take())
-    start_driving(self, std::move(dl));
+  }
+  if (!start_driving(self))
+    return;
+  if (!back.goodbye.empty())
+    close_gracefully(self, back);
+  else
+    st.path().fail(std::move(reason)); // quits from on_down
 }
 
 /// Returns the promise of a requester's operation: `submit(cookie)` queues
@@ -174,11 +206,11 @@ void adopt(self_ptr self) {
 template <class Submit>
 caf::typed_response_promise<uint64_t> request_on_link(self_ptr self,
                                                       Submit submit) {
-  adopt(self);
   auto& st = self->state;
   auto rp = self->make_response_promise<uint64_t>();
   if (!st.driver.driving()) {
-    rp.deliver(make_error(errc::closed, "transport closed"));
+    rp.deliver(make_error(errc::closed, st.lent ? "the link is lent to an agent"
+                                                : "transport closed"));
     return rp;
   }
   submit(st.replies.add(rp));
@@ -206,32 +238,33 @@ request_atomic(self_ptr self, op_kind kind, mr_token word, uint64_t compare_add,
   });
 }
 
-/// Flushes what arrived before the subscription to `sub` (already stored
-/// in the state, strongly or weakly) and returns the link parameters.
-link_params subscribe(self_ptr self, const transport_subscriber& sub) {
+/// Sets the subscriber, flushes what arrived before the subscription to it
+/// and returns the link parameters.
+caf::result<link_params> subscribe(self_ptr self, transport_subscriber sub) {
   auto& st = self->state;
   if (!st.driver.driving())
-    return st.parked_params; // parked: the agent drives the link for now
-  if (sub) {
+    return make_error(errc::closed, st.lent ? "the link is lent to an agent"
+                                            : "transport closed");
+  st.subscriber = std::move(sub);
+  if (st.subscriber) {
     for (auto& ev : st.early) {
       if (ev.msg.valid())
-        self->send(sub, recv_atom::value, std::move(ev.msg));
+        self->send(st.subscriber, recv_atom::value, std::move(ev.msg));
       else
-        self->send(sub, imm_arrived_atom::value, ev.imm, ev.bytes);
+        self->send(st.subscriber, imm_arrived_atom::value, ev.imm, ev.bytes);
     }
     st.early.clear();
     if (st.path().down())
-      self->send(sub, qp_down_atom::value, st.path().failure());
+      self->send(st.subscriber, qp_down_atom::value, st.path().failure());
   }
   return st.path().params();
 }
 
-/// What a transport starts with: a link to drive now, or (parked) a place
-/// where an agent leaves its link later.
+/// What a transport starts with: its link (or why it could not be opened),
+/// and whether it is lent to an agent.
 struct transport_start {
   caf::expected<std::unique_ptr<driven_link>> opened;
-  std::shared_ptr<link_handoff> handoff;
-  link_params parked_params;
+  bool lend = false;
 };
 
 transport_actor::behavior_type
@@ -248,16 +281,16 @@ transport_impl(self_ptr self, transport_start start, polling how) {
     return transport_actor::behavior_type::make_empty_behavior();
   }
   st.driver.init(usable_polling(self->home_system(), how), st.poll_wanted);
-  st.handoff = std::move(start.handoff);
-  st.parked_params = std::move(start.parked_params);
-  if (*start.opened)
-    start_driving(self, std::move(*start.opened));
+  st.owned = std::move(*start.opened);
+  st.lent = start.lend;
+  if (!st.lent && !start_driving(self))
+    return transport_actor::behavior_type::make_empty_behavior();
   self->set_exit_handler([self](caf::exit_msg& msg) {
-    // During a graceful close the agent's exit follows its close request:
-    // the wait for the peer (bounded by the close timeout) goes on.
-    if (self->state.closing)
+    // Lent: the agent decides when the connection ends, and gives the link
+    // back (its exit may overtake its `lease_end`).  During a graceful
+    // close the wait for the peer (bounded by the close timeout) goes on.
+    if (self->state.lent || self->state.closing)
       return;
-    adopt(self);
     auto reason = msg.reason ? msg.reason
                              : make_error(errc::closed, "transport closed");
     if (self->state.driver.driving())
@@ -279,7 +312,6 @@ transport_impl(self_ptr self, transport_start start, polling how) {
                           std::move(payload), mr_token{});
       },
       [self](post_atom, std::vector<uint8_t>& header, local_mr& payload) {
-        adopt(self);
         auto& st = self->state;
         if (!st.driver.driving())
           return;
@@ -305,14 +337,7 @@ transport_impl(self_ptr self, transport_start start, polling how) {
         return request_op(self, op_kind::write, {}, std::move(src), dst, imm);
       },
       [self](subscribe_atom, transport_subscriber& sub) {
-        self->state.weak_subscriber.reset();
-        self->state.subscriber = sub;
-        return subscribe(self, sub);
-      },
-      [self](subscribe_weak_atom, transport_subscriber& sub) {
-        self->state.subscriber = transport_subscriber{};
-        self->state.weak_subscriber = caf::actor_cast<caf::weak_actor_ptr>(sub);
-        return subscribe(self, sub);
+        return subscribe(self, std::move(sub));
       },
       [self](cq_event_atom) {
         // The notification consumed the arming.
@@ -320,29 +345,7 @@ transport_impl(self_ptr self, transport_start start, polling how) {
         self->state.yield_now = true;
       },
       [self](repost_atom, uint32_t) { self->state.driver.reclaim(); },
-      [self](close_atom, std::vector<uint8_t>& header, uint32_t timeout_ms,
-             uint8_t marker) {
-        auto& st = self->state;
-        if (st.closing)
-          return;
-        adopt(self);
-        st.closing = true;
-        st.goodbye_marker = marker;
-        // Nobody listens any more: what the peer still sends is dropped.
-        st.subscriber = transport_subscriber{};
-        st.weak_subscriber.reset();
-        st.early.clear();
-        if (st.down()) {
-          self->quit(make_error(errc::closed, "transport closed"));
-          return;
-        }
-        st.path().set_closing();
-        st.path().submit(op_kind::send, std::move(header), local_mr{},
-                         mr_token{}, 0);
-        st.driver.posted();
-        self->delayed_send(self, std::chrono::milliseconds{timeout_ms},
-                           close_timeout_atom::value);
-      },
+      [self](lease_end_atom, link_return& back) { take_back(self, back); },
       [self](close_timeout_atom) {
         // The peer did not close its side in time (or cannot: frozen,
         // gone), or said Goodbye itself: close ours now.
@@ -429,23 +432,18 @@ caf::expected<std::unique_ptr<driven_link>> open_link(device_ptr dev,
 
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp, polling how) {
-  transport_start start{open_link(std::move(dev), std::move(qp)), nullptr,
-                        link_params{}};
+  transport_start start{open_link(std::move(dev), std::move(qp)), false};
   return sys.spawn<transport_runner>(std::move(start), how);
 }
 
-parked_link spawn_parked_transport(caf::actor_system& sys, device_ptr dev,
-                                   queue_pair_ptr qp, polling how) {
-  auto params = link_params_of(*qp);
-  auto opened = open_link(std::move(dev), std::move(qp));
-  parked_link result;
-  result.handoff = std::make_shared<link_handoff>();
+lent_link spawn_lending_transport(caf::actor_system& sys, device_ptr dev,
+                                  queue_pair_ptr qp, polling how) {
+  transport_start start{open_link(std::move(dev), std::move(qp)), true};
+  lent_link result;
   result.how = how;
-  if (opened) {
-    result.handoff->put(std::move(*opened));
-    opened = std::unique_ptr<driven_link>{};
-  }
-  transport_start start{std::move(opened), result.handoff, std::move(params)};
+  // The link stays where it is when the transport takes it into its state.
+  if (start.opened)
+    result.link = start.opened->get();
   result.transport = sys.spawn<transport_runner>(std::move(start), how);
   return result;
 }

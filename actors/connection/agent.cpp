@@ -97,9 +97,6 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
       drain_one_sided(self, st.drain_reason, st.drain_error, true);
     return;
   }
-  // The transport takes the link over with our next message to it (the
-  // Goodbye, or our exit): it closes the queue pair.
-  st.return_link();
   const auto& peer = core.link().peer;
   auto code = code_of(cause);
   // `reason`: what the agent quits with (the down reason users see);
@@ -122,10 +119,17 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
           = make_error(errc::peer_gone, "the connection to " + peer
                                             + " is gone: " + render(cause));
   }
-  // Our Goodbye, behind every frame posted so far, when we close.
-  bool graceful = code == errc::closed
-                  && agent_state::close_gracefully(st.transport, core,
-                                                   "closed by the application");
+  // The link goes back to the transport, which closes the queue pair: with
+  // our Goodbye behind every frame posted so far when we close, else
+  // failing it with `reason`.  Everything held for the peer goes with it
+  // and returns to the pool once the queue pair is closed (when the
+  // transport's state goes, before its down message reaches us).  Until
+  // then the peer may still READ or WRITE these regions through tokens it
+  // holds; releasing them earlier would let it reach memory that already
+  // has a new owner.
+  bool graceful = st.give_link_back(
+      reason, code == errc::closed ? &core : nullptr,
+      "closed by the application", core.take_owned());
   core.close(err);
   // Chunks it did not get yet queue in `data`, which fails below.
   detach_handler(self, reason);
@@ -138,15 +142,6 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   for (auto& rmr : st.remote_mrs.items())
     detail::state_of(rmr.value)->take(); // the peer freed it already
   st.remote_mrs.fail_all(err);
-  // Everything held for the peer returns to the pool once the transport
-  // has terminated, i.e. after its queue pair is closed (CAF destroys an
-  // actor's state, and with it the QP, before it runs the actor's
-  // attachables).  Until then the peer may still READ or WRITE these
-  // regions through tokens it holds; releasing them earlier would let it
-  // reach memory that already has a new owner.
-  agent_state::hand_to_transport(st.transport, core.take_owned(),
-                                 !st.trim_attached);
-  st.trim_attached = true;
   // Normal operation (a close by either side) is quiet at the default
   // log level, as with CAF io; a lost connection is not normal.
   if (code == errc::closed)
@@ -158,10 +153,6 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   else if (auto v = connection_log_budget())
     log().info("connection to {} lost: {}{}", peer, render(err),
                suppressed_note(v.denied_before));
-  // A graceful close ends the transport itself (once the peer closed its
-  // side); it ignores our exit, which follows.
-  if (!graceful)
-    self->send_exit(st.transport, reason);
   drain_one_sided(self, std::move(reason), std::move(err), transport_gone);
 }
 
@@ -201,23 +192,20 @@ transport::direct_wake* direct_wake_for(self_ptr self) {
   return self->state.direct;
 }
 
-agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
+agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
                                       link_params link, memory_pool_ptr pool,
                                       allocator_actor allocator, options opts,
                                       actor_directory_ptr node_actors) {
   auto& st = self->state;
-  st.transport = std::move(parked.transport);
-  st.handoff = std::move(parked.handoff);
+  st.transport = std::move(lent.transport);
   st.allocator = std::move(allocator);
   st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
-  st.driver.init(transport::usable_polling(self->home_system(), parked.how),
+  st.driver.init(transport::usable_polling(self->home_system(), lent.how),
                  &st.runner_flags->wanted);
-  if (st.handoff) {
-    if (auto dl = st.handoff->take())
-      st.driver.start(std::move(dl), st.events,
-                      caf::actor_cast<caf::weak_actor_ptr>(self),
-                      direct_wake_for(self));
-  }
+  if (lent.link != nullptr)
+    st.driver.start(*lent.link, st.events,
+                    caf::actor_cast<caf::weak_actor_ptr>(self),
+                    direct_wake_for(self));
   start_remote_actors(self, std::move(node_actors));
   self->link_to(st.transport);
   // An exit from anyone but our transport is a local close (the user's
@@ -253,17 +241,6 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
     if (st.chunk_sub && msg.source == st.chunk_sub.address())
       st.chunk_sub = chunk_subscriber{};
   });
-  // Weakly: the transport must not keep us alive (we hold it, and our
-  // users' handles decide when the connection ends).  No CAF timeout on
-  // this request: CAF's clock holds a strong reference to the requester
-  // until a request's timeout is due, even after the answer, which would
-  // keep a dropped connection open for request-timeout-ms.  The transport
-  // answers at once, and if it is gone the link ends us anyway.
-  transport::transport_subscriber sub = self;
-  self->request(st.transport, caf::infinite,
-                transport::subscribe_weak_atom::value, sub)
-      .then([](transport::link_params&) {},
-            [self](caf::error& err) { shut_down(self, err); });
   st.core->start(); // our Hello
   const auto& lp = st.core->link();
   log().debug("connected to {} (max message {} B, recv depth {})", lp.peer,
@@ -287,11 +264,6 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
       [self](send_data_atom, local_mr& mr) { return send_data(self, mr); },
       [self](transport::repost_atom, uint32_t) {
         self->state.driver.reclaim();
-      },
-      // Frames from the transport: only after it took the link over.
-      [self](transport::recv_atom, local_mr& buf) {
-        self->state.core->on_frame(buf, self->clock().now());
-        after_frame(self);
       },
       [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
              const std::vector<char>& bytes, bool down) {
@@ -361,9 +333,6 @@ agent_actor::behavior_type agent_impl(self_ptr self, parked_link parked,
       },
       [self](subscribe_data_atom, chunk_subscriber& sub) {
         return subscribe_chunks(self, std::move(sub));
-      },
-      [self](transport::imm_arrived_atom, uint32_t imm, uint32_t bytes) {
-        self->state.core->on_write_imm(imm, bytes, self->clock().now());
       },
       [self](alloc_for_peer_atom, uint64_t size, uint64_t align) {
         return alloc_for_peer(self, size, align);
@@ -493,7 +462,7 @@ public:
   using super
       = with_scheduler_job<caf::stateful_actor<agent_state, agent_actor::base>>;
 
-  agent_runner(caf::actor_config& cfg, parked_link transport, link_params link,
+  agent_runner(caf::actor_config& cfg, lent_link transport, link_params link,
                memory_pool_ptr pool, allocator_actor allocator, options opts,
                actor_directory_ptr node_actors)
       : super(cfg), transport_(std::move(transport)), link_(std::move(link)),
@@ -581,7 +550,7 @@ private:
       state.driver.path().flush_posts();
   }
 
-  parked_link transport_;
+  lent_link transport_;
   transport::direct_poll polls_;
   link_params link_;
   memory_pool_ptr pool_;
@@ -595,7 +564,7 @@ private:
 } // namespace agent_detail
 
 agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::parked_link transport,
+                        transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors) {

@@ -15,24 +15,20 @@ namespace rdmactor::agent_detail {
 
 void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
   // No answer wanted: a failed send takes the connection down (qp_down).
+  // Once the link went back to the transport (the connection is ending),
+  // nothing more goes to the peer.
   auto& st = self_->state;
-  if (st.driver.driving()) {
-    st.driver.path().submit(transport::op_kind::send, std::move(header),
-                            std::move(payload), mr_token{}, 0);
-    st.driver.posted();
+  if (!st.driver.driving())
     return;
-  }
-  // Shutting down: the transport has the link (behind our Goodbye).
-  self_->send(st.transport, transport::post_atom::value, std::move(header),
-              std::move(payload));
+  st.driver.path().submit(transport::op_kind::send, std::move(header),
+                          std::move(payload), mr_token{}, 0);
+  st.driver.posted();
 }
 
 void actor_sink::post_upkeep(std::vector<uint8_t> header) {
   auto& st = self_->state;
-  if (!st.driver.driving()) {
-    post(std::move(header), local_mr{});
-    return;
-  }
+  if (!st.driver.driving())
+    return; // the connection is ending (see `post`)
   st.driver.path().submit(transport::op_kind::send, std::move(header),
                           local_mr{}, mr_token{}, 0, std::nullopt, true);
   st.driver.posted(true);

@@ -61,21 +61,40 @@ void on_keepalive(self_ptr self) {
   arm_keepalive(self, step.next);
 }
 
-bool agent_state::close_gracefully(const transport_actor& tr, agent_core& core,
-                                   const std::string& reason) {
-  if (!tr)
+bool agent_state::give_link_back(const caf::error& reason,
+                                 agent_core* closing, const std::string& why,
+                                 owned_regions regions) {
+  if (link_given_back)
     return false;
-  auto frame = core.live().goodbye_frame(reason);
-  if (!frame)
-    return false;
-  // The byte after the frame length tells a Goodbye from other frames: the
-  // transport ends its wait when the peer's own Goodbye arrives.
-  auto marker = (*frame)[protocol::frame_header_len];
+  link_given_back = true;
+  driver.stop(); // the posts it held leave first
+  if (!transport)
+    return false; // nothing can reach the memory any more
+  transport::link_return back;
+  back.reason = reason;
+  if (closing != nullptr) {
+    if (auto frame = closing->live().goodbye_frame(why)) {
+      // The byte after the frame length tells a Goodbye from other
+      // frames: the transport ends its wait when the peer's own arrives.
+      auto marker = (*frame)[protocol::frame_header_len];
+      back.goodbye = std::move(*frame);
+      back.close_timeout_ms = closing->opts().close_timeout_ms;
+      back.is_goodbye = [marker](const local_mr& msg) {
+        return msg.size() > protocol::frame_header_len
+               && msg.data()[protocol::frame_header_len] == marker;
+      };
+    }
+  }
+  if (!regions.empty())
+    back.keep_until_closed
+        = std::make_shared<owned_regions>(std::move(regions));
+  back.trim_heap = true;
+  bool graceful = !back.goodbye.empty();
   // In the transport's own name: the message's sender keeps it alive
-  // until it handled the request, also when our handle goes right after.
-  caf::send_as(tr, tr, transport::close_atom::value, std::move(*frame),
-               core.opts().close_timeout_ms, marker);
-  return true;
+  // until it handled it, also when our handle goes right after.
+  caf::send_as(transport, transport, transport::lease_end_atom::value,
+               std::move(back));
+  return graceful;
 }
 
 } // namespace rdmactor::agent_detail

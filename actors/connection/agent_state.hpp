@@ -33,7 +33,7 @@
 namespace rdmactor::agent_detail {
 
 using transport::link_params;
-using transport::parked_link;
+using transport::lent_link;
 using transport::transport_actor;
 
 using clock_type = std::chrono::steady_clock;
@@ -188,14 +188,14 @@ struct agent_state {
   explicit agent_state(self_ptr self)
       : events(self), sink(self), handler_ctx(self) {}
 
-  /// The transport actor, parked: it takes the
-  /// link over when the agent is done with it (graceful close, draining).
+  /// The transport actor: owns the link and lent it to us; it closes the
+  /// link once we give it back (`give_link_back`).
   transport_actor transport;
-  /// Drives the connection's link while the agent lives: posts and polls
-  /// from the agent's own activations (scheduling/link_driver.hpp).
+  /// Drives the lent link while the agent lives: posts and polls from the
+  /// agent's own activations (scheduling/link_driver.hpp).
   transport::link_driver driver;
-  /// Where the link came from and goes back to (`return_link`).
-  std::shared_ptr<transport::link_handoff> handoff;
+  /// The link has gone back to the transport (or never came).
+  bool link_given_back = false;
   link_events events;
   op_table ops;
   /// The runner's flags (scheduling/direct_poll.hpp): `wanted` is the
@@ -216,9 +216,6 @@ struct agent_state {
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
-  /// The heap trim after the transport's end is attached (once per
-  /// teardown: `hand_to_transport`).
-  bool trim_attached = false;
   /// Bytes of actor messages delivered in the running activation; past
   /// `tuning::agent_yield_after_bytes` the agent gives its worker back
   /// (agent_runner::resume in agent.cpp).
@@ -274,70 +271,36 @@ struct agent_state {
 
   static inline const char* name = "rdmactor.agent";
 
-  /// When the last handle went (no `shut_down`), the peer gets our Goodbye
-  /// if it offered it (graceful close: the transport, sent the request in
-  /// its own name so that it lives to handle it, posts it and waits for the
-  /// peer's side to close), and the regions lent to the peer still wait for
-  /// the transport: it closes the QP when it sees our exit (or when the
-  /// graceful close ends), and only then may the memory get a new owner.
+  /// When the last handle went (no `shut_down`), the link goes back to the
+  /// transport as in `shut_down`: with our Goodbye if the peer offered it,
+  /// and with the regions lent to the peer, which are released only once
+  /// the transport has closed the queue pair.
   ~agent_state() {
-    return_link();
     if (handler) // no shut_down ran (the last handle went)
       notify_detach(
           std::move(handler),
           make_error(errc::closed, "the last handle to the connection went"));
+    auto why = std::string{"the last handle to the connection went"};
     if (!core) {
-      hand_to_transport(transport, {}, !trim_attached);
+      give_link_back(make_error(errc::closed, why), nullptr, why, {});
       return;
     }
-    if (!core->closed())
-      close_gracefully(transport, *core,
-                       "the last handle to the connection went");
-    hand_to_transport(transport, core->take_owned(), !trim_attached);
+    give_link_back(make_error(errc::closed, why),
+                   core->closed() ? nullptr : &*core, why, core->take_owned());
   }
 
-  /// Stops driving the link and leaves it for the transport actor, which
-  /// takes it over with the next message it gets from us (or our exit).
-  /// Idempotent.  After it, posts go to the transport as messages.
-  void return_link() {
-    if (handoff)
-      handoff->put(driver.stop());
-  }
-
-  /// Asks `tr` to post our Goodbye and close once the peer closed its side
-  /// (the transport's `close_atom`); returns false when the peer does not
-  /// take Goodbye (then the caller closes the transport the old way).
-  /// Sent in the transport's own name: our handle may go before the
-  /// transport handled it.  Called before `core.close`.  Definition in
+  /// Stops driving the link and gives it back to the transport that lent
+  /// it, once (`lease_end_atom`): with our Goodbye (saying `why`) when
+  /// `closing` (a core not closed yet) is given and the peer offered
+  /// Goodbye (graceful close: the transport posts it and waits for the
+  /// peer's side to close), else to fail with `reason`; with `regions`
+  /// (what the peer may still reach through tokens it holds), which the
+  /// transport keeps until its queue pair is closed.  Sent in the
+  /// transport's own name: our handle may go before the transport handled
+  /// it.  Returns whether a Goodbye went.  Definition in
   /// agent_keepalive.cpp.
-  static bool close_gracefully(const transport_actor& tr, agent_core& core,
-                               const std::string& reason);
-
-  /// Keeps `regions` alive until `tr` has terminated (see shut_down).
-  /// With `trim`, the heap is trimmed then, after the regions went: the
-  /// connection's buffers (receive pool, reassembly, what was held for
-  /// the peer) are gone by then, and the memory they freed would
-  /// otherwise stay resident in the allocator (common/heap_trim.hpp).
-  /// Once per teardown: the first call trims (`trim_attached`).
-  static void hand_to_transport(const transport_actor& tr,
-                                owned_regions regions, bool trim) {
-    if (regions.empty() && !trim)
-      return;
-    auto keep = std::make_shared<owned_regions>(std::move(regions));
-    auto ptr = caf::actor_cast<caf::strong_actor_ptr>(tr);
-    if (!ptr) {
-      // No transport: nothing can reach the memory any more.
-      keep.reset();
-      if (trim)
-        trim_heap();
-      return;
-    }
-    ptr->get()->attach_functor([keep, trim]() mutable {
-      keep.reset();
-      if (trim)
-        trim_heap();
-    });
-  }
+  bool give_link_back(const caf::error& reason, agent_core* closing,
+                      const std::string& why, owned_regions regions);
 };
 
 // -- timeouts (agent.cpp) -----------------------------------------------------

@@ -72,12 +72,12 @@ public:
         w_.dev->registry, transport::conn_params{max_message_len, recv_depth});
     // Events, not polling: the test coordinator runs until no message is
     // left, and a polling transport always has its next poll queued.
-    auto parked = transport::spawn_parked_transport(
+    auto lent = transport::spawn_lending_transport(
         w_.sys, w_.dev, std::make_unique<fake_queue_pair>(link_),
         transport::polling{transport::completion_mode::event, 0});
-    tr_ = parked.transport;
+    tr_ = lent.transport;
     agent_ = spawn_agent(
-        w_.sys, std::move(parked),
+        w_.sys, std::move(lent),
         transport::link_params{max_message_len, recv_depth, "fuzzer"}, w_.pool,
         w_.allocator, opts_);
     settle();

@@ -127,8 +127,8 @@ using chunk_subscriber
 /// - `(release_atom, remote_mr) -> bytes`: ReleaseMR now.
 /// - `(stats_atom) -> agent_stats`.
 ///
-/// From the transport (also `imm_arrived_atom`: the peer's write with
-/// immediate data): `recv_atom`, `qp_down_atom`.  Internal:
+/// From the link it drives: `qp_down_atom` (sent to itself when the link
+/// fails).  Internal:
 /// `flush_acks_atom`: sends the SendData acknowledgements gathered
 /// (cumulative acknowledgements, for a peer whose Hello offered them); the
 /// agent's runner flushes without it (its tail, scheduling/direct_poll.hpp)
@@ -137,8 +137,8 @@ using chunk_subscriber
 /// the periodic sweep that ends requests and receive calls past
 /// request_timeout_ms (armed only while something waits);
 /// `transport::tick_atom`: the keepalive timer
-/// (actors/connection/agent_keepalive.cpp), kept by the transport (which holds
-/// the agent weakly, so a pending timer never keeps a dropped connection open),
+/// (actors/connection/agent_keepalive.cpp), kept by the process's keepalive
+/// timer (which holds the agent weakly, so a pending timer never keeps a dropped connection open),
 /// armed while keepalive runs (keepalive-ms not 0, a peer that offers it).
 /// Per-peer limits (options peer_max_*) are enforced here: over a limit the
 /// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
@@ -328,8 +328,6 @@ using connection_actor = peer_operations::extend<
 using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
-    caf::reacts_to<transport::recv_atom, local_mr>,
-    caf::reacts_to<transport::imm_arrived_atom, uint32_t, uint32_t>,
     caf::reacts_to<transport::qp_down_atom, caf::error>,
     caf::reacts_to<actor_out_atom, uint64_t, uint64_t, uint64_t,
                    std::vector<char>, bool>,
@@ -339,17 +337,16 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<transport::cq_event_atom>,
     caf::reacts_to<transport::repost_atom, uint32_t>>;
 
-/// Spawns the agent of one peer, which drives the link in `transport`
-/// (`spawn_parked_transport`): it posts and polls the CQ from its own
-/// activations, and leaves the link to the parked transport actor (which
-/// it subscribes to without keeping itself alive through it, and links to)
-/// when it shuts down.  `link` holds the negotiated parameters of the
+/// Spawns the agent of one peer, which drives the link the transport lent
+/// it (`spawn_lending_transport`): it posts and polls the CQ from its own
+/// activations, and gives the link back to the transport (which it links
+/// to and monitors; the transport then closes it) when it shuts down.  `link` holds the negotiated parameters of the
 /// connection; `allocator` serves `alloc_local_mr`.  The agent ends when
 /// the last handle to it goes, the link fails, or it is sent an exit.
 /// `node_actors`: the actors the node published (every connection serves
 /// them; null: none).
 agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::parked_link transport,
+                        transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors = nullptr);

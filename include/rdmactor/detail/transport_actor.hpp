@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <caf/error.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -18,7 +20,8 @@
 
 namespace rdmactor::transport {
 
-/// What a transport delivers to its one subscriber (the agent).
+/// What a transport delivers to its one subscriber (a raw user: the bench,
+/// tests).
 ///
 /// - `(recv_atom, local_mr)`: one inbound message; the handle views the
 ///   receive buffer, which is reposted when the last handle goes.
@@ -32,6 +35,34 @@ using transport_subscriber
                        caf::reacts_to<imm_arrived_atom, uint32_t, uint32_t>,
                        caf::reacts_to<qp_down_atom, caf::error>>;
 
+/// What the agent hands back with its link at its end (`lease_end_atom`):
+/// how the transport closes the connection, and what must live until the
+/// queue pair is closed.
+struct link_return {
+  /// Why the connection ends: the link fails with it when there is no
+  /// graceful close.
+  caf::error reason;
+  /// Our Goodbye frame (empty: no graceful close).  Posted behind every
+  /// operation posted before; the transport then keeps the queue pair
+  /// open until the peer closes its side (the link goes down, logged at
+  /// debug level), the peer's own Goodbye arrives (`is_goodbye`: both
+  /// sides closed at once) or `close_timeout_ms` passed, and quits with
+  /// `closed`.  Frames from the peer are dropped meanwhile.
+  std::vector<uint8_t> goodbye;
+  uint32_t close_timeout_ms = 0;
+  /// Tells the peer's Goodbye from its other frames (the transport does
+  /// not read the agent's frames).
+  std::function<bool(const local_mr&)> is_goodbye;
+  /// Memory the peer may still reach through tokens it holds (the regions
+  /// lent to it): released once the queue pair is closed, when the
+  /// transport's state goes (before its exit and down messages leave).
+  std::shared_ptr<void> keep_until_closed;
+  /// Trim the heap after that (common/heap_trim.hpp): the connection's
+  /// buffers are gone then, and the memory they freed would otherwise
+  /// stay resident.
+  bool trim_heap = false;
+};
+
 /// The transport actor: owns one connection's queue pair and CQ.
 ///
 /// Requests (each answered when the work completion arrives, or with a
@@ -41,8 +72,8 @@ using transport_subscriber
 ///   `payload` (zero copy; may be an empty handle).  Sends wait for a send
 ///   credit (a posted receive on the peer), so the peer never sees RNR.
 /// - `(post_atom, header, payload)`: the same SEND without an answer, for
-///   senders that learn the outcome otherwise (the agent: from the peer's
-///   response, or from `qp_down` when the connection fails).  A post the
+///   senders that learn the outcome otherwise (from the peer's response,
+///   or from `qp_down` when the connection fails).  A post the
 ///   transport must refuse (too large, too many queued) is a bug of the
 ///   sender; it fails the connection with the reason rather than vanish.
 /// - `(write_atom, src, dst) -> bytes`: RDMA WRITE of `src` to `dst`.
@@ -60,24 +91,8 @@ using transport_subscriber
 /// - `(subscribe_atom, subscriber) -> link_params`: sets the subscriber and
 ///   flushes messages that arrived before.  The transport holds it (a
 ///   strong handle): it lives at least as long as the transport.
-/// - `(subscribe_weak_atom, subscriber) -> link_params`: the same, holding
-///   the subscriber weakly, for a subscriber that holds the transport
-///   itself (the agent): its lifetime stays its users' business.  Messages
-///   for a subscriber that is gone are dropped.
-/// - `(close_atom, header, timeout_ms, marker)`: graceful close (the
-///   agent's, for a peer that offered Goodbye): posts `header` (the
-///   Goodbye frame) behind every operation posted before it, then keeps
-///   the queue pair open until the peer closes its side (the link goes
-///   down, logged at debug level), the peer's own Goodbye arrives (a frame
-///   whose byte after the 4-byte frame length is `marker`: both sides
-///   closed at once), or `timeout_ms` passed, and quits with `closed`.  From
-///   then on exits (the agent's, which follows it) are ignored, frames
-///   from the peer are dropped and a failure is no warning.  The message
-///   must come with a strong reference that keeps the transport alive
-///   until it is handled (the agent's own handle, or the transport as the
-///   sender when the agent is being destroyed); the pending timeout keeps
-///   it alive after that.  Requests made after it fail like those of a
-///   closed connection.
+/// - `(lease_end_atom, link_return)`: the agent gives back the link the
+///   transport lent it (`spawn_lending_transport`); see `link_return`.
 /// Operations execute in the order they were requested.
 ///
 /// Completions: the actor drains its CQ whenever a completion event
@@ -90,7 +105,7 @@ using transport_subscriber
 /// Internal: `cq_event_atom` (completions are ready: from the fabric's own
 /// thread where it can notify, else from a poller thread), `poll_atom`
 /// (the actor's own next poll), `close_timeout_atom` (the end of a
-/// graceful close's wait), `repost_atom`
+/// graceful close's wait, or the peer's own Goodbye), `repost_atom`
 /// (receive buffers were released while the actor waited for that; the
 /// argument is informational).  On failure or exit every pending request is
 /// answered with an error; the actor then quits with the cause.
@@ -105,11 +120,9 @@ using transport_actor = caf::typed_actor<
     caf::replies_to<write_imm_atom, local_mr, mr_token,
                     uint32_t>::with<uint64_t>,
     caf::replies_to<subscribe_atom, transport_subscriber>::with<link_params>,
-    caf::replies_to<subscribe_weak_atom,
-                    transport_subscriber>::with<link_params>,
     caf::reacts_to<cq_event_atom>, caf::reacts_to<poll_atom>,
     caf::reacts_to<repost_atom, uint32_t>,
-    caf::reacts_to<close_atom, std::vector<uint8_t>, uint32_t, uint8_t>,
+    caf::reacts_to<lease_end_atom, link_return>,
     caf::reacts_to<close_timeout_atom>>;
 
 /// Spawns a transport actor owning `qp`.  The actor takes ownership of the
@@ -123,29 +136,35 @@ using transport_actor = caf::typed_actor<
 transport_actor spawn_transport(caf::actor_system& sys, device_ptr dev,
                                 queue_pair_ptr qp, polling how = polling{});
 
-class link_handoff;
+struct driven_link;
 
-/// A connection's data path for an agent to drive, and the transport actor
-/// that takes it over when the agent is done (`spawn_parked_transport`).
-struct parked_link {
+/// A connection's link, lent by the transport actor that owns it to the
+/// agent that drives it (`spawn_lending_transport`).
+struct lent_link {
   transport_actor transport;
-  /// Holds the opened link until the agent takes it; the agent leaves it
-  /// here again when it shuts down.  Nothing in it when opening failed.
-  std::shared_ptr<link_handoff> handoff;
-  /// How the agent awaits completions (`spawn_parked_transport`'s `how`).
+  /// The link, in the transport's state; null when it could not be opened
+  /// (the transport has quit with the cause then).  Valid until the agent
+  /// gives it back: a lending transport does not end before.
+  driven_link* link = nullptr;
+  /// How the agent awaits completions.
   polling how;
 };
 
 /// Opens the data path of `qp` as `spawn_transport` does (receives posted
-/// on the calling thread), but leaves the link in `handoff` for an agent
-/// to drive (the agent polls its CQ and posts from its own activations).
-/// The transport actor waits parked: it answers
-/// `subscribe_weak` with the link's parameters, and takes the link from
-/// `handoff` when the agent leaves it there and then sends it anything that
-/// needs the link (`close_atom`, `post_atom`, a request, an exit).  It
-/// quits at once when the link cannot be opened, with the cause.  `how` is
-/// for the link's last owner; the agent drives it with its own.
-parked_link spawn_parked_transport(caf::actor_system& sys, device_ptr dev,
-                                   queue_pair_ptr qp, polling how = polling{});
+/// on the calling thread) and lends it to the caller's agent, which posts
+/// and polls it from its own activations: no mailbox hop on the data path.
+/// The transport owns the link from the open to the close, and touches it
+/// only once it is given back (`lease_end_atom`, sent by the agent after
+/// its last use, also from its destructor); exits meanwhile are ignored
+/// (the agent's, which may overtake its `lease_end`, and anyone else's:
+/// the agent decides when the connection ends).  Then it drives the link
+/// itself: graceful close or failure, draining, and the release of what it
+/// was given to keep.  The requests of the raw interface fail with `closed`
+/// while the link is lent.  It quits at once when the link cannot be
+/// opened, with the cause.
+lent_link spawn_lending_transport(caf::actor_system& sys, device_ptr dev,
+                                  queue_pair_ptr qp, polling how = polling{});
 
 } // namespace rdmactor::transport
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rdmactor::transport::link_return)
