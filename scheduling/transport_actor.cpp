@@ -16,9 +16,9 @@
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
-#include "rdmactor/scheduler_job.hpp"
 #include "scheduling/direct_poll.hpp"
 #include "scheduling/link_driver.hpp"
+#include "scheduling/link_runner.hpp"
 #include "transport/cookie_table.hpp"
 #include "transport/link.hpp"
 
@@ -48,8 +48,11 @@ struct transport_state : link_observer {
   link_driver driver;
   reply_table replies;
 
-  /// The runner's poll flag (scheduling/direct_poll.hpp).
+  /// The runner's poll flag (scheduling/direct_poll.hpp), and the runner
+  /// where it takes the CQ's notification without a message (null: as
+  /// `cq_event_atom`; see `direct_wake_for`).
   std::atomic<bool>* poll_wanted = nullptr;
+  direct_wake* direct = nullptr;
   /// `drain` runs from `resume`, outside any message handler.
   bool in_direct_poll = false;
   /// The link went down during such a poll: quit from a handler.
@@ -156,7 +159,8 @@ void drain_cq(self_ptr self) {
 /// quits and returns false when it is down already.  From a handler.
 bool start_driving(self_ptr self) {
   auto& st = self->state;
-  st.driver.start(*st.owned, st, caf::actor_cast<caf::weak_actor_ptr>(self));
+  st.driver.start(*st.owned, st, caf::actor_cast<caf::weak_actor_ptr>(self),
+                  st.direct);
   if (!st.path().down())
     return true;
   self->quit(st.path().failure());
@@ -360,56 +364,44 @@ transport_impl(self_ptr self, transport_start start, polling how) {
   };
 }
 
-/// The transport actor, run one message at a time: its activation ends
-/// after every poll.  Completions it handed on went to actors queued on
-/// this worker (the agent, a requester), and an empty poll must not keep
-/// them waiting either.  A polling transport would otherwise go on
-/// polling, up to `scheduler.max-throughput` system calls, before they run
-/// (measured: send ping-pong 8 B p50 72 us instead of 31 us).  Polls run
-/// without messages (scheduling/direct_poll.hpp).
+/// The transport actor, run by the runner of every actor that drives a
+/// link (scheduling/link_runner.hpp): its activation ends after every
+/// poll.  Completions it handed on went to actors queued on this worker
+/// (a requester), and an empty poll must not keep them waiting either.  A
+/// polling transport would otherwise go on polling, up to
+/// `scheduler.max-throughput` system calls, before they run (measured:
+/// send ping-pong 8 B p50 72 us instead of 31 us).
 class transport_runner
-    : public with_scheduler_job<
+    : public link_runner<
+          transport_runner, transport_actor,
           caf::stateful_actor<transport_state, transport_actor::base>> {
 public:
-  using super = with_scheduler_job<
-      caf::stateful_actor<transport_state, transport_actor::base>>;
+  using super
+      = link_runner<transport_runner, transport_actor,
+                    caf::stateful_actor<transport_state, transport_actor::base>>;
 
   transport_runner(caf::actor_config& cfg, transport_start start, polling how)
       : super(cfg), start_(std::move(start)), how_(how) {}
 
   behavior_type make_behavior() override {
-    state.poll_wanted = &polls_.wanted;
+    state.poll_wanted = &polls().wanted;
+    state.direct = direct_wake_for(home_system(), this);
     return transport_impl(this, std::move(start_), how_);
   }
 
-  /// Called by a CAF worker (one thread at a time); see run_activation.
-  caf::resumable::resume_result resume(caf::execution_unit* ctx,
-                                       size_t max_throughput) override {
-    // Not after a result other than resume_later: the actor may already
-    // run on another worker then, or its state be gone.
-    bool alive = !getf(is_terminated_flag);
-    if (alive)
-      state.yield_now = false;
-    return resume_with_polls<transport_actor>(
-        this, polls_, alive,
-        [&](const due_work&) { // polls only: no tail, no direct wake
-          detach_caf_logger();
-          context(ctx);
-          state.in_direct_poll = true;
-          state.driver.drain();
-          state.in_direct_poll = false;
-        },
-        [&] {
-          return run_activation(
-              max_throughput, [&] { return super::resume(ctx, 1); },
-              [&] { return state.yield_now; });
-        });
+  /// Polls and the CQ's notification (no tail).
+  void side_work(const due_work& w) {
+    state.in_direct_poll = true;
+    if (w.notified)
+      state.driver.notified(); // drains too
+    else if (w.poll)
+      state.driver.drain();
+    state.in_direct_poll = false;
   }
 
 private:
   transport_start start_;
   polling how_;
-  transport::direct_poll polls_;
 };
 
 /// Opens the data path of `qp` on the calling thread: registers and posts

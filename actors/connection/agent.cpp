@@ -7,12 +7,11 @@
 
 #include "actors/connection/agent_state.hpp"
 #include "actors/node/remote_mr_access.hpp"
-#include "common/activation.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
 #include "common/tuning.hpp"
-#include "rdmactor/scheduler_job.hpp"
 #include "scheduling/direct_poll.hpp"
+#include "scheduling/link_runner.hpp"
 
 namespace rdmactor {
 
@@ -180,18 +179,6 @@ void drain_one_sided(self_ptr self, caf::error reason, caf::error err,
 
 namespace {
 
-/// The runner takes the CQ's notification without a message where the
-/// scheduler's max-throughput is bounded (rdmactor::config sets it): the
-/// flag waits for the end of an activation, and an unbounded one would
-/// hold it off for as long as messages keep coming.  Else `cq_event_atom`,
-/// which queues behind them.
-transport::direct_wake* direct_wake_for(self_ptr self) {
-  if (self->home_system().scheduler().max_throughput()
-      == std::numeric_limits<size_t>::max())
-    return nullptr;
-  return self->state.direct;
-}
-
 agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
                                       link_params link, memory_pool_ptr pool,
                                       allocator_actor allocator, options opts,
@@ -204,8 +191,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
                  &st.runner_flags->wanted);
   if (lent.link != nullptr)
     st.driver.start(*lent.link, st.events,
-                    caf::actor_cast<caf::weak_actor_ptr>(self),
-                    direct_wake_for(self));
+                    caf::actor_cast<caf::weak_actor_ptr>(self), st.direct);
   start_remote_actors(self, std::move(node_actors));
   self->link_to(st.transport);
   // An exit from anyone but our transport is a local close (the user's
@@ -449,18 +435,23 @@ agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
   };
 }
 
-/// The agent as a class: the behavior of `agent_impl`, run one message
-/// at a time so that it can give its worker back early: after it delivered
+/// The agent as a class: the behavior of `agent_impl`, run by the runner
+/// of every actor that drives a link (scheduling/link_runner.hpp), which
+/// also gives its worker back early: after it delivered
 /// `tuning::agent_yield_after_bytes` of actor messages in an activation,
 /// it returns `resume_later` (the worker runs the targets, which the
-/// deliveries put in its queue, and resumes the agent after them), else it
-/// runs up to the scheduler's `max-throughput` messages as CAF would.
-class agent_runner : public with_scheduler_job<
-                         caf::stateful_actor<agent_state, agent_actor::base>>,
-                     public transport::direct_wake {
+/// deliveries put in its queue, and resumes the agent after them).  Its
+/// work without messages: the held acknowledgement flush (the tail), the
+/// CQ's notification and polls.
+class agent_runner
+    : public transport::link_runner<
+          agent_runner, agent_actor,
+          caf::stateful_actor<agent_state, agent_actor::base>,
+          flush_acks_atom> {
 public:
-  using super
-      = with_scheduler_job<caf::stateful_actor<agent_state, agent_actor::base>>;
+  using super = transport::link_runner<
+      agent_runner, agent_actor,
+      caf::stateful_actor<agent_state, agent_actor::base>, flush_acks_atom>;
 
   agent_runner(caf::actor_config& cfg, lent_link transport, link_params link,
                memory_pool_ptr pool, allocator_actor allocator, options opts,
@@ -470,88 +461,37 @@ public:
         opts_(std::move(opts)), node_actors_(std::move(node_actors)) {}
 
   behavior_type make_behavior() override {
-    state.runner_flags = &polls_;
-    state.direct = this;
+    state.runner_flags = &polls();
+    state.direct = transport::direct_wake_for(home_system(), this);
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),
                       std::move(node_actors_));
   }
 
-  /// Called by a CAF worker (the scheduler's contract: one thread at a
-  /// time); see run_activation for what `resume(ctx, 1)` may return.
-  caf::resumable::resume_result resume(caf::execution_unit* ctx,
-                                       size_t max_throughput) override {
-    // Not after a result other than resume_later: the actor may already
-    // run on another worker then, or its state be gone.
-    bool alive = !getf(is_terminated_flag);
-    if (alive) {
-      state.activation_delivered_bytes = 0;
-      state.yield_now = false;
-    }
-    return transport::resume_with_polls<agent_actor, flush_acks_atom>(
-        this, polls_, alive,
-        [&](const transport::due_work& w) {
-          detach_caf_logger();
-          context(ctx);
-          hold_posts();
-          if (w.tail)
-            flush_acks(this);
-          if (w.notified)
-            state.driver.notified(); // drains too
-          else if (w.poll)
-            state.driver.drain();
-          if (w.notified || w.poll)
-            after_poll(this, false);
-          flush_posts();
-        },
-        [&] {
-          auto result = run_activation(
-              max_throughput, [&] { return super::resume(ctx, 1); },
-              [&] {
-                return state.yield_now
-                       || state.activation_delivered_bytes
-                              >= tuning::agent_yield_after_bytes;
-              });
-          // Still ours: the messages that wait come in a later activation.
-          if (result == caf::resumable::resume_later)
-            flush_posts();
-          return result;
-        });
+  void begin_activation() {
+    state.activation_delivered_bytes = 0;
+    state.yield_now = false;
   }
 
-  /// Runs one message with the link's posts held, so that a burst of
-  /// messages (a window of sends, actor messages) leaves in one doorbell;
-  /// they go once the mailbox is empty.  Flushing here, not after
-  /// `resume`, matters: the `resume` that ran the last message blocks the
-  /// mailbox, and from then on another worker may run this actor.
-  caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    hold_posts();
-    auto result = super::consume(x);
-    if (mailbox().empty() || getf(is_terminated_flag))
-      flush_posts();
-    return result;
+  bool should_yield() const {
+    return state.yield_now
+           || state.activation_delivered_bytes
+                  >= tuning::agent_yield_after_bytes;
   }
 
-  /// The CQ's notification, on the fabric's thread: no `cq_event_atom`
-  /// (a mailbox element and CAF's dispatch per wake-up).
-  void wake_notified() noexcept override {
-    transport::wake_without_message(this, polls_);
+  void side_work(const transport::due_work& w) {
+    if (w.tail)
+      flush_acks(this);
+    if (w.notified)
+      state.driver.notified(); // drains too
+    else if (w.poll)
+      state.driver.drain();
+    if (w.notified || w.poll)
+      after_poll(this, false);
   }
 
 private:
-  /// See `link::hold_posts`; only while the agent drives its link.
-  void hold_posts() {
-    if (state.driver.driving())
-      state.driver.path().hold_posts();
-  }
-
-  void flush_posts() {
-    if (state.driver.driving())
-      state.driver.path().flush_posts();
-  }
-
   lent_link transport_;
-  transport::direct_poll polls_;
   link_params link_;
   memory_pool_ptr pool_;
   allocator_actor allocator_;
