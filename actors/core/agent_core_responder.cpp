@@ -9,6 +9,7 @@
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
+#include "protocol/frame_scratch.hpp"
 
 namespace rdmactor {
 
@@ -218,7 +219,10 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
   now_ = now;
   // Any frame, even one we refuse, shows the peer's agent is alive.
   live_.heard(now);
-  pb::Message msg;
+  // Decoded on the thread's reused arena: no heap allocation for a frame
+  // of the data path.
+  pb::frame_scratch scratch;
+  auto& msg = scratch.message();
   auto frame
       = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
   if (frame.code != errc::none) {

@@ -1,0 +1,53 @@
+#include "protocol/frame_scratch.hpp"
+
+#include <google/protobuf/arena.h>
+
+namespace rdmactor::protocol {
+
+namespace {
+
+/// The arena of this thread and whether a scope holds it.
+struct thread_arena {
+  alignas(8) char block[frame_scratch::block_bytes];
+  google::protobuf::Arena arena;
+  bool taken = false;
+
+  thread_arena() : arena(options(block)) {}
+
+  static google::protobuf::ArenaOptions options(char* block) {
+    google::protobuf::ArenaOptions opts;
+    opts.initial_block = block;
+    opts.initial_block_size = frame_scratch::block_bytes;
+    return opts;
+  }
+};
+
+thread_arena& this_thread_arena() {
+  thread_local thread_arena ta;
+  return ta;
+}
+
+} // namespace
+
+frame_scratch::frame_scratch() {
+  auto& ta = this_thread_arena();
+  if (ta.taken) {
+    own_ = std::make_unique<Message>();
+    msg_ = own_.get();
+    return;
+  }
+  ta.taken = true;
+  on_arena_ = true;
+  msg_ = google::protobuf::Arena::CreateMessage<Message>(&ta.arena);
+}
+
+frame_scratch::~frame_scratch() {
+  if (!on_arena_)
+    return;
+  auto& ta = this_thread_arena();
+  // Destroys the message and keeps the first block for the next frame.
+  ta.arena.Reset();
+  ta.taken = false;
+}
+
+} // namespace rdmactor::protocol

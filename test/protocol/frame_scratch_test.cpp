@@ -1,0 +1,133 @@
+#define BOOST_TEST_MODULE frame_scratch
+#include <boost/test/unit_test.hpp>
+
+// Decoding into a frame_scratch (protocol/frame_scratch.hpp): after the
+// thread's first frame, a data-path frame costs no heap allocation; a
+// large frame and a nested scope still decode.  Counts every global
+// `operator new` of this program.
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "protocol/codec.hpp"
+#include "protocol/frame_scratch.hpp"
+#include "protocol/messages.hpp"
+
+namespace {
+
+std::atomic<size_t> allocations{0};
+
+} // namespace
+
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n))
+    return p;
+  throw std::bad_alloc{};
+}
+
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+using namespace rdmactor;
+namespace pb = rdmactor::protocol;
+
+namespace {
+
+constexpr size_t max_len = 1 << 20;
+
+/// An eager SendData frame with `acked` acknowledgements and 8 payload
+/// bytes, as the data path writes it.
+std::vector<uint8_t> send_data_frame(size_t acked) {
+  std::vector<uint64_t> ids(acked);
+  for (size_t i = 0; i < acked; ++i)
+    ids[i] = 1000 + i;
+  pb::send_data_fields f;
+  f.request_id = 42;
+  f.len = 8;
+  f.acked = ids.data();
+  f.acked_count = ids.size();
+  std::vector<uint8_t> buf(pb::max_send_data_header_len(acked) + 8);
+  auto n = pb::encode_send_data(f, buf.data(), buf.size(), max_len);
+  BOOST_REQUIRE(n > 0);
+  buf.resize(n + 8, 0xab);
+  return buf;
+}
+
+/// A frame whose decoded form exceeds the arena's first block.
+std::vector<uint8_t> large_frame() {
+  auto msg = pb::make_goodbye(std::string(3 * pb::frame_scratch::block_bytes,
+                                          'x'));
+  std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+  auto res = pb::encode(msg, buf.data(), buf.size(), max_len);
+  BOOST_REQUIRE(res.code == errc::none);
+  buf.resize(res.header_len);
+  return buf;
+}
+
+/// Decodes `frame` into a fresh scratch; returns the request id (0: not a
+/// request).
+uint64_t decode_once(const std::vector<uint8_t>& frame) {
+  pb::frame_scratch scratch;
+  auto& msg = scratch.message();
+  auto res = pb::decode(frame.data(), frame.size(), max_len, msg);
+  if (res.code != errc::none || !msg.has_request())
+    return 0;
+  return msg.request().request_id();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_data_path_frame_decodes_without_allocations) {
+  auto frame = send_data_frame(16);
+  BOOST_TEST(decode_once(frame) == 42u); // warms the thread's arena
+  auto before = allocations.load();
+  for (int i = 0; i < 1000; ++i)
+    BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(allocations.load() - before == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_message_is_empty_in_every_scope) {
+  auto frame = send_data_frame(4);
+  BOOST_TEST(decode_once(frame) == 42u);
+  pb::frame_scratch scratch;
+  BOOST_TEST(!scratch.message().has_request());
+  BOOST_TEST(scratch.message().ByteSizeLong() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_frame_decodes_and_the_next_small_one_is_free) {
+  auto big = large_frame();
+  {
+    pb::frame_scratch scratch;
+    auto& msg = scratch.message();
+    auto res = pb::decode(big.data(), big.size(), max_len, msg);
+    BOOST_TEST((res.code == errc::none));
+    BOOST_TEST(msg.goodbye().reason().size()
+               == 3 * pb::frame_scratch::block_bytes);
+  }
+  auto frame = send_data_frame(16);
+  BOOST_TEST(decode_once(frame) == 42u);
+  auto before = allocations.load();
+  BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(allocations.load() - before == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_nested_scope_gets_a_message_of_its_own) {
+  auto frame = send_data_frame(2);
+  pb::frame_scratch outer;
+  auto res
+      = pb::decode(frame.data(), frame.size(), max_len, outer.message());
+  BOOST_TEST((res.code == errc::none));
+  // A frame decoded meanwhile leaves the outer message as it was.
+  BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(outer.message().request().request_id() == 42u);
+  BOOST_TEST(outer.message().request().send_data().acked_size() == 2);
+}
