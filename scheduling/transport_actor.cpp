@@ -125,7 +125,8 @@ struct transport_state : link_observer {
       early.push_back(early_event{std::move(msg)});
   }
 
-  /// Tells the subscriber once and quits.
+  /// The peer's WRITE with immediate data: to the subscriber, or kept
+  /// until one subscribes.
   void on_imm(uint32_t imm, uint32_t bytes) override {
     if (closing)
       return;
@@ -135,6 +136,7 @@ struct transport_state : link_observer {
       early.push_back(early_event{local_mr{}, imm, bytes});
   }
 
+  /// Tells the subscriber once and quits.
   void on_down(const caf::error& cause) override {
     if (subscriber)
       self->send(subscriber, qp_down_atom::value, cause);
