@@ -340,6 +340,19 @@ public:
     return true;
   }
 
+  /// Completes `wr_id` with `remote_access_error` and enters the error
+  /// state: what a NIC reports when the peer's registration does not
+  /// cover a WRITE or READ (a harness that plays the peer's memory checks
+  /// that itself).
+  void fail_remote(uint64_t wr_id, transport::wc_opcode op) {
+    transport::work_completion wc;
+    wc.wr_id = wr_id;
+    wc.opcode = op;
+    wc.status = transport::wc_status::remote_access_error;
+    cq_.push_back(wc);
+    close();
+  }
+
   bool has_completions() const noexcept {
     return !cq_.empty();
   }

@@ -1,0 +1,562 @@
+#pragma once
+
+// A deterministic harness for actor-level tests: two agents (a "client"
+// and a "server", each with its own fake device, memory pool and
+// allocator) whose fake links are wired to each other, all on one actor
+// system run by CAF's test coordinator.  No sockets and no threads: the
+// test drives everything with `settle()` and the simulated clock.
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "common/logging.hpp"
+#include "rdmactor/config.hpp"
+#include "rdmactor/connection.hpp"
+#include "rdmactor/detail/agent.hpp"
+#include "rdmactor/detail/transport_actor.hpp"
+#include "rdmactor/error.hpp"
+#include "rdmactor/memory_pool.hpp"
+#include "test/support/fake_fabric.hpp"
+
+namespace rdmactor::test {
+
+/// Options of a harnessed connection: those of the soft-fabric suites
+/// without the keepalive (its timer runs on a thread of its own).
+inline options harness_options() {
+  options o;
+  o.fabric = "soft";
+  o.max_message_len_bytes = 4096;
+  o.recv_depth = 16;
+  o.request_timeout_ms = 3000;
+  o.keepalive_ms = 0;
+  o.arena_size_bytes = 1 << 20;
+  o.max_alloc_bytes = 64 << 20;
+  o.log_level = "warn";
+  return o;
+}
+
+/// What one side of a wire posted for its peer, in posting order: a SEND
+/// (`bytes`, `imm`) or the immediate value of an RDMA WRITE (`write_imm`).
+struct wire_frame {
+  std::vector<uint8_t> bytes;
+  std::optional<uint32_t> imm;
+  bool write_imm = false;
+  uint32_t write_len = 0;
+};
+
+/// One end of a wire: its fake link, what it posted and the peer has not
+/// received yet, and the registry that owns the memory it may reach.
+struct wire_end {
+  std::shared_ptr<fuzz::fake_link> link;
+  std::deque<wire_frame> out;
+  std::shared_ptr<fuzz::fake_registry> registry;
+  /// The peer's end (set once both exist).
+  wire_end* peer = nullptr;
+  /// `link->polls` when the harness last woke the end's driver.
+  uint64_t kicked_at = ~uint64_t{0};
+  /// Whether completions arrived since the last wake-up.
+  bool fresh = false;
+
+  /// Moves the SENDs the link recorded to `out`, keeping posting order.
+  void take_sent() {
+    for (auto& m : link->sent)
+      out.push_back(wire_frame{std::move(m.bytes), m.imm, false, 0});
+    link->sent.clear();
+  }
+};
+
+/// A fake queue pair whose RDMA WRITEs and READs reach the peer's memory
+/// (one process: a token's address is a pointer), checked against the
+/// peer's registry like a NIC would: a region that does not grant the
+/// access completes the work request with `remote_access_error`.
+class wired_queue_pair : public fuzz::fake_queue_pair {
+public:
+  wired_queue_pair(std::shared_ptr<wire_end> end, std::string peer)
+      : fake_queue_pair(end->link), end_(std::move(end)),
+        peer_(std::move(peer)) {}
+
+  std::string peer_name() const override {
+    return peer_;
+  }
+
+  caf::error post_write(uint64_t wr_id, const transport::sge* sg, size_t n,
+                        uint64_t addr, uint32_t rkey,
+                        std::optional<uint32_t> imm, bool signaled) override {
+    auto& link = *end_->link;
+    auto total = gathered(sg, n);
+    if (!link.in_error()
+        && !remote_ok(addr, rkey, total, transport::access::remote_write)) {
+      link.fail_remote(wr_id, transport::wc_opcode::rdma_write);
+      return {};
+    }
+    if (auto err = link.post_write(wr_id, sg, n, signaled, imm))
+      return err;
+    if (link.in_error())
+      return {}; // the local gather list was refused
+    auto* dst = reinterpret_cast<uint8_t*>(addr);
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(dst, reinterpret_cast<const void*>(sg[i].addr), sg[i].length);
+      dst += sg[i].length;
+    }
+    if (imm) {
+      end_->take_sent();
+      end_->out.push_back(
+          wire_frame{{}, imm, true, static_cast<uint32_t>(total)});
+    }
+    return {};
+  }
+
+  caf::error post_read(uint64_t wr_id, const transport::sge* sg, size_t n,
+                       uint64_t addr, uint32_t rkey) override {
+    auto& link = *end_->link;
+    auto total = gathered(sg, n);
+    if (!link.in_error()
+        && !remote_ok(addr, rkey, total, transport::access::remote_read)) {
+      link.fail_remote(wr_id, transport::wc_opcode::rdma_read);
+      return {};
+    }
+    if (auto err = link.post_read(wr_id, sg, n))
+      return err;
+    if (link.in_error())
+      return {};
+    auto* src = reinterpret_cast<const uint8_t*>(addr);
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(reinterpret_cast<void*>(sg[i].addr), src, sg[i].length);
+      src += sg[i].length;
+    }
+    return {};
+  }
+
+private:
+  static uint64_t gathered(const transport::sge* sg, size_t n) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i)
+      total += sg[i].length;
+    return total;
+  }
+
+  bool remote_ok(uint64_t addr, uint32_t rkey, uint64_t len,
+                 uint32_t needed) const {
+    auto* peer = end_->peer;
+    return peer != nullptr && peer->registry->covers(rkey, addr, len, needed);
+  }
+
+  std::shared_ptr<wire_end> end_;
+  std::string peer_;
+};
+
+/// The answer to a request made through `agent_harness::ask`: filled by
+/// the helper actor that made it, once the actors ran far enough.
+template <class... Ts>
+struct pending_reply {
+  /// Whether the answer (a value or an error) arrived.
+  bool done = false;
+  caf::error error;
+  std::optional<std::tuple<Ts...>> values;
+};
+
+/// How a connection ended, recorded by `agent_harness::watch`.
+struct down_record {
+  bool down = false;
+  caf::error reason;
+};
+
+/// The chunks a data subscriber got, in arrival order
+/// (`agent_harness::collector`).
+struct chunk_log {
+  data_subscriber hdl;
+  std::shared_ptr<std::vector<local_mr>> chunks
+      = std::make_shared<std::vector<local_mr>>();
+};
+
+/// Two nodes' worth of agents on one test-coordinator actor system: a
+/// client and a server side, each with its own fake device, pool and
+/// allocator, and any number of connections between them (`connect`),
+/// each a pair of agents over wired fake links.  `settle()` runs the
+/// actors until nothing moves, carrying frames both ways and waking the
+/// agents when completions wait; `advance(ms)` moves the simulated clock
+/// and fires the timers due.  The harness holds the connections only
+/// through `client_conn` and `server_conn` (what `connect` returned last):
+/// dropping those drops the connection.
+class agent_harness {
+public:
+  /// The pool and allocator of one side (a node's share of the state).
+  struct side {
+    std::shared_ptr<fuzz::fake_device> dev
+        = std::make_shared<fuzz::fake_device>();
+    memory_pool_ptr pool;
+    allocator_actor allocator;
+    options opts;
+
+    /// Bytes the side's pool has handed out and not got back.
+    uint64_t bytes_in_use() const {
+      return pool->stats().bytes_in_use;
+    }
+  };
+
+  explicit agent_harness(options client_opts = harness_options())
+      : agent_harness(client_opts, client_opts) {}
+
+  agent_harness(options client_opts, options server_opts)
+      : sys_(init(cfg_)),
+        sched_(
+            dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
+    // Far from the clock's epoch, as on a host that has been up a while.
+    sched_.clock().current_time += std::chrono::hours(24);
+    // Keys of the two devices never collide: a token of one side never
+    // names a registration of the other by accident.
+    server.dev->registry->rewind(0x100000);
+    // As a node does: the client's options set the process's log level.
+    set_log_level(client_opts.log_level);
+    make_side(client, std::move(client_opts));
+    make_side(server, std::move(server_opts));
+    std::tie(client_conn, server_conn) = connect();
+  }
+
+  ~agent_harness() {
+    client_conn = connection_actor{};
+    server_conn = connection_actor{};
+    for (auto& w : watchers_)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    watchers_.clear();
+    for (auto& w : wires_)
+      for (auto& e : w.agents)
+        if (auto hdl = caf::actor_cast<caf::actor>(e))
+          caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+    settle();
+    for (int i = 0; i < max_rounds && sched_.trigger_timeout(); ++i)
+      settle();
+    for (auto* s : {&client, &server})
+      caf::anon_send_exit(s->allocator, caf::exit_reason::user_shutdown);
+    settle();
+    sys_.await_actors_before_shutdown(false);
+  }
+
+  agent_harness(const agent_harness&) = delete;
+  agent_harness& operator=(const agent_harness&) = delete;
+
+  // -- connections -----------------------------------------------------------
+
+  /// Opens one more connection between the sides; returns its (client,
+  /// server) ends, settled (both Hellos exchanged).
+  std::pair<connection_actor, connection_actor> connect() {
+    auto& w = wires_.emplace_back();
+    transport::conn_params params{client.opts.max_message_len_bytes,
+                                  client.opts.recv_depth};
+    side* sides[] = {&client, &server};
+    for (int i = 0; i < 2; ++i) {
+      w.ends[i] = std::make_shared<wire_end>();
+      w.ends[i]->registry = sides[i]->dev->registry;
+      w.ends[i]->link
+          = std::make_shared<fuzz::fake_link>(sides[i]->dev->registry, params);
+    }
+    w.ends[0]->peer = w.ends[1].get();
+    w.ends[1]->peer = w.ends[0].get();
+    connection_actor conns[2];
+    for (int i = 0; i < 2; ++i) {
+      auto& s = *sides[i];
+      // Events, not polling: the test coordinator runs until no message is
+      // left, and a polling transport always has its next poll queued.
+      std::string peer = i == 0 ? "server" : "client";
+      auto lent = transport::spawn_lending_transport(
+          sys_, s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
+          transport::polling{transport::completion_mode::event, 0});
+      w.transports[i] = caf::actor_cast<caf::weak_actor_ptr>(lent.transport);
+      auto agent
+          = spawn_agent(sys_, std::move(lent),
+                        transport::link_params{params.max_message_len_bytes,
+                                               params.recv_depth, peer},
+                        s.pool, s.allocator, s.opts);
+      w.agents[i] = caf::actor_cast<caf::weak_actor_ptr>(agent);
+      conns[i] = caf::actor_cast<connection_actor>(agent);
+    }
+    settle();
+    return {conns[0], conns[1]};
+  }
+
+  /// Makes the link of the last connection fail on both ends, as when the
+  /// peer's process dies: every posted receive completes flushed.
+  void break_link() {
+    for (auto& e : wires_.back().ends)
+      e->link->close();
+    settle();
+  }
+
+  /// The fake link of the last connection's client (0) or server (1) end.
+  fuzz::fake_link& link(int end) {
+    return *wires_.back().ends[end]->link;
+  }
+
+  // -- running ---------------------------------------------------------------
+
+  /// Runs every actor until nothing moves: carries what each link posted
+  /// to its peer (as far as the peer has receives posted), wakes an end's
+  /// driver (its agent, then its transport) while its CQ holds
+  /// completions, and fails a link whose peer's link failed once the
+  /// peer's frames are delivered.
+  void settle() {
+    for (int round = 0; round < max_rounds; ++round) {
+      sched_.run();
+      bool moved = false;
+      for (auto& w : wires_)
+        for (auto& e : w.ends)
+          moved = carry(*e) || moved;
+      bool kicked = false;
+      for (auto& w : wires_)
+        for (int i = 0; i < 2; ++i)
+          kicked = kick(w, i) || kicked;
+      if (moved || kicked || sched_.has_job())
+        continue;
+      bool failed = false;
+      for (auto& w : wires_)
+        for (auto& e : w.ends)
+          if (e->link->in_error() && !e->peer->link->in_error()) {
+            e->peer->link->close();
+            e->peer->fresh = true;
+            failed = true;
+          }
+      if (!failed)
+        return;
+    }
+    BOOST_FAIL("the actors never became idle");
+  }
+
+  /// Moves the simulated clock `ms` forward, firing every timer due on
+  /// the way (in deadline order, settling after each).
+  void advance(uint64_t ms) {
+    auto& clock = sched_.clock();
+    auto target = clock.current_time + std::chrono::milliseconds(ms);
+    for (int i = 0; i < max_rounds; ++i) {
+      auto& pending = clock.schedule();
+      if (pending.empty() || pending.begin()->first > target)
+        break;
+      sched_.trigger_timeout();
+      settle();
+    }
+    if (clock.current_time < target)
+      clock.current_time = target;
+    settle();
+  }
+
+  /// The simulated clock.
+  caf::actor_clock::time_point now() {
+    return sched_.clock().now();
+  }
+
+  caf::actor_system& sys() {
+    return sys_;
+  }
+
+  // -- talking to connections ------------------------------------------------
+
+  /// Sends `xs...` to `hdl` as a request from a fresh helper actor; the
+  /// reply fills the returned record once the actors ran (`settle`).
+  /// Requests from one test reach an actor in the order they were made.
+  template <class... Rs, class Handle, class... Xs>
+  std::shared_ptr<pending_reply<Rs...>> ask(const Handle& hdl, Xs... xs) {
+    auto reply = std::make_shared<pending_reply<Rs...>>();
+    // The helper gets its state as spawn arguments (CAF 0.17 dereferences
+    // a null argument tuple for an argument-less function-based actor).
+    sys_.spawn(
+        [](caf::event_based_actor* self, caf::actor dest,
+           std::shared_ptr<pending_reply<Rs...>> out, Xs... args) {
+          self->request(dest, std::chrono::seconds(3600), std::move(args)...)
+              .then(
+                  [out](Rs&... rs) {
+                    out->values.emplace(std::move(rs)...);
+                    out->done = true;
+                  },
+                  [out](caf::error& err) {
+                    out->error = std::move(err);
+                    out->done = true;
+                  });
+        },
+        caf::actor_cast<caf::actor>(hdl), reply, std::move(xs)...);
+    sched_.run();
+    return reply;
+  }
+
+  /// What `call<Rs...>` returns: the value, or a tuple of several.
+  template <class... Rs>
+  using call_result
+      = std::conditional_t<sizeof...(Rs) == 1,
+                           std::tuple_element_t<0, std::tuple<Rs...>>,
+                           std::tuple<Rs...>>;
+
+  /// Makes a request (`ask`), settles and returns its answer; an error
+  /// when it was not answered by then (`caf::sec::request_timeout`).
+  template <class... Rs, class Handle, class... Xs>
+  caf::expected<call_result<Rs...>> call(const Handle& hdl, Xs... xs) {
+    auto reply = ask<Rs...>(hdl, std::move(xs)...);
+    settle();
+    return take(*reply);
+  }
+
+  /// The answer in `reply`, or `caf::sec::request_timeout` when none came.
+  template <class... Rs>
+  static caf::expected<call_result<Rs...>> take(pending_reply<Rs...>& reply) {
+    if (!reply.done)
+      return caf::make_error(caf::sec::request_timeout);
+    if (!reply.values)
+      return std::move(reply.error);
+    if constexpr (sizeof...(Rs) == 1)
+      return std::move(std::get<0>(*reply.values));
+    else
+      return std::move(*reply.values);
+  }
+
+  /// Registered memory with every access right from `conn`
+  /// (`alloc_local_mr`); fails the test when there is none.
+  local_mr alloc(const connection_actor& conn, uint64_t size,
+                 uint64_t align = 64) {
+    auto mr = call<local_mr>(conn, alloc_local_mr_atom::value, size, align);
+    BOOST_REQUIRE_MESSAGE(mr, render(mr));
+    return std::move(*mr);
+  }
+
+  /// The connection's statistics; fails the test when it does not answer.
+  agent_stats stats(const connection_actor& conn) {
+    auto s = call<agent_stats>(conn, stats_atom::value);
+    BOOST_REQUIRE_MESSAGE(s, render(s));
+    return *s;
+  }
+
+  /// Monitors `hdl` from a helper actor; the record says when and why it
+  /// went.
+  template <class Handle>
+  std::shared_ptr<down_record> watch(const Handle& hdl) {
+    auto rec = std::make_shared<down_record>();
+    // Held here: an actor nobody holds ends at once.
+    watchers_.emplace_back(sys_.spawn(
+        [](caf::event_based_actor* self, caf::actor_addr target,
+           std::shared_ptr<down_record> out) -> caf::behavior {
+          self->set_down_handler([self, out](caf::down_msg& msg) {
+            out->down = true;
+            out->reason = msg.reason;
+            self->quit();
+          });
+          self->monitor(target);
+          return {[](const std::string&) {}};
+        },
+        caf::actor_cast<caf::actor_addr>(hdl), rec));
+    sched_.run();
+    return rec;
+  }
+
+  /// A data subscriber that keeps every chunk it gets.
+  chunk_log collector() {
+    chunk_log log;
+    log.hdl = sys_.spawn(
+        [](data_subscriber::pointer, std::shared_ptr<std::vector<local_mr>> out)
+            -> data_subscriber::behavior_type {
+          return {[out](data_atom, local_mr& chunk) {
+            out->push_back(std::move(chunk));
+          }};
+        },
+        log.chunks);
+    sched_.run();
+    return log;
+  }
+
+  side client;
+  side server;
+  /// The ends of the connection `connect` opened last.
+  connection_actor client_conn;
+  connection_actor server_conn;
+
+private:
+  /// Bound of the loops that run the actors to quiescence.
+  static constexpr int max_rounds = 100000;
+
+  /// One connection: the wire's two ends and (weakly) the actors on them.
+  struct wire {
+    std::shared_ptr<wire_end> ends[2];
+    caf::weak_actor_ptr agents[2];
+    caf::weak_actor_ptr transports[2];
+  };
+
+  static rdmactor::config& init(rdmactor::config& cfg) {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    return cfg;
+  }
+
+  void make_side(side& s, options opts) {
+    s.opts = std::move(opts);
+    s.pool = std::make_shared<memory_pool>(s.dev, s.opts.arena_size_bytes,
+                                           s.opts.max_alloc_bytes);
+    s.allocator = spawn_allocator(sys_, s.pool);
+    sched_.run();
+  }
+
+  /// Delivers what `e` posted to its peer while the peer has receives;
+  /// drops it when the peer's link failed.  Returns whether anything
+  /// moved.
+  bool carry(wire_end& e) {
+    e.take_sent();
+    auto& dst = *e.peer;
+    bool moved = false;
+    while (!e.out.empty()) {
+      auto& f = e.out.front();
+      if (!dst.link->in_error()) {
+        bool ok = f.write_imm ? dst.link->deliver_write_imm(*f.imm, f.write_len)
+                              : dst.link->deliver(f.bytes.data(),
+                                                  f.bytes.size(), f.imm);
+        if (!ok)
+          break; // no receive posted yet
+        dst.fresh = true;
+      }
+      e.out.pop_front();
+      moved = true;
+    }
+    return moved;
+  }
+
+  /// Wakes the driver of end `i` of `w` when its CQ holds completions it
+  /// has not been woken for.  Returns whether it did.
+  bool kick(wire& w, int i) {
+    auto& e = *w.ends[i];
+    if (!e.link->has_completions())
+      return false;
+    if (!e.fresh && e.link->polls == e.kicked_at)
+      return false;
+    e.fresh = false;
+    e.kicked_at = e.link->polls;
+    bool any = false;
+    if (auto agent = caf::actor_cast<caf::actor>(w.agents[i])) {
+      caf::anon_send(agent, transport::cq_event_atom::value);
+      any = true;
+    }
+    if (auto tr = caf::actor_cast<caf::actor>(w.transports[i])) {
+      caf::anon_send(tr, transport::cq_event_atom::value);
+      any = true;
+    }
+    return any;
+  }
+
+  rdmactor::config cfg_;
+  caf::actor_system sys_;
+  caf::scheduler::test_coordinator& sched_;
+  std::deque<wire> wires_;
+  /// The helper actors of `watch`.
+  std::vector<caf::actor> watchers_;
+};
+
+} // namespace rdmactor::test
