@@ -1,0 +1,184 @@
+#include <boost/test/unit_test.hpp>
+
+// The suite `inline_handler`: the inline data handler
+// (include/rdmactor/data_handler.hpp) between two harnessed agents:
+// chunks reach it inside the agent's activation, its sends leave with the
+// acknowledgements of what it read, and it is detached (and told why)
+// when it is replaced, throws, or the connection ends.
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test/support/agent_harness.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+BOOST_AUTO_TEST_SUITE(inline_handler)
+
+namespace {
+
+/// Records what it is handed; keeps it, echoes it or throws once.  Runs
+/// on the harness's one thread: no locks.
+class recorder final : public data_handler {
+public:
+  enum class then { keep, echo, throw_once };
+
+  explicit recorder(then what) : what_(what) {}
+
+  void on_data(data_context& ctx, local_mr chunk) override {
+    conn = ctx.connection();
+    if (what_ == then::throw_once && !thrown_) {
+      thrown_ = true;
+      throw std::runtime_error("a test handler's failure");
+    }
+    if (what_ == then::keep) {
+      chunks.push_back(std::move(chunk));
+      return;
+    }
+    ++echoed;
+    ctx.send_data(std::move(chunk), [this](caf::expected<uint64_t> r) {
+      if (r)
+        ++acked;
+    });
+  }
+
+  void on_detach(const caf::error& why) override {
+    ++detaches;
+    reason = why;
+    chunks.clear(); // the receive buffers go back
+  }
+
+  std::vector<std::string> kept_text() const {
+    std::vector<std::string> out;
+    for (auto& c : chunks)
+      out.emplace_back(reinterpret_cast<const char*>(c.data()), c.size());
+    return out;
+  }
+
+  std::vector<local_mr> chunks;
+  size_t echoed = 0;
+  size_t acked = 0;
+  int detaches = 0;
+  caf::error reason;
+  uint64_t conn = 0;
+
+private:
+  then what_;
+  bool thrown_ = false;
+};
+
+void send_text(agent_harness& h, const std::string& text) {
+  auto sent = h.call<uint64_t>(h.client_conn, send_data_atom::value, text);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  BOOST_REQUIRE_EQUAL(*sent, text.size());
+}
+
+std::string text_of(const local_mr& mr) {
+  return {reinterpret_cast<const char*>(mr.data()), mr.size()};
+}
+
+uint64_t subscribe(agent_harness& h, data_handler_ptr handler) {
+  auto n = h.call<uint64_t>(h.server_conn, subscribe_data_atom::value,
+                            std::move(handler));
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  return *n;
+}
+
+} // namespace
+
+// The echo runs in the server agent's activation that read the ping, so the
+// acknowledgement of every ping rides on its echo: no SendDataResponse of
+// its own, and both sides' send_data complete.
+BOOST_AUTO_TEST_CASE(a_handler_echoes_with_the_acknowledgement_of_each_ping) {
+  agent_harness h;
+  auto echo = std::make_shared<recorder>(recorder::then::echo);
+  BOOST_TEST(subscribe(h, echo) == 0u);
+  auto sub = h.collector();
+  BOOST_REQUIRE(
+      h.call<uint64_t>(h.client_conn, subscribe_data_atom::value, sub.hdl));
+  constexpr int rounds = 50;
+  for (int i = 0; i < rounds; ++i) {
+    auto text = "ping " + std::to_string(i);
+    send_text(h, text);
+    BOOST_REQUIRE_EQUAL(sub.chunks->size(), 1u);
+    BOOST_REQUIRE_EQUAL(text_of(sub.chunks->front()), text);
+    sub.chunks->clear();
+  }
+  BOOST_TEST(echo->echoed == size_t{rounds});
+  BOOST_TEST(echo->acked == size_t{rounds});
+  auto server = h.stats(h.server_conn);
+  auto client = h.stats(h.client_conn);
+  BOOST_TEST(server.piggybacked_acks_sent == uint64_t{rounds});
+  BOOST_TEST(client.piggybacked_acks_received == uint64_t{rounds});
+  BOOST_TEST(server.protocol_errors == 0u);
+  BOOST_TEST(echo->conn == h.server_conn->id());
+  BOOST_TEST(echo->detaches == 0);
+}
+
+// Queued chunks are handed over when it is set; receive_data is refused
+// while it is; a null handler ends it (on_detach with no error) and data
+// queues for receive_data again.
+BOOST_AUTO_TEST_CASE(a_handler_takes_the_queue_and_a_null_one_ends_it) {
+  agent_harness h;
+  send_text(h, "one");
+  send_text(h, "two");
+  auto keep = std::make_shared<recorder>(recorder::then::keep);
+  BOOST_TEST(subscribe(h, keep) == 2u);
+  send_text(h, "three");
+  BOOST_TEST(keep->kept_text()
+             == (std::vector<std::string>{"one", "two", "three"}));
+  auto r = h.call<local_mr>(h.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == errc::invalid_argument, render(r.error()));
+  BOOST_TEST(subscribe(h, data_handler_ptr{}) == 0u);
+  BOOST_TEST(keep->detaches == 1);
+  BOOST_TEST(!keep->reason, render(keep->reason));
+  send_text(h, "four");
+  auto got = h.call<local_mr>(h.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(text_of(*got) == "four");
+  BOOST_TEST(keep->chunks.empty()); // dropped at detach
+}
+
+// An exception from on_data detaches the handler with handler_failed; the
+// connection keeps serving and later data queues for receive_data.
+BOOST_AUTO_TEST_CASE(a_throwing_handler_is_detached_and_data_queues_again) {
+  agent_harness h;
+  auto bad = std::make_shared<recorder>(recorder::then::throw_once);
+  subscribe(h, bad);
+  send_text(h, "thrown on");
+  BOOST_REQUIRE_EQUAL(bad->detaches, 1);
+  BOOST_TEST(code_of(bad->reason) == errc::handler_failed, render(bad->reason));
+  BOOST_TEST(render(bad->reason).find("a test handler's failure")
+             != std::string::npos);
+  send_text(h, "after");
+  auto got = h.call<local_mr>(h.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, render(got));
+  BOOST_TEST(text_of(*got) == "after");
+}
+
+// The connection's end detaches the handler with the end reason; what it
+// held goes back, and every byte allocated returns to both allocators.
+BOOST_AUTO_TEST_CASE(the_connections_end_detaches_the_handler) {
+  agent_harness h;
+  const auto server_start = h.server.bytes_in_use();
+  const auto client_start = h.client.bytes_in_use();
+  auto keep = std::make_shared<recorder>(recorder::then::keep);
+  subscribe(h, keep);
+  for (int i = 0; i < 3; ++i)
+    send_text(h, std::string(1000, static_cast<char>('a' + i)));
+  BOOST_REQUIRE_EQUAL(keep->chunks.size(), 3u);
+  auto down = h.watch(h.server_conn);
+  caf::anon_send_exit(h.client_conn, caf::exit_reason::user_shutdown);
+  h.settle();
+  BOOST_REQUIRE(down->down);
+  BOOST_TEST(keep->detaches == 1);
+  BOOST_TEST(code_of(keep->reason) == errc::peer_closed, render(keep->reason));
+  BOOST_TEST(keep->chunks.empty());
+  BOOST_TEST(h.server.bytes_in_use() == server_start);
+  BOOST_TEST(h.client.bytes_in_use() == client_start);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
