@@ -208,58 +208,6 @@ BOOST_AUTO_TEST_CASE(an_echo_carries_the_acknowledgement_of_the_ping) {
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
-BOOST_AUTO_TEST_CASE(a_subscriber_that_terminates_ends_its_subscription) {
-  two_nodes t;
-  auto sub = t.sys.spawn([](caf::event_based_actor*) -> caf::behavior {
-    return {[](data_atom, local_mr&) {}};
-  });
-  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
-                          caf::actor_cast<data_subscriber>(sub));
-  BOOST_REQUIRE_MESSAGE(n, render(n));
-  caf::scoped_actor self{t.sys};
-  self->monitor(sub);
-  caf::anon_send_exit(sub, caf::exit_reason::kill);
-  self->receive([](caf::down_msg&) {});
-  // The agent learns of it by its own monitor, in its own time; until then
-  // a chunk still goes to the dead subscriber (and is lost with it).  Send
-  // until one queues: send_data is answered after the server's agent
-  // delivered the chunk.
-  local_mr src;
-  BOOST_REQUIRE(eventually(
-      [&] {
-        src = alloc(t, t.client_conn, 100);
-        fill(src, 7);
-        BOOST_REQUIRE(
-            call<uint64_t>(t.sys, t.client_conn, send_data_atom::value, src));
-        auto s = call<agent_stats>(t.sys, t.server_conn, stats_atom::value);
-        BOOST_REQUIRE(s);
-        return s->queued_data > 0;
-      },
-      std::chrono::seconds(10 * timeout_scale())));
-  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-  BOOST_REQUIRE_MESSAGE(got, render(got));
-  BOOST_TEST(same(*got, src));
-}
-
-BOOST_AUTO_TEST_CASE(subscribing_fails_waiting_receive_calls) {
-  two_nodes t;
-  caf::scoped_actor waiter{t.sys};
-  // Enqueued before the subscribe below (this thread sends both, to the
-  // same actor): it waits when the subscription comes.
-  waiter->send(t.server_conn, receive_data_atom::value);
-  caf::scoped_actor sub{t.sys};
-  auto n = call<uint64_t>(t.sys, t.server_conn, subscribe_data_atom::value,
-                          caf::actor_cast<data_subscriber>(sub));
-  BOOST_REQUIRE(n);
-  caf::error err;
-  waiter->receive(
-      [&](caf::error& e) { err = e; },
-      [](local_mr&) { BOOST_FAIL("got data"); },
-      caf::after(std::chrono::seconds(10)) >>
-          [] { BOOST_FAIL("the waiting receive_data was not failed"); });
-  BOOST_TEST(code_of(err) == errc::invalid_argument, render(err));
-}
-
 BOOST_AUTO_TEST_CASE(send_data_of_10_mib) {
   auto o = test_options();
   o.max_message_len_bytes = 64 * 1024;
@@ -284,36 +232,6 @@ BOOST_AUTO_TEST_CASE(send_data_of_10_mib) {
   self->receive([&](uint64_t n) { done = n == size; },
                 [&](caf::error& err) { BOOST_FAIL(render(err)); });
   BOOST_TEST(done);
-}
-
-BOOST_AUTO_TEST_CASE(send_mr_local_lends_memory_until_the_peer_releases) {
-  two_nodes t;
-  auto mr = alloc(t, t.client_conn, 8192);
-  fill(mr, 42);
-  auto tok = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, mr);
-  BOOST_REQUIRE_MESSAGE(tok, render(tok));
-  BOOST_TEST((*tok == mr.token()));
-  // Sending the same region again is refused, as in async-rdma.
-  auto again = call<mr_token>(t.sys, t.client_conn, send_mr_atom::value, mr);
-  BOOST_REQUIRE(!again);
-  BOOST_TEST(code_of(again.error()) == errc::already_sent);
-  {
-    auto rmr
-        = call<remote_mr>(t.sys, t.server_conn, receive_remote_mr_atom::value);
-    BOOST_REQUIRE_MESSAGE(rmr, render(rmr));
-    BOOST_TEST(rmr->size() == 8192u);
-    auto dst = alloc(t, t.server_conn, 8192);
-    auto n = call<uint64_t>(t.sys, t.server_conn, read_atom::value, dst, *rmr);
-    BOOST_REQUIRE(n);
-    BOOST_TEST(same(dst, mr));
-    auto stats = call<agent_stats>(t.sys, t.client_conn, stats_atom::value);
-    BOOST_REQUIRE(stats);
-    BOOST_TEST(stats->owned_mrs == 1u);
-  } // the server drops its handle: ReleaseMR goes to the client
-  BOOST_TEST(eventually([&] {
-    auto s = call<agent_stats>(t.sys, t.client_conn, stats_atom::value);
-    return s && s->owned_mrs == 0;
-  }));
 }
 
 BOOST_AUTO_TEST_CASE(send_mr_remote_hands_memory_back_to_its_owner) {
@@ -343,32 +261,6 @@ BOOST_AUTO_TEST_CASE(send_mr_remote_hands_memory_back_to_its_owner) {
   auto s = call<agent_stats>(t.sys, t.server_conn, stats_atom::value);
   BOOST_REQUIRE(s);
   BOOST_TEST(s->owned_mrs == 0u);
-}
-
-BOOST_AUTO_TEST_CASE(dropping_a_remote_mr_releases_the_peer_memory) {
-  two_nodes t;
-  auto before = t.server->memory_stats().bytes_in_use;
-  {
-    auto rmr
-        = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
-                          uint64_t{3 << 20}, uint64_t{4096});
-    BOOST_REQUIRE(rmr);
-    BOOST_TEST(t.server->memory_stats().bytes_in_use >= before + (3 << 20));
-  }
-  BOOST_TEST(eventually(
-      [&] { return t.server->memory_stats().bytes_in_use == before; }));
-  // Explicit release answers with the released length.
-  auto rmr
-      = call<remote_mr>(t.sys, t.client_conn, request_remote_mr_atom::value,
-                        uint64_t{100}, uint64_t{8});
-  BOOST_REQUIRE(rmr);
-  auto n = call<uint64_t>(t.sys, t.client_conn, release_atom::value, *rmr);
-  BOOST_REQUIRE_MESSAGE(n, render(n));
-  BOOST_TEST(*n == 100u);
-  BOOST_TEST(t.server->memory_stats().bytes_in_use == before);
-  auto again = call<uint64_t>(t.sys, t.client_conn, release_atom::value, *rmr);
-  BOOST_REQUIRE(!again);
-  BOOST_TEST(code_of(again.error()) == errc::already_sent);
 }
 
 BOOST_AUTO_TEST_CASE(remote_alloc_errors_come_from_the_peer) {

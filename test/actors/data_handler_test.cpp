@@ -128,66 +128,6 @@ uint64_t subscribe(two_nodes& t, data_handler_ptr h) {
 
 BOOST_AUTO_TEST_SUITE(data_handler)
 
-// The echo runs in the server agent's activation that read the ping, so the
-// acknowledgement of every ping rides on its echo: no SendDataResponse of
-// its own, and both sides' send_data complete.
-BOOST_AUTO_TEST_CASE(a_handler_echoes_with_the_acknowledgement_of_each_ping) {
-  two_nodes t;
-  auto echo
-      = std::make_shared<recording_handler>(recording_handler::then::echo);
-  BOOST_TEST(subscribe(t, echo) == 0u);
-  caf::scoped_actor sub{t.sys};
-  BOOST_REQUIRE(call<uint64_t>(t.sys, t.client_conn, subscribe_data_atom::value,
-                               caf::actor_cast<data_subscriber>(sub)));
-  constexpr int rounds = 50;
-  for (int i = 0; i < rounds; ++i) {
-    auto text = "ping " + std::to_string(i);
-    send_text(t, text);
-    std::string back;
-    sub->receive([&](data_atom, local_mr& mr) { back = text_of(mr); },
-                 caf::after(patience()) >> [] { BOOST_FAIL("no echo"); });
-    BOOST_REQUIRE_EQUAL(back, text);
-  }
-  BOOST_TEST(echo->echoed() == size_t{rounds});
-  BOOST_REQUIRE(
-      eventually([&] { return echo->acked() == size_t{rounds}; }, patience()));
-  auto server = call<agent_stats>(t.sys, t.server_conn, stats_atom::value);
-  auto client = call<agent_stats>(t.sys, t.client_conn, stats_atom::value);
-  BOOST_REQUIRE(server && client);
-  BOOST_TEST(server->piggybacked_acks_sent == uint64_t{rounds});
-  BOOST_TEST(client->piggybacked_acks_received == uint64_t{rounds});
-  BOOST_TEST(server->protocol_errors == 0u);
-  BOOST_TEST(echo->conn() == t.server_conn->id());
-  BOOST_TEST(echo->detaches() == 0);
-}
-
-// Queued chunks are handed over when it is set; receive_data is refused
-// while it is; a null handler ends it (on_detach with no error) and data
-// queues for receive_data again.
-BOOST_AUTO_TEST_CASE(a_handler_takes_the_queue_and_a_null_one_ends_it) {
-  two_nodes t;
-  send_text(t, "one");
-  send_text(t, "two");
-  auto keep
-      = std::make_shared<recording_handler>(recording_handler::then::keep);
-  BOOST_TEST(subscribe(t, keep) == 2u);
-  send_text(t, "three");
-  BOOST_REQUIRE(eventually([&] { return keep->kept() == 3; }, patience()));
-  BOOST_TEST(keep->kept_text()
-             == (std::vector<std::string>{"one", "two", "three"}));
-  auto r = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-  BOOST_REQUIRE(!r);
-  BOOST_TEST(code_of(r.error()) == errc::invalid_argument, render(r.error()));
-  BOOST_TEST(subscribe(t, data_handler_ptr{}) == 0u);
-  BOOST_TEST(keep->detaches() == 1);
-  BOOST_TEST(!keep->reason(), render(keep->reason()));
-  send_text(t, "four");
-  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-  BOOST_REQUIRE_MESSAGE(got, render(got));
-  BOOST_TEST(text_of(*got) == "four");
-  BOOST_TEST(keep->kept() == 0u); // dropped at detach
-}
-
 // A data_subscriber replaces a handler (which hears of it) and takes the
 // data from then on.
 BOOST_AUTO_TEST_CASE(a_subscriber_replaces_a_handler) {
@@ -219,54 +159,6 @@ BOOST_AUTO_TEST_CASE(a_null_handler_ends_a_subscribers_subscription) {
   auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
   BOOST_REQUIRE_MESSAGE(got, render(got));
   BOOST_TEST(text_of(*got) == "queued");
-}
-
-// An exception from on_data detaches the handler with handler_failed; the
-// connection keeps serving and later data queues for receive_data.
-BOOST_AUTO_TEST_CASE(a_throwing_handler_is_detached_and_data_queues_again) {
-  two_nodes t;
-  auto bad = std::make_shared<recording_handler>(
-      recording_handler::then::throw_once);
-  subscribe(t, bad);
-  send_text(t, "thrown on");
-  BOOST_REQUIRE(eventually([&] { return bad->detaches() == 1; }, patience()));
-  BOOST_TEST(code_of(bad->reason()) == errc::handler_failed,
-             render(bad->reason()));
-  BOOST_TEST(render(bad->reason()).find("a test handler's failure")
-             != std::string::npos);
-  send_text(t, "after");
-  auto got = call<local_mr>(t.sys, t.server_conn, receive_data_atom::value);
-  BOOST_REQUIRE_MESSAGE(got, render(got));
-  BOOST_TEST(text_of(*got) == "after");
-}
-
-// The connection's end detaches the handler with the end reason; what it
-// held goes back, and every byte allocated returns to both allocators.
-BOOST_AUTO_TEST_CASE(the_connections_end_detaches_the_handler) {
-  two_nodes t;
-  const auto server_start = t.server->memory_stats().bytes_in_use;
-  const auto client_start = t.client->memory_stats().bytes_in_use;
-  auto keep
-      = std::make_shared<recording_handler>(recording_handler::then::keep);
-  subscribe(t, keep);
-  for (int i = 0; i < 3; ++i)
-    send_text(t, std::string(1000, static_cast<char>('a' + i)));
-  BOOST_REQUIRE(eventually([&] { return keep->kept() == 3; }, patience()));
-  caf::scoped_actor watcher{t.sys};
-  watcher->monitor(t.server_conn);
-  caf::anon_send_exit(t.client_conn, caf::exit_reason::user_shutdown);
-  watcher->receive([](caf::down_msg&) {},
-                   caf::after(patience()) >> [] { BOOST_FAIL("no end"); });
-  BOOST_TEST(keep->detaches() == 1);
-  BOOST_TEST(code_of(keep->reason()) == errc::peer_closed,
-             render(keep->reason()));
-  BOOST_TEST(keep->kept() == 0u);
-  BOOST_TEST(eventually(
-      [&] {
-        return t.server->memory_stats().bytes_in_use == server_start
-               && t.client->memory_stats().bytes_in_use == client_start;
-      },
-      patience()));
 }
 
 BOOST_AUTO_TEST_CASE(make_data_handler_wraps_a_function) {
