@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -259,8 +260,18 @@ public:
   /// server) ends, settled (both Hellos exchanged).
   std::pair<connection_actor, connection_actor> connect() {
     auto& w = wires_.emplace_back();
-    transport::conn_params params{client.opts.max_message_len_bytes,
-                                  client.opts.recv_depth};
+    // What the two nodes would agree on: receive buffers of the eager size
+    // (larger payloads go by rendezvous), the smaller of both offers.
+    auto offer = [](const options& o) {
+      return transport::conn_params{
+          std::min(o.max_message_len_bytes, o.eager_message_len_bytes),
+          o.recv_depth};
+    };
+    auto a = offer(client.opts);
+    auto b = offer(server.opts);
+    transport::conn_params params{
+        std::min(a.max_message_len_bytes, b.max_message_len_bytes),
+        std::min(a.recv_depth, b.recv_depth)};
     side* sides[] = {&client, &server};
     for (int i = 0; i < 2; ++i) {
       w.ends[i] = std::make_shared<wire_end>();
