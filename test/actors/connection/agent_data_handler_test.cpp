@@ -6,6 +6,7 @@
 // acknowledgements of what it read, and it is detached (and told why)
 // when it is replaced, throws, or the connection ends.
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -179,6 +180,70 @@ BOOST_AUTO_TEST_CASE(the_connections_end_detaches_the_handler) {
   BOOST_TEST(keep->chunks.empty());
   BOOST_TEST(h.server.bytes_in_use() == server_start);
   BOOST_TEST(h.client.bytes_in_use() == client_start);
+}
+
+/// Writes `src` into the peer's `remote` when attached, reads it back
+/// into `dst` from the write's callback, and records both results; a
+/// READ of the wrong length fails before anything is posted.
+class write_then_read final : public data_handler {
+public:
+  write_then_read(local_mr src, local_mr dst, remote_mr remote)
+      : src_(std::move(src)), dst_(std::move(dst)), remote_(std::move(remote)) {
+  }
+
+  void on_attach(data_context& ctx) override {
+    local_mr short_dst = *dst_.slice(0, dst_.size() - 1);
+    ctx.read(short_dst, remote_, [this](caf::expected<uint64_t> r) {
+      mismatch = r ? caf::error{} : r.error();
+      mismatch_seen = true;
+    });
+    ctx.write(src_, remote_, [this, &ctx](caf::expected<uint64_t> w) {
+      written = w ? *w : 0;
+      ctx.read(dst_, remote_,
+               [this](caf::expected<uint64_t> r) { read = r ? *r : 0; });
+    });
+  }
+
+  void on_data(data_context&, local_mr) override {}
+
+  uint64_t written = 0;
+  uint64_t read = 0;
+  bool mismatch_seen = false;
+  caf::error mismatch;
+
+private:
+  local_mr src_;
+  local_mr dst_;
+  remote_mr remote_;
+};
+
+// One-sided operations from a handler: a WRITE, and from its callback a
+// READ of what it wrote, without a message per operation; checks fail at
+// once with the error a request would get.
+BOOST_AUTO_TEST_CASE(a_handler_writes_and_reads_back_from_its_callbacks) {
+  agent_harness h;
+  const uint64_t size = 256;
+  auto remote = h.call<remote_mr>(h.client_conn, request_remote_mr_atom::value,
+                                  size, uint64_t{64});
+  BOOST_REQUIRE_MESSAGE(remote, render(remote));
+  auto src = h.alloc(h.client_conn, size);
+  auto dst = h.alloc(h.client_conn, size);
+  for (uint64_t i = 0; i < size; ++i)
+    src.data()[i] = static_cast<uint8_t>(i * 7 + 3);
+  std::memset(dst.data(), 0, size);
+  auto handler = std::make_shared<write_then_read>(src, dst, *remote);
+  auto reply = h.ask<uint64_t>(h.client_conn, subscribe_data_atom::value,
+                               data_handler_ptr{handler});
+  // At once, inside on_attach.
+  BOOST_TEST(handler->mismatch_seen);
+  BOOST_TEST(code_of(handler->mismatch) == errc::length_mismatch,
+             render(handler->mismatch));
+  h.settle();
+  auto n = agent_harness::take(*reply);
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  BOOST_TEST(handler->written == size);
+  BOOST_TEST(handler->read == size);
+  BOOST_TEST(std::memcmp(src.data(), dst.data(), size) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
