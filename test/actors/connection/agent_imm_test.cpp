@@ -2,7 +2,7 @@
 
 // The suite `immediate_data`: values that ride on RDMA WRITEs and on
 // send_data chunks between two harnessed agents, in order with the data
-// around them.
+// around them, and the connection each pushed item names.
 
 #include <memory>
 #include <tuple>
@@ -217,6 +217,79 @@ BOOST_AUTO_TEST_CASE(receive_imm_takes_values_without_a_subscriber) {
   auto p = h.call<local_mr>(h.server_conn, receive_data_atom::value);
   BOOST_REQUIRE_MESSAGE(p, render(p));
   BOOST_TEST(p->size() == 50u);
+}
+
+// A peer whose Hello does not offer immediate data: calls that need it
+// fail with not_negotiated, the rest works, and the other way round the
+// values flow.
+BOOST_AUTO_TEST_CASE(a_peer_that_did_not_offer_immediate_data) {
+  auto server_opts = harness_options();
+  server_opts.immediate_data = false;
+  agent_harness h{harness_options(), server_opts};
+  auto [target, rmr] = lend_to_client(h, 256);
+  auto src = h.alloc(h.client_conn, 256);
+  auto w = h.call<uint64_t>(h.client_conn, write_with_imm_atom::value, src, rmr,
+                            uint32_t{1});
+  BOOST_REQUIRE(!w);
+  BOOST_TEST(code_of(w.error()) == errc::not_negotiated, render(w.error()));
+  auto d = h.call<uint64_t>(h.client_conn, send_data_atom::value, src,
+                            uint32_t{1});
+  BOOST_REQUIRE(!d);
+  BOOST_TEST(code_of(d.error()) == errc::not_negotiated, render(d.error()));
+  // The connection still works without values.
+  auto plain = h.call<uint64_t>(h.client_conn, write_atom::value, src, rmr);
+  BOOST_REQUIRE_MESSAGE(plain, render(plain));
+  auto sent = h.call<uint64_t>(h.client_conn, send_data_atom::value, src);
+  BOOST_REQUIRE_MESSAGE(sent, render(sent));
+  auto s = h.stats(h.server_conn);
+  BOOST_TEST(s.protocol_errors == 0u);
+  BOOST_TEST(s.queued_imms == 0u);
+  // The other way round the server's calls work: the client offered.
+  auto mine = h.alloc(h.client_conn, 256);
+  BOOST_REQUIRE(h.call<mr_token>(h.client_conn, send_mr_atom::value, mine));
+  auto srmr = h.call<remote_mr>(h.server_conn, receive_remote_mr_atom::value);
+  BOOST_REQUIRE_MESSAGE(srmr, render(srmr));
+  auto ssrc = h.alloc(h.server_conn, 256);
+  auto back = h.call<uint64_t>(h.server_conn, write_with_imm_atom::value, ssrc,
+                               *srmr, uint32_t{5});
+  BOOST_REQUIRE_MESSAGE(back, render(back));
+  auto imm = h.call<uint32_t, uint64_t, local_mr>(h.client_conn,
+                                                  receive_imm_atom::value);
+  BOOST_REQUIRE_MESSAGE(imm, render(imm));
+  BOOST_TEST(std::get<0>(*imm) == 5u);
+  BOOST_TEST(std::get<1>(*imm) == 256u);
+}
+
+// One subscriber for two connections tells their chunks apart by the
+// connection id each carries.
+BOOST_AUTO_TEST_CASE(pushed_chunks_identify_their_connection) {
+  agent_harness h;
+  auto client1 = h.client_conn;
+  auto server1 = h.server_conn;
+  auto [client2, server2] = h.connect();
+  BOOST_REQUIRE(server1->id() != server2->id());
+  auto log = std::make_shared<std::vector<event>>();
+  auto sub = spawn_recorder(h, log);
+  for (auto& s : {server1, server2}) {
+    auto n = h.call<uint64_t>(s, subscribe_data_atom::value, sub);
+    BOOST_REQUIRE_MESSAGE(n, render(n));
+  }
+  for (int round = 0; round < 10; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      auto& c = k == 0 ? client1 : client2;
+      auto seed = static_cast<uint8_t>(round + (k == 0 ? 0 : 100));
+      auto src = h.alloc(c, 32);
+      fill_with(src, seed);
+      auto sent = h.call<uint64_t>(c, send_data_atom::value, src);
+      BOOST_REQUIRE_MESSAGE(sent, render(sent));
+      BOOST_REQUIRE_EQUAL(log->size(), 1u);
+      auto& ev = log->front();
+      BOOST_TEST(!ev.imm);
+      BOOST_TEST(ev.conn == (k == 0 ? server1 : server2)->id());
+      BOOST_TEST(matches(ev.chunk.data(), 32, seed));
+      log->clear();
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
