@@ -281,22 +281,6 @@ BOOST_AUTO_TEST_CASE(remote_alloc_errors_come_from_the_peer) {
   BOOST_TEST(static_cast<bool>(ok));
 }
 
-BOOST_AUTO_TEST_CASE(receive_times_out_when_nothing_arrives) {
-  auto o = test_options();
-  o.request_timeout_ms = 300;
-  two_nodes t{o};
-  auto start = std::chrono::steady_clock::now();
-  auto r = call<local_mr>(t.sys, t.client_conn, receive_data_atom::value);
-  auto waited = std::chrono::steady_clock::now() - start;
-  BOOST_REQUIRE(!r);
-  BOOST_TEST(code_of(r.error()) == errc::request_timeout);
-  BOOST_TEST((waited >= std::chrono::milliseconds(250)));
-  auto r2
-      = call<remote_mr>(t.sys, t.client_conn, receive_remote_mr_atom::value);
-  BOOST_REQUIRE(!r2);
-  BOOST_TEST(code_of(r2.error()) == errc::request_timeout);
-}
-
 BOOST_AUTO_TEST_CASE(hundred_requests_in_flight_from_several_actors) {
   two_nodes t;
   constexpr int users = 4;
