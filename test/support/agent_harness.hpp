@@ -232,6 +232,9 @@ public:
     std::tie(client_conn, server_conn) = connect();
   }
 
+  /// Closes every connection, fires the timers left and checks that each
+  /// side's pool got every byte back (the test's own handles, declared
+  /// after the harness, are gone by then).
   ~agent_harness() {
     client_conn = connection_actor{};
     server_conn = connection_actor{};
@@ -242,12 +245,15 @@ public:
       for (auto& e : w.agents)
         if (auto hdl = caf::actor_cast<caf::actor>(e))
           caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-    settle();
-    for (int i = 0; i < max_rounds && sched_.trigger_timeout(); ++i)
-      settle();
+    bool idle = run_until_idle();
+    for (int i = 0; idle && i < max_rounds && sched_.trigger_timeout(); ++i)
+      idle = run_until_idle();
+    BOOST_CHECK_MESSAGE(idle, "the actors never became idle at the end");
+    BOOST_CHECK_EQUAL(client.bytes_in_use(), 0u);
+    BOOST_CHECK_EQUAL(server.bytes_in_use(), 0u);
     for (auto* s : {&client, &server})
       caf::anon_send_exit(s->allocator, caf::exit_reason::user_shutdown);
-    settle();
+    run_until_idle();
     sys_.await_actors_before_shutdown(false);
   }
 
@@ -324,30 +330,8 @@ public:
   /// completions, and fails a link whose peer's link failed once the
   /// peer's frames are delivered.
   void settle() {
-    for (int round = 0; round < max_rounds; ++round) {
-      sched_.run();
-      bool moved = false;
-      for (auto& w : wires_)
-        for (auto& e : w.ends)
-          moved = carry(*e) || moved;
-      bool kicked = false;
-      for (auto& w : wires_)
-        for (int i = 0; i < 2; ++i)
-          kicked = kick(w, i) || kicked;
-      if (moved || kicked || sched_.has_job())
-        continue;
-      bool failed = false;
-      for (auto& w : wires_)
-        for (auto& e : w.ends)
-          if (e->link->in_error() && !e->peer->link->in_error()) {
-            e->peer->link->close();
-            e->peer->fresh = true;
-            failed = true;
-          }
-      if (!failed)
-        return;
-    }
-    BOOST_FAIL("the actors never became idle");
+    if (!run_until_idle())
+      BOOST_FAIL("the actors never became idle");
   }
 
   /// Moves the simulated clock `ms` forward, firing every timer due on
@@ -507,6 +491,35 @@ private:
   static rdmactor::config& init(rdmactor::config& cfg) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     return cfg;
+  }
+
+  /// What `settle` does; returns false when the actors still moved after
+  /// `max_rounds` rounds.
+  bool run_until_idle() {
+    for (int round = 0; round < max_rounds; ++round) {
+      sched_.run();
+      bool moved = false;
+      for (auto& w : wires_)
+        for (auto& e : w.ends)
+          moved = carry(*e) || moved;
+      bool kicked = false;
+      for (auto& w : wires_)
+        for (int i = 0; i < 2; ++i)
+          kicked = kick(w, i) || kicked;
+      if (moved || kicked || sched_.has_job())
+        continue;
+      bool failed = false;
+      for (auto& w : wires_)
+        for (auto& e : w.ends)
+          if (e->link->in_error() && !e->peer->link->in_error()) {
+            e->peer->link->close();
+            e->peer->fresh = true;
+            failed = true;
+          }
+      if (!failed)
+        return true;
+    }
+    return false;
   }
 
   void make_side(side& s, options opts) {
