@@ -234,7 +234,8 @@ public:
 
   /// Closes every connection, fires the timers left and checks that each
   /// side's pool got every byte back (the test's own handles, declared
-  /// after the harness, are gone by then).
+  /// after the harness, are gone by then) and that no work request used
+  /// unregistered memory.
   ~agent_harness() {
     client_conn = connection_actor{};
     server_conn = connection_actor{};
@@ -251,6 +252,11 @@ public:
     BOOST_CHECK_MESSAGE(idle, "the actors never became idle at the end");
     BOOST_CHECK_EQUAL(client.bytes_in_use(), 0u);
     BOOST_CHECK_EQUAL(server.bytes_in_use(), 0u);
+    // The transports never posted memory that was not registered as
+    // needed (a NIC would have failed the work request).
+    for (auto& w : wires_)
+      for (auto& e : w.ends)
+        BOOST_CHECK_EQUAL(e->link->protection_errors, 0u);
     for (auto* s : {&client, &server})
       caf::anon_send_exit(s->allocator, caf::exit_reason::user_shutdown);
     run_until_idle();
@@ -315,11 +321,6 @@ public:
     for (auto& e : wires_.back().ends)
       e->link->close();
     settle();
-  }
-
-  /// The fake link of the last connection's client (0) or server (1) end.
-  fuzz::fake_link& link(int end) {
-    return *wires_.back().ends[end]->link;
   }
 
   // -- running ---------------------------------------------------------------
