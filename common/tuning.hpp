@@ -63,6 +63,11 @@ constexpr double contention_leave_share = 0.45;
 /// in two pieces).
 constexpr size_t doorbell_batch = 16;
 
+/// Header buffers a link keeps for reuse (`link::take_header_buffer`): a
+/// steady stream of sends takes one back per post, and a burst that waited
+/// for credits returns at most this many (each about 64 bytes).
+constexpr size_t spare_header_buffers = 16;
+
 /// Operations that may wait for credits or send-queue entries; more fail
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;

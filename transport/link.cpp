@@ -264,6 +264,14 @@ bool link::split_head() {
 }
 
 /// Removes the head of the queue (posted, or answered with an error).
+std::vector<uint8_t> link::take_header_buffer() {
+  if (spare_headers_.empty())
+    return {};
+  auto buf = std::move(spare_headers_.back());
+  spare_headers_.pop_back();
+  return buf;
+}
+
 void link::pop_queued() {
   if (queue_.front().post)
     --queued_posts_;
@@ -346,6 +354,10 @@ void link::try_post() {
       return;
     }
     uint64_t bytes = op.posted_before + op.local.size() + op.header.size();
+    if (slot >= 0 && spare_headers_.size() < tuning::spare_header_buffers) {
+      op.header.clear(); // its bytes are in the slot now
+      spare_headers_.push_back(std::move(op.header));
+    }
     if (op.cookie != 0)
       ++waited_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),

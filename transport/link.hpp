@@ -137,6 +137,12 @@ public:
               mr_token remote, uint64_t cookie,
               std::optional<uint32_t> imm = std::nullopt, bool quiet = false);
 
+  /// An empty buffer for the next send's `header`: one whose bytes an
+  /// earlier send copied into its registered slot (capacity kept), so that
+  /// a steady stream of sends allocates no headers; a new one while none
+  /// is spare.  At most `tuning::spare_header_buffers` are kept.
+  std::vector<uint8_t> take_header_buffer();
+
   /// Queues an atomic `kind` (fetch_add or compare_swap) on the 8-byte word
   /// `remote` names (len 8, addr 8-byte aligned: the caller checked; a
   /// violation is refused with `misaligned` / `out_of_bounds`).  The old
@@ -370,6 +376,8 @@ private:
   size_t header_mem_bytes_ = 0;
   std::unique_ptr<memory_region> header_reg_;
   std::vector<int32_t> free_header_slots_;
+  /// Header buffers whose bytes went into a slot (`take_header_buffer`).
+  std::vector<std::vector<uint8_t>> spare_headers_;
   /// One 8-byte slot per send-queue entry for the old values of atomics,
   /// registered with local_write (the device writes them).
   std::vector<uint64_t> atomic_mem_;

@@ -25,6 +25,13 @@ void actor_sink::post(std::vector<uint8_t> header, local_mr payload) {
   st.driver.posted();
 }
 
+std::vector<uint8_t> actor_sink::header_buffer() {
+  auto& st = self_->state;
+  if (!st.driver.driving())
+    return {};
+  return st.driver.path().take_header_buffer();
+}
+
 void actor_sink::post_upkeep(std::vector<uint8_t> header) {
   auto& st = self_->state;
   if (!st.driver.driving())

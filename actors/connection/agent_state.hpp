@@ -128,6 +128,7 @@ public:
   explicit actor_sink(self_ptr self) : self_(self) {}
 
   void post(std::vector<uint8_t> header, local_mr payload) override;
+  std::vector<uint8_t> header_buffer() override;
   void post_upkeep(std::vector<uint8_t> header) override;
   void upkeep_frame() override;
   void deliver_data(local_mr chunk) override;

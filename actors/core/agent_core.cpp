@@ -158,7 +158,8 @@ uint64_t agent_core::new_request_id() {
 
 /// Encodes `msg` into a header buffer for the transport.
 caf::expected<std::vector<uint8_t>> agent_core::encode(const pb::Message& msg) {
-  std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+  auto buf = out_.header_buffer();
+  buf.resize(pb::frame_header_len + msg.ByteSizeLong());
   auto res
       = pb::encode(msg, buf.data(), buf.size(), link_.max_message_len_bytes);
   if (res.code != errc::none)

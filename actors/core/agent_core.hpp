@@ -175,6 +175,9 @@ private:
   void ack_send_data(uint64_t id) override;
 
   // requests (agent_core.cpp)
+  std::vector<uint8_t> header_buffer() override {
+    return out_.header_buffer();
+  }
   caf::expected<std::vector<uint8_t>>
   encode(const protocol::Message& msg) override;
   caf::error post_frame(std::vector<uint8_t> header, local_mr payload);

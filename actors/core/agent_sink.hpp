@@ -41,6 +41,13 @@ public:
   /// the post; a failed send takes the connection down.
   virtual void post(std::vector<uint8_t> header, local_mr payload) = 0;
 
+  /// An empty buffer to encode the next frame header into: the agent's is
+  /// one its link recycled (`link::take_header_buffer`), so the data path
+  /// allocates no headers.  The default is a new one.
+  virtual std::vector<uint8_t> header_buffer() {
+    return {};
+  }
+
   /// Posts a keepalive Ping or Pong (`header`, no payload): as `post`, but
   /// upkeep, not traffic, so that an idle connection's keepalive keeps no
   /// poller busy (`link::submit`'s `quiet`).  The default is `post`.

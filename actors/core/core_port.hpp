@@ -65,6 +65,10 @@ public:
 
   // -- to the peer ------------------------------------------------------------
 
+  /// An empty buffer to encode a frame header into (`agent_sink::header_buffer`).
+  virtual std::vector<uint8_t> header_buffer() {
+    return {};
+  }
   /// Encodes `msg` into a frame header buffer (no payload behind it).
   virtual caf::expected<std::vector<uint8_t>>
   encode(const protocol::Message& msg) = 0;

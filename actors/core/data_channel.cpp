@@ -83,7 +83,8 @@ void data_channel::pump(const std::shared_ptr<send_data_stream>& s) {
     f.imm = s->imm();
     f.acked = acks_.ids().data();
     f.acked_count = acks_that_fit(s->chunk_max() - len);
-    std::vector<uint8_t> header(pb::max_send_data_header_len(f.acked_count));
+    auto header = core_.header_buffer();
+    header.resize(pb::max_send_data_header_len(f.acked_count));
     auto n = pb::encode_send_data(f, header.data(), header.size(),
                                   core_.link().max_message_len_bytes);
     if (n == 0) {

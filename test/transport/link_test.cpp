@@ -63,6 +63,25 @@ BOOST_AUTO_TEST_CASE(a_send_carries_header_then_payload_and_reports_bytes) {
   BOOST_TEST(f.peer->protection_errors == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_posted_header_buffer_comes_back_for_the_next_send) {
+  fixture f;
+  // None spare yet: a new, empty buffer.
+  BOOST_TEST(f.l->take_header_buffer().capacity() == 0u);
+  auto header = f.l->take_header_buffer();
+  header.assign({9, 8, 7});
+  auto data = header.data();
+  f.l->submit(op_kind::send, std::move(header), local_mr{}, mr_token{}, 1);
+  BOOST_REQUIRE(f.peer->sent.size() == 1u);
+  // Its bytes are in the registered slot: the buffer is spare, empty, with
+  // its storage, and only once.
+  auto next = f.l->take_header_buffer();
+  BOOST_TEST(next.empty());
+  BOOST_TEST(next.data() == data);
+  BOOST_TEST(f.l->take_header_buffer().capacity() == 0u);
+  // The send went out intact.
+  BOOST_TEST((f.peer->sent[0].bytes == std::vector<uint8_t>{9, 8, 7}));
+}
+
 BOOST_AUTO_TEST_CASE(atomics_on_a_device_without_them_are_refused) {
   fixture f; // the fake device has no atomics (supports_atomics: false)
   BOOST_REQUIRE(!f.dev->supports_atomics());
