@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -213,10 +214,22 @@ public:
     }
   };
 
+  /// Tag of the constructor that opens no connection.
+  struct unconnected_t {};
+  static constexpr unconnected_t unconnected{};
+
   explicit agent_harness(options client_opts = harness_options())
       : agent_harness(client_opts, client_opts) {}
 
   agent_harness(options client_opts, options server_opts)
+      : agent_harness(std::move(client_opts), std::move(server_opts),
+                      unconnected) {
+    std::tie(client_conn, server_conn) = connect();
+  }
+
+  /// Builds both sides and opens no connection (`connect`,
+  /// `connect_scripted`).
+  agent_harness(options client_opts, options server_opts, unconnected_t)
       : sys_(init(cfg_)),
         sched_(
             dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
@@ -229,7 +242,6 @@ public:
     set_log_level(client_opts.log_level);
     make_side(client, std::move(client_opts));
     make_side(server, std::move(server_opts));
-    std::tie(client_conn, server_conn) = connect();
   }
 
   /// Closes every connection, fires the timers left and checks that each
@@ -271,7 +283,48 @@ public:
   /// Opens one more connection between the sides; returns its (client,
   /// server) ends, settled (both Hellos exchanged).
   std::pair<connection_actor, connection_actor> connect() {
+    connection_actor conns[2];
+    open_wire(false, conns);
+    settle();
+    return {conns[0], conns[1]};
+  }
+
+  /// The ends of a connection whose client end is a script
+  /// (test/support/scripted_peer.hpp): what the script puts in
+  /// `client->out` reaches the server's agent, and what the agent posts
+  /// stays in `server->out` for the script to take.  `on_round` runs in
+  /// every round of `settle` and says whether it moved anything.
+  struct scripted_wire {
+    connection_actor agent;
+    std::shared_ptr<wire_end> client;
+    std::shared_ptr<wire_end> server;
+  };
+
+  /// Opens a connection whose client end is a script and whose server end
+  /// an agent; settled (the agent's Hello waits in `server->out`).
+  scripted_wire connect_scripted(std::function<bool()> on_round) {
+    connection_actor conns[2];
+    auto& w = open_wire(true, conns);
+    w.on_round = std::move(on_round);
+    settle();
+    return {conns[1], w.ends[0], w.ends[1]};
+  }
+
+  /// Stops running the `on_round` of every scripted connection (its
+  /// script is going away).
+  void detach_scripts() {
+    for (auto& w : wires_)
+      w.on_round = nullptr;
+  }
+
+private:
+  struct wire;
+
+  /// Opens a wire and spawns its agents (the server's only, when
+  /// `scripted`), whose handles it puts in `conns`.
+  wire& open_wire(bool scripted, connection_actor (&conns)[2]) {
     auto& w = wires_.emplace_back();
+    w.scripted = scripted;
     // What the two nodes would agree on: receive buffers of the eager size
     // (larger payloads go by rendezvous), the smaller of both offers.
     auto offer = [](const options& o) {
@@ -293,8 +346,7 @@ public:
     }
     w.ends[0]->peer = w.ends[1].get();
     w.ends[1]->peer = w.ends[0].get();
-    connection_actor conns[2];
-    for (int i = 0; i < 2; ++i) {
+    for (int i = scripted ? 1 : 0; i < 2; ++i) {
       auto& s = *sides[i];
       // Events, not polling: the test coordinator runs until no message is
       // left, and a polling transport always has its next poll queued.
@@ -311,10 +363,10 @@ public:
       w.agents[i] = caf::actor_cast<caf::weak_actor_ptr>(agent);
       conns[i] = caf::actor_cast<connection_actor>(agent);
     }
-    settle();
-    return {conns[0], conns[1]};
+    return w;
   }
 
+public:
   /// Makes the link of the last connection fail on both ends, as when the
   /// peer's process dies: every posted receive completes flushed.
   void break_link() {
@@ -487,6 +539,10 @@ private:
     std::shared_ptr<wire_end> ends[2];
     caf::weak_actor_ptr agents[2];
     caf::weak_actor_ptr transports[2];
+    /// Whether end 0 is a script (`connect_scripted`).
+    bool scripted = false;
+    /// What the script does in every round of `settle`.
+    std::function<bool()> on_round;
   };
 
   static rdmactor::config& init(rdmactor::config& cfg) {
@@ -500,9 +556,17 @@ private:
     for (int round = 0; round < max_rounds; ++round) {
       sched_.run();
       bool moved = false;
-      for (auto& w : wires_)
-        for (auto& e : w.ends)
-          moved = carry(*e) || moved;
+      for (auto& w : wires_) {
+        if (w.scripted) {
+          w.ends[1]->take_sent(); // the script takes them
+          if (w.on_round)
+            moved = w.on_round() || moved;
+          moved = carry(*w.ends[0]) || moved;
+        } else {
+          for (auto& e : w.ends)
+            moved = carry(*e) || moved;
+        }
+      }
       bool kicked = false;
       for (auto& w : wires_)
         for (int i = 0; i < 2; ++i)
