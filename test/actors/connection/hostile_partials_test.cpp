@@ -1,25 +1,25 @@
 #include <boost/test/unit_test.hpp>
 
-// The hostile suite `hostile_partials` (issue 39): chunked actor messages
-// never finished or over the peer's budget.
+// The suite `hostile_partials`: a scripted raw peer on the deterministic
+// harness (test/support/scripted_peer.hpp) sends chunked actor messages it
+// never finishes or that outgrow its budget; the deadline runs on the
+// simulated clock.
 
 #include <chrono>
-#include <thread>
+#include <string>
 
 #include <caf/event_based_actor.hpp>
 
-#include "test/actors/hostile_fixture.hpp"
+#include "test/support/scripted_peer.hpp"
 
 using namespace rdmactor;
 using namespace rdmactor::test;
 
-// -- partial actor messages: budget and deadline (issue 39) -------------------
-
 namespace {
 
-/// A raw peer with a short peer-partial-timeout-ms that has looked up a
-/// published echo actor, ready to send it chunked requests.
-struct partial_peer_fixture : raw_peer_fixture {
+/// A scripted peer with a short peer-partial-timeout-ms that has looked up
+/// an echo actor the agent published, ready to send it chunked requests.
+struct partial_peer : scripted_peer {
   static constexpr uint32_t timeout_ms = 300;
   /// A request of the peer's actor 7 (the bits CAF's message_id reads).
   static constexpr uint64_t request_mid = 0x1000000000000001ull;
@@ -28,24 +28,33 @@ struct partial_peer_fixture : raw_peer_fixture {
   uint64_t target = 0;
 
   static options partial_options() {
-    auto o = limited_options();
+    auto o = scripted_options();
     o.peer_partial_timeout_ms = timeout_ms;
     return o;
   }
 
-  partial_peer_fixture() : raw_peer_fixture(partial_options()) {
-    echo = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+  partial_peer() : scripted_peer(partial_options()) {
+    echo = h.sys().spawn([](caf::event_based_actor*) -> caf::behavior {
       return {[](int32_t x) { return x; }};
     });
-    BOOST_REQUIRE(server->publish("echo", echo));
+    auto published
+        = h.call<bool>(agent, publish_atom::value, std::string{"echo"}, echo);
+    BOOST_REQUIRE_MESSAGE(published, render(published));
     send(pb::make_hello(pb::protocol_version, opts.max_message_len_bytes,
                         opts.recv_depth, true, pb::EXT_REMOTE_ACTORS));
-    target = lookup_as_peer("echo");
+    pb::Message lookup;
+    lookup.mutable_request()->set_request_id(next_id++);
+    lookup.mutable_request()->mutable_actor_lookup()->set_name("echo");
+    send(lookup);
+    auto res = next_response();
+    BOOST_REQUIRE(res.has_actor_lookup());
+    target = res.actor_lookup().actor_id();
     BOOST_REQUIRE(target != 0u);
   }
 
-  ~partial_peer_fixture() {
+  ~partial_peer() {
     caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+    echo = caf::actor{};
   }
 
   /// Sends one chunk of `len` bytes of the request; the first one
@@ -62,23 +71,23 @@ struct partial_peer_fixture : raw_peer_fixture {
     send(m, len);
   }
 
-  /// Waits for the answer to the request: an actor message to actor 7
+  /// Checks that the request was answered: an actor message to actor 7
   /// that responds to it.
   void expect_request_answered() {
-    auto msg = next_message(
-        [](const pb::Message& m) {
-          return m.has_actor_message() && m.actor_message().target() == 7u;
+    auto f = next_frame(
+        [](const agent_frame& x) {
+          return x.msg.has_actor_message()
+                 && x.msg.actor_message().target() == 7u;
         },
         "answer to the chunked request");
-    auto& a = msg.actor_message();
-    BOOST_TEST(a.message_id()
+    BOOST_TEST(f.msg.actor_message().message_id()
                == caf::message_id{request_mid}.response_id().integer_value());
   }
 };
 
 } // namespace
 
-BOOST_FIXTURE_TEST_SUITE(hostile_partials, partial_peer_fixture)
+BOOST_FIXTURE_TEST_SUITE(hostile_partials, partial_peer)
 
 // The first chunks of a large request and never the rest, while the peer
 // keeps the connection busy with Pings: the reassembly is dropped at
@@ -86,34 +95,32 @@ BOOST_FIXTURE_TEST_SUITE(hostile_partials, partial_peer_fixture)
 // it), the requester gets an answer, the agent serves on, and every byte
 // returns when the peer goes.
 BOOST_AUTO_TEST_CASE(an_unfinished_actor_message_is_dropped_at_its_deadline) {
-  auto errors = server_stats().protocol_errors;
-  auto start = std::chrono::steady_clock::now();
+  auto errors = stats().protocol_errors;
+  auto start = h.now();
   send_chunk(1000, 1 << 20);
   for (int i = 0; i < 9; ++i)
     send_chunk(1000);
-  BOOST_TEST(
-      eventually([&] { return server_stats().partial_actor_bytes >= 10000u; }));
+  h.settle();
+  BOOST_TEST(stats().partial_actor_bytes >= 10000u);
   auto deadline = start + std::chrono::milliseconds{timeout_ms};
-  while (server_stats().partials_dropped == 0
-         && std::chrono::steady_clock::now()
-                < deadline + std::chrono::seconds(5 * timeout_scale())) {
+  while (stats().partials_dropped == 0
+         && h.now() < deadline + std::chrono::milliseconds{timeout_ms}) {
+    BOOST_TEST((h.now() < deadline), "still held past the deadline");
+    h.advance(25);
     send(pb::make_ping(next_id++));
-    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+    h.settle();
   }
-  auto dropped_at = std::chrono::steady_clock::now();
-  auto s = server_stats();
+  auto s = stats();
   BOOST_REQUIRE(s.partials_dropped == 1u);
-  BOOST_TEST((dropped_at >= deadline));
+  BOOST_TEST((h.now() >= deadline));
   BOOST_TEST(s.partial_actor_bytes == 0u);
   BOOST_TEST(s.protocol_errors > errors);
   expect_request_answered();
   expect_still_serving();
-  caf::scoped_actor watcher{sys};
-  watcher->monitor(server_conn);
-  caf::anon_send_exit(tr, caf::exit_reason::user_shutdown); // peer leaves
-  watcher->receive([](caf::down_msg&) {});
-  BOOST_TEST(
-      eventually([&] { return server->memory_stats().bytes_in_use == 0; }));
+  auto down = h.watch(agent);
+  fail_link(); // the peer leaves
+  BOOST_REQUIRE(down->down);
+  BOOST_TEST(agent_bytes() == 0u);
 }
 
 // A chunked request that outgrows the peer's budget (peer-max-queued-bytes,
@@ -124,11 +131,12 @@ BOOST_AUTO_TEST_CASE(an_actor_message_over_the_peer_budget_is_dropped) {
   send_chunk(1000, 1 << 20);
   for (int i = 0; i < 70; ++i)
     send_chunk(1000);
-  BOOST_TEST(eventually([&] { return server_stats().partials_dropped == 1; }));
-  BOOST_TEST(server_stats().partial_actor_bytes == 0u);
+  h.settle();
+  BOOST_TEST(stats().partials_dropped == 1u);
+  BOOST_TEST(stats().partial_actor_bytes == 0u);
   expect_request_answered();
   expect_still_serving();
-  BOOST_TEST(server_stats().partials_dropped == 1u);
+  BOOST_TEST(stats().partials_dropped == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
