@@ -197,7 +197,8 @@ struct chunk_log {
 /// agents when completions wait; `advance(ms)` moves the simulated clock
 /// and fires the timers due.  The harness holds the connections only
 /// through `client_conn` and `server_conn` (what `connect` returned last):
-/// dropping those drops the connection.
+/// dropping those drops the connection.  A connection may have a script
+/// instead of the client's agent (`connect_scripted`, scripted_peer.hpp).
 class agent_harness {
 public:
   /// The pool and allocator of one side (a node's share of the state).
@@ -317,56 +318,6 @@ public:
       w.on_round = nullptr;
   }
 
-private:
-  struct wire;
-
-  /// Opens a wire and spawns its agents (the server's only, when
-  /// `scripted`), whose handles it puts in `conns`.
-  wire& open_wire(bool scripted, connection_actor (&conns)[2]) {
-    auto& w = wires_.emplace_back();
-    w.scripted = scripted;
-    // What the two nodes would agree on: receive buffers of the eager size
-    // (larger payloads go by rendezvous), the smaller of both offers.
-    auto offer = [](const options& o) {
-      return transport::conn_params{
-          std::min(o.max_message_len_bytes, o.eager_message_len_bytes),
-          o.recv_depth};
-    };
-    auto a = offer(client.opts);
-    auto b = offer(server.opts);
-    transport::conn_params params{
-        std::min(a.max_message_len_bytes, b.max_message_len_bytes),
-        std::min(a.recv_depth, b.recv_depth)};
-    side* sides[] = {&client, &server};
-    for (int i = 0; i < 2; ++i) {
-      w.ends[i] = std::make_shared<wire_end>();
-      w.ends[i]->registry = sides[i]->dev->registry;
-      w.ends[i]->link
-          = std::make_shared<fuzz::fake_link>(sides[i]->dev->registry, params);
-    }
-    w.ends[0]->peer = w.ends[1].get();
-    w.ends[1]->peer = w.ends[0].get();
-    for (int i = scripted ? 1 : 0; i < 2; ++i) {
-      auto& s = *sides[i];
-      // Events, not polling: the test coordinator runs until no message is
-      // left, and a polling transport always has its next poll queued.
-      std::string peer = i == 0 ? "server" : "client";
-      auto lent = transport::spawn_lending_transport(
-          sys_, s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
-          transport::polling{transport::completion_mode::event, 0});
-      w.transports[i] = caf::actor_cast<caf::weak_actor_ptr>(lent.transport);
-      auto agent
-          = spawn_agent(sys_, std::move(lent),
-                        transport::link_params{params.max_message_len_bytes,
-                                               params.recv_depth, peer},
-                        s.pool, s.allocator, s.opts);
-      w.agents[i] = caf::actor_cast<caf::weak_actor_ptr>(agent);
-      conns[i] = caf::actor_cast<connection_actor>(agent);
-    }
-    return w;
-  }
-
-public:
   /// Makes the link of the last connection fail on both ends, as when the
   /// peer's process dies: every posted receive completes flushed.
   void break_link() {
@@ -544,6 +495,52 @@ private:
     /// What the script does in every round of `settle`.
     std::function<bool()> on_round;
   };
+
+  /// Opens a wire and spawns its agents (the server's only, when
+  /// `scripted`), whose handles it puts in `conns`.
+  wire& open_wire(bool scripted, connection_actor (&conns)[2]) {
+    auto& w = wires_.emplace_back();
+    w.scripted = scripted;
+    // What the two nodes would agree on: receive buffers of the eager size
+    // (larger payloads go by rendezvous), the smaller of both offers.
+    auto offer = [](const options& o) {
+      return transport::conn_params{
+          std::min(o.max_message_len_bytes, o.eager_message_len_bytes),
+          o.recv_depth};
+    };
+    auto a = offer(client.opts);
+    auto b = offer(server.opts);
+    transport::conn_params params{
+        std::min(a.max_message_len_bytes, b.max_message_len_bytes),
+        std::min(a.recv_depth, b.recv_depth)};
+    side* sides[] = {&client, &server};
+    for (int i = 0; i < 2; ++i) {
+      w.ends[i] = std::make_shared<wire_end>();
+      w.ends[i]->registry = sides[i]->dev->registry;
+      w.ends[i]->link
+          = std::make_shared<fuzz::fake_link>(sides[i]->dev->registry, params);
+    }
+    w.ends[0]->peer = w.ends[1].get();
+    w.ends[1]->peer = w.ends[0].get();
+    for (int i = scripted ? 1 : 0; i < 2; ++i) {
+      auto& s = *sides[i];
+      // Events, not polling: the test coordinator runs until no message is
+      // left, and a polling transport always has its next poll queued.
+      std::string peer = i == 0 ? "server" : "client";
+      auto lent = transport::spawn_lending_transport(
+          sys_, s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
+          transport::polling{transport::completion_mode::event, 0});
+      w.transports[i] = caf::actor_cast<caf::weak_actor_ptr>(lent.transport);
+      auto agent
+          = spawn_agent(sys_, std::move(lent),
+                        transport::link_params{params.max_message_len_bytes,
+                                               params.recv_depth, peer},
+                        s.pool, s.allocator, s.opts);
+      w.agents[i] = caf::actor_cast<caf::weak_actor_ptr>(agent);
+      conns[i] = caf::actor_cast<connection_actor>(agent);
+    }
+    return w;
+  }
 
   static rdmactor::config& init(rdmactor::config& cfg) {
     cfg.set("scheduler.policy", caf::atom("testing"));
