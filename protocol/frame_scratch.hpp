@@ -1,7 +1,8 @@
 #pragma once
 
-// Where an inbound frame is decoded without heap allocations: a protobuf
-// arena per thread over a fixed block, reset after each frame.
+// A Message without heap allocations, to decode an inbound frame into or
+// to build an outbound one: a protobuf arena per thread over a fixed
+// block, reset when the scope ends.
 
 #include <memory>
 
@@ -9,7 +10,8 @@
 
 namespace rdmactor::protocol {
 
-/// A `Message` to decode one frame into, valid while this object lives.
+/// A `Message` to decode one frame into (or build one in), valid while this
+/// object lives.
 ///
 /// The message lives on a per-thread protobuf arena whose first block (4
 /// KiB, `frame_scratch::block_bytes`) is reused frame after frame: a frame

@@ -200,13 +200,19 @@ const std::string& detail_of(const Response& res) noexcept {
 
 Message make_send_data_acks(const std::vector<uint64_t>& ids) {
   Message result;
-  auto* res = result.mutable_response();
+  fill_send_data_acks(ids, result);
+  return result;
+}
+
+void fill_send_data_acks(const std::vector<uint64_t>& ids, Message& out) {
+  auto* res = out.mutable_response();
   res->set_request_id(ids.empty() ? 0 : ids.front());
   auto* body = res->mutable_send_data();
   body->set_status(OK);
+  if (ids.size() > 1)
+    body->mutable_also_acked()->Reserve(static_cast<int>(ids.size() - 1));
   for (size_t i = 1; i < ids.size(); ++i)
     body->add_also_acked(ids[i]);
-  return result;
 }
 
 Message make_hello(uint32_t version, uint32_t max_message_len,

@@ -106,6 +106,9 @@ Message make_pong(uint64_t request_id);
 /// (not empty): the first as its request_id, the others in also_acked.
 Message make_send_data_acks(const std::vector<uint64_t>& ids);
 
+/// The same into `out` (an empty Message, e.g. a `frame_scratch`'s).
+void fill_send_data_acks(const std::vector<uint64_t>& ids, Message& out);
+
 // -- names and error codes --------------------------------------------------
 
 /// Returns a short name of the message kind for logs, e.g. "request.alloc_mr"

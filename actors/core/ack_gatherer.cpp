@@ -19,11 +19,9 @@ ack_gatherer::step ack_gatherer::add(uint64_t id) {
   return step::schedule_flush;
 }
 
-std::vector<uint64_t> ack_gatherer::take() {
+void ack_gatherer::clear() noexcept {
   scheduled_ = false;
-  auto result = std::move(ids_);
   ids_.clear();
-  return result;
 }
 
 size_t ack_gatherer::fit(size_t room) const noexcept {

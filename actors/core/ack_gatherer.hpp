@@ -43,9 +43,9 @@ public:
     return ids_;
   }
 
-  /// The flush: takes every owed id (empty when none); a scheduled flush
-  /// is done.
-  std::vector<uint64_t> take();
+  /// The flush went (built from `ids()`): forgets every owed id, keeping
+  /// the storage for the next ones; a scheduled flush is done.
+  void clear() noexcept;
 
   /// How many of the owed ids (the oldest) fit in `room` bytes of a
   /// SendData frame, at most `tuning::max_acks_per_response`; 0 when not

@@ -14,6 +14,7 @@
 
 #include "common/logging.hpp"
 #include "common/tuning.hpp"
+#include "protocol/frame_scratch.hpp"
 #include "rdmactor/transport/fabric.hpp"
 
 namespace rdmactor {
@@ -342,11 +343,17 @@ caf::error data_channel::check_rendezvous(const pb::SendData& req,
 // -- cumulative acknowledgements ----------------------------------------------
 
 void data_channel::flush_acks() {
-  auto ids = acks_.take();
-  if (ids.empty() || core_.closed())
+  const auto& ids = acks_.ids();
+  if (ids.empty() || core_.closed()) {
+    acks_.clear();
     return;
+  }
   core_.counters().merged_acks_sent += ids.size() - 1;
-  core_.send_unsolicited(pb::make_send_data_acks(ids));
+  // Built on the thread's reused arena: no heap allocation per flush.
+  pb::frame_scratch scratch;
+  pb::fill_send_data_acks(ids, scratch.message());
+  acks_.clear();
+  core_.send_unsolicited(scratch.message());
 }
 
 /// Acknowledges the SendData `id` (OK): at once, or gathered into one

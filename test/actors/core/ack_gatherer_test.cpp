@@ -16,7 +16,8 @@ BOOST_AUTO_TEST_CASE(the_first_id_since_a_flush_schedules_one) {
   ack_gatherer a;
   BOOST_TEST((a.add(1) == step::schedule_flush));
   BOOST_TEST((a.add(2) == step::none));
-  BOOST_TEST((a.take() == std::vector<uint64_t>{1, 2}));
+  BOOST_TEST((a.ids() == std::vector<uint64_t>{1, 2}));
+  a.clear();
   BOOST_TEST(a.empty());
   // After the flush the next id schedules again.
   BOOST_TEST((a.add(3) == step::schedule_flush));
@@ -27,7 +28,19 @@ BOOST_AUTO_TEST_CASE(a_full_response_goes_at_once) {
   for (uint64_t i = 1; i < tuning::max_acks_per_response; ++i)
     BOOST_TEST((a.add(i) != step::flush_now));
   BOOST_TEST((a.add(99) == step::flush_now));
-  BOOST_TEST(a.take().size() == tuning::max_acks_per_response);
+  BOOST_TEST(a.ids().size() == tuning::max_acks_per_response);
+}
+
+BOOST_AUTO_TEST_CASE(a_flush_keeps_the_storage_for_the_next_ids) {
+  ack_gatherer a;
+  a.add(1);
+  a.add(2);
+  auto storage = a.ids().data();
+  a.clear();
+  BOOST_TEST(a.empty());
+  a.add(3);
+  // The next id lands where the last ones were: no allocation per flush.
+  BOOST_TEST(a.ids().data() == storage);
 }
 
 BOOST_AUTO_TEST_CASE(as_many_ride_as_the_room_takes) {
