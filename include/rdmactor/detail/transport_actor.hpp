@@ -97,14 +97,16 @@ struct link_return {
 ///
 /// Completions: the actor drains its CQ whenever a completion event
 /// arrives and, depending on `polling` (see completion_mode.hpp), keeps
-/// polling by sending itself `poll_atom` instead of arming the CQ.  A
+/// polling at the end of its activations (without messages: the runner of
+/// scheduling/link_runner.hpp) instead of arming the CQ.  A
 /// polling actor gives its CAF worker back after `scheduler.max-throughput`
 /// messages, so polling needs that bounded (`rdmactor::config` sets it);
 /// with an unbounded one the actor falls back to `event` and says so once.
 ///
-/// Internal: `cq_event_atom` (completions are ready: from the fabric's own
-/// thread where it can notify, else from a poller thread), `poll_atom`
-/// (the actor's own next poll), `close_timeout_atom` (the end of a
+/// Internal: `cq_event_atom` (completions are ready, where the runner
+/// cannot take the fabric's notification without a message: an unbounded
+/// max-throughput, or a poll racing a message), `poll_atom` (the actor's
+/// own next poll, likewise), `close_timeout_atom` (the end of a
 /// graceful close's wait, or the peer's own Goodbye), `repost_atom`
 /// (receive buffers were released while the actor waited for that; the
 /// argument is informational).  On failure or exit every pending request is
