@@ -36,6 +36,11 @@ struct journal {
   size_t side_work_notified = 0;
   size_t side_work_polls = 0;
 
+  size_t notified() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return side_work_notified;
+  }
+
   template <class Pred>
   bool wait(Pred pred) {
     std::unique_lock<std::mutex> guard{mtx};
@@ -69,10 +74,11 @@ struct probe_state : link_observer {
 /// post one SEND each and answers, from a last message behind them, the
 /// doorbells rung since the burst began and the SENDs posted while the
 /// doorbell was held.
-class probe : public link_runner<probe, caf::actor,
-                                 caf::stateful_actor<probe_state>> {
+class probe
+    : public link_runner<probe, caf::actor, caf::stateful_actor<probe_state>> {
 public:
-  using super = link_runner<probe, caf::actor, caf::stateful_actor<probe_state>>;
+  using super
+      = link_runner<probe, caf::actor, caf::stateful_actor<probe_state>>;
 
   probe(caf::actor_config& cfg, driven_link* dl, counting_queue_pair* qp,
         journal* log)
@@ -151,6 +157,13 @@ struct fixture {
   caf::actor_system_config cfg;
 };
 
+/// Waits until `p` answered a report: its first activation (the poll and
+/// the arming) has run.
+void settle(caf::scoped_actor& self, const caf::actor& p) {
+  self->request(p, caf::infinite, report_atom::value)
+      .receive([](size_t, size_t) {}, [](caf::error&) {});
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_burst_of_posting_messages_rings_the_doorbell_once) {
@@ -158,9 +171,7 @@ BOOST_AUTO_TEST_CASE(a_burst_of_posting_messages_rings_the_doorbell_once) {
   caf::actor_system sys{f.cfg};
   auto p = sys.spawn<probe>(&f.dl, f.qp.get(), &f.log);
   caf::scoped_actor self{sys};
-  // Settle: the first activation's poll and arming.
-  self->request(p, caf::infinite, report_atom::value)
-      .receive([](size_t, size_t) {}, [](caf::error&) {});
+  settle(self, p);
   const uint32_t n = tuning::doorbell_batch - 4;
   static_assert(n > 1 && n < tuning::doorbell_batch);
   size_t rings = 0;
@@ -185,15 +196,13 @@ BOOST_AUTO_TEST_CASE(the_cq_notification_arrives_without_a_message) {
   caf::actor_system sys{f.cfg};
   auto p = sys.spawn<probe>(&f.dl, f.qp.get(), &f.log);
   caf::scoped_actor self{sys};
-  self->request(p, caf::infinite, report_atom::value)
-      .receive([](size_t, size_t) {}, [](caf::error&) {});
-  auto before = f.log.side_work_notified;
+  settle(self, p);
+  auto before = f.log.notified();
   // The peer sends, and the armed CQ notifies the runner on this thread.
   std::vector<uint8_t> data(16, 0xab);
   BOOST_REQUIRE(f.peer->deliver(data.data(), data.size(), 0));
   BOOST_REQUIRE(f.qp->notify);
   f.qp->notify();
-  BOOST_TEST(
-      f.log.wait([&] { return f.log.side_work_notified > before; }));
+  BOOST_TEST(f.log.wait([&] { return f.log.side_work_notified > before; }));
   caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
 }
