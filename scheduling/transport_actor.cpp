@@ -378,9 +378,9 @@ class transport_runner
           transport_runner, transport_actor,
           caf::stateful_actor<transport_state, transport_actor::base>> {
 public:
-  using super
-      = link_runner<transport_runner, transport_actor,
-                    caf::stateful_actor<transport_state, transport_actor::base>>;
+  using super = link_runner<
+      transport_runner, transport_actor,
+      caf::stateful_actor<transport_state, transport_actor::base>>;
 
   transport_runner(caf::actor_config& cfg, transport_start start, polling how)
       : super(cfg), start_(std::move(start)), how_(how) {}

@@ -126,9 +126,9 @@ void shut_down(self_ptr self, const caf::error& cause, bool transport_gone) {
   // then the peer may still READ or WRITE these regions through tokens it
   // holds; releasing them earlier would let it reach memory that already
   // has a new owner.
-  bool graceful = st.give_link_back(
-      reason, code == errc::closed ? &core : nullptr,
-      "closed by the application", core.take_owned());
+  bool graceful
+      = st.give_link_back(reason, code == errc::closed ? &core : nullptr,
+                          "closed by the application", core.take_owned());
   core.close(err);
   // Chunks it did not get yet queue in `data`, which fails below.
   detach_handler(self, reason);
@@ -443,11 +443,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
 /// deliveries put in its queue, and resumes the agent after them).  Its
 /// work without messages: the held acknowledgement flush (the tail), the
 /// CQ's notification and polls.
-class agent_runner
-    : public transport::link_runner<
-          agent_runner, agent_actor,
-          caf::stateful_actor<agent_state, agent_actor::base>,
-          flush_acks_atom> {
+class agent_runner : public transport::link_runner<
+                         agent_runner, agent_actor,
+                         caf::stateful_actor<agent_state, agent_actor::base>,
+                         flush_acks_atom> {
 public:
   using super = transport::link_runner<
       agent_runner, agent_actor,
@@ -503,8 +502,7 @@ private:
 
 } // namespace agent_detail
 
-agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::lent_link transport,
+agent_actor spawn_agent(caf::actor_system& sys, transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors) {

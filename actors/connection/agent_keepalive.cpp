@@ -61,8 +61,8 @@ void on_keepalive(self_ptr self) {
   arm_keepalive(self, step.next);
 }
 
-bool agent_state::give_link_back(const caf::error& reason,
-                                 agent_core* closing, const std::string& why,
+bool agent_state::give_link_back(const caf::error& reason, agent_core* closing,
+                                 const std::string& why,
                                  owned_regions regions) {
   if (link_given_back)
     return false;

@@ -32,8 +32,8 @@
 
 namespace rdmactor::agent_detail {
 
-using transport::link_params;
 using transport::lent_link;
+using transport::link_params;
 using transport::transport_actor;
 
 using clock_type = std::chrono::steady_clock;

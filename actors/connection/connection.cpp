@@ -17,7 +17,7 @@ spawn_connection(caf::actor_system& sys, transport::device_ptr dev,
   // The receives are posted before this returns, so a peer may talk to us
   // as soon as the caller learns about the connection.
   auto transport = transport::spawn_lending_transport(sys, std::move(dev),
-                                                     std::move(qp), how);
+                                                      std::move(qp), how);
   // The agent plays the connection and drives its link: users' calls reach
   // the queue pair in one hop (user -> agent), answers come back in one.
   return caf::actor_cast<connection_actor>(

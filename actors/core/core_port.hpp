@@ -65,7 +65,8 @@ public:
 
   // -- to the peer ------------------------------------------------------------
 
-  /// An empty buffer to encode a frame header into (`agent_sink::header_buffer`).
+  /// An empty buffer to encode a frame header into
+  /// (`agent_sink::header_buffer`).
   virtual std::vector<uint8_t> header_buffer() {
     return {};
   }

@@ -64,8 +64,8 @@ std::vector<uint8_t> send_data_frame(size_t acked) {
 
 /// A frame whose decoded form exceeds the arena's first block.
 std::vector<uint8_t> large_frame() {
-  auto msg = pb::make_goodbye(std::string(3 * pb::frame_scratch::block_bytes,
-                                          'x'));
+  auto msg
+      = pb::make_goodbye(std::string(3 * pb::frame_scratch::block_bytes, 'x'));
   std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
   auto res = pb::encode(msg, buf.data(), buf.size(), max_len);
   BOOST_REQUIRE(res.code == errc::none);
@@ -123,8 +123,7 @@ BOOST_AUTO_TEST_CASE(a_large_frame_decodes_and_the_next_small_one_is_free) {
 BOOST_AUTO_TEST_CASE(a_nested_scope_gets_a_message_of_its_own) {
   auto frame = send_data_frame(2);
   pb::frame_scratch outer;
-  auto res
-      = pb::decode(frame.data(), frame.size(), max_len, outer.message());
+  auto res = pb::decode(frame.data(), frame.size(), max_len, outer.message());
   BOOST_TEST((res.code == errc::none));
   // A frame decoded meanwhile leaves the outer message as it was.
   BOOST_TEST(decode_once(frame) == 42u);

@@ -138,11 +138,11 @@ using chunk_subscriber
 /// request_timeout_ms (armed only while something waits);
 /// `transport::tick_atom`: the keepalive timer
 /// (actors/connection/agent_keepalive.cpp), kept by the process's keepalive
-/// timer (which holds the agent weakly, so a pending timer never keeps a dropped connection open),
-/// armed while keepalive runs (keepalive-ms not 0, a peer that offers it).
-/// Per-peer limits (options peer_max_*) are enforced here: over a limit the
-/// peer gets QUOTA_EXCEEDED; after peer_max_violations refusals or
-/// malformed frames in a row, or more than peer_max_noise pieces of
+/// timer (which holds the agent weakly, so a pending timer never keeps a
+/// dropped connection open), armed while keepalive runs (keepalive-ms not 0, a
+/// peer that offers it). Per-peer limits (options peer_max_*) are enforced
+/// here: over a limit the peer gets QUOTA_EXCEEDED; after peer_max_violations
+/// refusals or malformed frames in a row, or more than peer_max_noise pieces of
 /// protocol noise within peer_noise_window_ms, it is disconnected.  Lines
 /// the peer triggers are rate-limited (peer_max_log_lines).
 /// When the peer goes, every pending request fails with `peer_gone`,
@@ -340,13 +340,12 @@ using agent_actor = connection_actor::extend<
 /// Spawns the agent of one peer, which drives the link the transport lent
 /// it (`spawn_lending_transport`): it posts and polls the CQ from its own
 /// activations, and gives the link back to the transport (which it links
-/// to and monitors; the transport then closes it) when it shuts down.  `link` holds the negotiated parameters of the
-/// connection; `allocator` serves `alloc_local_mr`.  The agent ends when
-/// the last handle to it goes, the link fails, or it is sent an exit.
-/// `node_actors`: the actors the node published (every connection serves
-/// them; null: none).
-agent_actor spawn_agent(caf::actor_system& sys,
-                        transport::lent_link transport,
+/// to and monitors; the transport then closes it) when it shuts down.  `link`
+/// holds the negotiated parameters of the connection; `allocator` serves
+/// `alloc_local_mr`.  The agent ends when the last handle to it goes, the link
+/// fails, or it is sent an exit. `node_actors`: the actors the node published
+/// (every connection serves them; null: none).
+agent_actor spawn_agent(caf::actor_system& sys, transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
                         actor_directory_ptr node_actors = nullptr);
