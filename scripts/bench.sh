@@ -94,8 +94,8 @@ source "$root/scripts/bench_rows.sh"
 if [[ $vm_inner == 1 ]]; then
   host=${RDMACTOR_TEST_HOST:-198.18.0.1}
   dev=rxe0
-  perf_lat_iters=$((quick == 1 ? 200 : 1000))
-  perf_bw_iters=$((quick == 1 ? 200 : 2000))
+  perf_lat_iters=$vm_lat_iters # scripts/bench_rows.sh: rdmactor's counts
+  perf_bw_iters=$vm_bw_iters
   vm_rounds=${BENCH_VM_ROUNDS:-$((quick == 1 ? 1 : 3))}
   # Which clock the VM's kernel reads (BENCH_VM_APPEND): it decides what a
   # clock reading costs there, so the table says it.
@@ -113,18 +113,24 @@ if [[ $vm_inner == 1 ]]; then
     wait "$srv" 2>/dev/null || true
     echo "$line"
   }
-  run_verbs() { # IMPL OP MODE SIZE ITERS [ARGS...]: one rdmactor-bench run, one RESULT line
+  run_verbs() { # IMPL ARGS...: one rdmactor-bench run, one RESULT line
     local impl=$1 res
     shift
     res=$("$bench" --fabric=verbs --device="$dev" --host="$host" \
-      --rdmactor.log-level=error --json "${extra[@]}" --op="$1" --mode="$2" \
-      --size="$3" --iters="$4" "${@:5}" 2>/tmp/rb.err | grep '^{' || true)
+      --rdmactor.log-level=error --json "${extra[@]}" "$@" 2>/tmp/rb.err | grep '^{' || true)
     if [[ -n "$res" ]]; then
       echo "RESULT ${res/\"impl\":\"rdmactor\"/\"impl\":\"$impl\"}"
     else
-      local why
+      local why op mode size a
+      for a in "$@"; do
+        case $a in
+          --op=*) op=${a#--op=} ;;
+          --mode=*) mode=${a#--mode=} ;;
+          --size=*) size=${a#--size=} ;;
+        esac
+      done
       why=$(grep -v '^\s*$' /tmp/rb.err | tail -1 | sed 's/^rdmactor-bench: //; s/["\\]/ /g')
-      echo "RESULT {\"impl\":\"$impl\",\"op\":\"$1\",\"mode\":\"$2\",\"fabric\":\"verbs\",\"size\":$3,\"error\":\"${why:-no output}\"}"
+      echo "RESULT {\"impl\":\"$impl\",\"op\":\"$op\",\"mode\":\"$mode\",\"fabric\":\"verbs\",\"size\":$size,\"error\":\"${why:-no output}\"}"
     fi
   }
   # The VM's numbers move by a third from run to run (and perftest's with
@@ -149,26 +155,12 @@ if [[ $vm_inner == 1 ]]; then
       line=$(perftest ib_atomic_bw 8 "$perf_bw_iters" -A "$verb")
       echo "$line" | awk -v op="$op" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":8,\"error\":\"ib_atomic_bw failed\"}\n", op }'
     done
-    # The default completion mode (adaptive) as "rdmactor", then the others.
-    for mode in default event busy; do
-      impl=rdmactor
-      margs=()
-      if [[ $mode != default ]]; then
-        impl=rdmactor-$mode
-        margs=(--rdmactor.completion-mode=$mode)
-      fi
-      run_verbs "$impl" send lat 8 "$perf_lat_iters" "${margs[@]}"
-      run_verbs "$impl" write bw 65536 "$perf_bw_iters" "${margs[@]}"
-      run_verbs "$impl" read lat 8 "$perf_lat_iters" "${margs[@]}"
-      if [[ $mode == default ]]; then
-        run_verbs rdmactor-actors send lat 8 "$perf_lat_iters" --actor-driver --actor-echo
-        run_verbs rdmactor-actors read lat 8 "$perf_lat_iters" --actor-driver
-        for op in fetch_add cas; do
-          run_verbs "$impl" "$op" lat 8 "$perf_lat_iters"
-          run_verbs "$impl" "$op" bw 8 "$perf_bw_iters"
-        done
-      fi
-    done
+    # rdmactor's rows (scripts/bench_rows.sh): the default completion mode
+    # (adaptive) as "rdmactor", then event and busy.
+    while IFS='|' read -r _ impl args; do
+      read -r -a row_args <<<"$args"
+      run_verbs "$impl" "${row_args[@]}" </dev/null
+    done <<<"$(vm_row_runs)" # no /dev/fd in the VM
   done
   # Scale on rxe (issue 13: at least 200 connections): a --listen server
   # process and a client opening the connections one after another, as on
