@@ -133,12 +133,18 @@ constexpr size_t send_data_window(uint32_t recv_depth) {
   return std::max<size_t>(1, recv_depth / 2);
 }
 
-/// Received chunks stay zero-copy views of the receive buffer while users
-/// hold fewer than half of the pool; beyond, they are copied out so the
-/// peer keeps its send credits.
+/// Received chunks stay zero-copy views of the receive buffer while fewer
+/// than half of the pool's buffers are held (by users, or anything else
+/// that keeps a received message; the frame being handled not counted);
+/// beyond, they are copied out so the peer keeps its send credits.
 constexpr bool zero_copy_receive(uint32_t held_buffers, uint32_t recv_depth) {
   return held_buffers < recv_depth / 2;
 }
+
+/// Finished send_data streams whose memory a connection keeps for the
+/// next calls (data_channel): as many as may run at once in a steady
+/// stream of small sends.
+constexpr size_t recycled_streams = 64;
 
 /// SendData requests acknowledged by one cumulative SendDataResponse (its
 /// request_id plus also_acked); the encoded response stays a header-only

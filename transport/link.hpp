@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +17,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "common/ring_deque.hpp"
 #include "rdmactor/local_mr.hpp"
 #include "rdmactor/mr_token.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -142,6 +142,11 @@ public:
   /// a steady stream of sends allocates no headers; a new one while none
   /// is spare.  At most `tuning::spare_header_buffers` are kept.
   std::vector<uint8_t> take_header_buffer();
+
+  /// Received messages whose buffers are still held: handles alive (a
+  /// user's zero-copy chunk, the message being handled), not yet released
+  /// for reposting.  Any thread may release one meanwhile: a snapshot.
+  uint32_t receive_buffers_held() const noexcept;
 
   /// Queues an atomic `kind` (fetch_add or compare_swap) on the 8-byte word
   /// `remote` names (len 8, addr 8-byte aligned: the caller checked; a
@@ -393,8 +398,8 @@ private:
   credit_ledger credits_;
   uint64_t next_wr_id_ = 1;
   /// Posted operations in posting order (= completion order).
-  std::deque<inflight_op> inflight_;
-  std::deque<queued_op> queue_;
+  ring_deque<inflight_op> inflight_;
+  ring_deque<queued_op> queue_;
   /// Sends in `queue_` nobody waits for (`tuning::max_queued_posts`).
   size_t queued_posts_ = 0;
   link_observer* observer_ = nullptr;

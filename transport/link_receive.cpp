@@ -81,6 +81,10 @@ uint32_t link::repost_released() {
   return n;
 }
 
+uint32_t link::receive_buffers_held() const noexcept {
+  return pool_ ? pool_->held.load(std::memory_order_relaxed) : 0;
+}
+
 uint32_t link::reclaim() {
   auto& pool = *pool_;
   auto threshold = tuning::credit_return_threshold(pool.depth);
@@ -159,6 +163,7 @@ void link::on_recv(const work_completion& wc) {
   // View the receive buffer; its slot is released for reposting when the
   // last handle goes.  Block and control block live in the slot's storage.
   auto len = std::min<uint32_t>(wc.byte_len, pool_->slot_bytes);
+  pool_->held.fetch_add(1, std::memory_order_relaxed);
   auto block = std::allocate_shared<mr_block>(
       slot_allocator<mr_block>{pool_, slot}, pool_->slot(slot), len,
       pool_->reg->lkey(), pool_->reg->rkey(), mr_block::release_fn{});

@@ -96,6 +96,11 @@ size_t actor_sink::queued_imms() const {
   return self_->state.imms.queued();
 }
 
+uint32_t actor_sink::receive_buffers_held() const {
+  auto& st = self_->state;
+  return st.driver.driving() ? st.driver.path().receive_buffers_held() : 0;
+}
+
 void actor_sink::deliver_local_mr(local_mr mr) {
   deliver_tagged_local_mr(std::move(mr), 0);
 }

@@ -80,8 +80,9 @@ void hand_over(self_ptr self, Chunks& chunks) {
 // -- handler_context ----------------------------------------------------------
 
 void handler_context::send_data(local_mr chunk, op_done done) {
+  // The stream catches what `done` throws (no wrapper: no allocation).
   self_->state.core->data().send(std::move(chunk), self_->clock().now(),
-                                 guarded(std::move(done)));
+                                 std::move(done));
 }
 
 void handler_context::write(local_mr src, remote_mr dst, op_done done) {

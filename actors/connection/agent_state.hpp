@@ -137,6 +137,7 @@ public:
   void deliver_imm_data(local_mr chunk, uint32_t imm) override;
   void deliver_write_imm(uint32_t imm, uint64_t bytes) override;
   size_t queued_imms() const override;
+  uint32_t receive_buffers_held() const override;
   void deliver_tagged_local_mr(local_mr mr, uint64_t tag) override;
   void deliver_tagged_remote_mr(const mr_token& token, uint64_t tag,
                                 uint32_t lease_ms) override;

@@ -83,6 +83,14 @@ public:
     return 0;
   }
 
+  /// Receive buffers of the link whose messages are still held (by users
+  /// through zero-copy chunks, and by the frame being handled):
+  /// `link::receive_buffers_held`.  Beyond half of the pool, received
+  /// chunks are copied out (`tuning::zero_copy_receive`).  The default: 0.
+  virtual uint32_t receive_buffers_held() const {
+    return 0;
+  }
+
   /// Hands a region of ours back to the user (the peer's SendMR REMOTE).
   virtual void deliver_local_mr(local_mr mr) = 0;
 

@@ -34,8 +34,9 @@ void data_channel::send(local_mr mr, time_point now,
                         std::function<void(caf::expected<uint64_t>)> done,
                         std::optional<uint32_t> imm) {
   if (!mr.valid()) {
-    done(
-        make_error(errc::invalid_argument, "send_data needs a valid local_mr"));
+    if (done)
+      done(make_error(errc::invalid_argument,
+                      "send_data needs a valid local_mr"));
     return;
   }
   core_.set_now(now);
@@ -43,8 +44,9 @@ void data_channel::send(local_mr mr, time_point now,
       = size_t{core_.link().max_message_len_bytes} - pb::max_frame_overhead;
   if (imm)
     chunk_max -= pb::imm_frame_overhead;
-  auto s = std::make_shared<send_data_stream>(
-      std::move(mr), chunk_max,
+  // From the connection's recycled blocks: no heap allocation per call.
+  auto s = std::allocate_shared<send_data_stream>(
+      recycling_allocator<send_data_stream>{streams_}, std::move(mr), chunk_max,
       tuning::send_data_window(core_.link().recv_depth), imm, std::move(done));
   if (!imm) {
     pump(s);
@@ -196,20 +198,13 @@ void data_channel::on_send_data(uint64_t id, const pb::SendData& req,
     return;
   }
   local_mr chunk;
-  // Zero copy while few receive buffers are held by users; beyond half of
-  // the pool, copy out so the peer keeps its send credits.
-  if (tuning::zero_copy_receive(held_buffers_->load(),
+  // Zero copy (a view of the receive buffer) while few receive buffers are
+  // held; beyond half of the pool, copy out so the peer keeps its send
+  // credits.  The frame being handled holds one itself.
+  auto held = core_.out().receive_buffers_held();
+  if (tuning::zero_copy_receive(held > 0 ? held - 1 : 0,
                                 core_.link().recv_depth)) {
-    auto held = held_buffers_;
-    ++*held;
-    auto inner = std::move(*view);
-    auto block
-        = std::make_shared<mr_block>(inner.data(), inner.size(), inner.lkey(),
-                                     inner.rkey(), [inner, held]() mutable {
-                                       --*held;
-                                       inner = local_mr{};
-                                     });
-    chunk = local_mr{std::move(block)};
+    chunk = std::move(*view);
   } else {
     auto copy = core_.pool()->allocate(view->size(), 64,
                                        transport::access::local_write, false);

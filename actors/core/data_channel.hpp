@@ -3,7 +3,6 @@
 // Internal to the agent: SendData, both ways, in the protocol core.  Not
 // installed.
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +16,8 @@
 #include "actors/core/core_port.hpp"
 #include "actors/core/in_order_reader.hpp"
 #include "actors/core/send_data_stream.hpp"
+#include "common/block_recycler.hpp"
+#include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "rdmactor/local_mr.hpp"
@@ -47,7 +48,8 @@ public:
 
   /// Sends `mr` as SendData in chunks that fit the max message length, at
   /// most `send_data_window` in flight; `done` gets the bytes sent once
-  /// the peer acknowledged every chunk, or the first error.  Each chunk's
+  /// the peer acknowledged every chunk, or the first error (`done` may be
+  /// empty; what it throws is caught and logged).  Each chunk's
   /// deadline starts when it is issued.  At close the chunks in flight
   /// fail with the close error (`done` once) and no more are issued.
   void send(local_mr mr, time_point now,
@@ -131,9 +133,10 @@ private:
   void drain_in_order();
 
   core_port& core_;
-  /// Receive buffers held by users through zero-copy chunks.
-  std::shared_ptr<std::atomic<uint32_t>> held_buffers_
-      = std::make_shared<std::atomic<uint32_t>>(0);
+  /// The blocks of finished streams (each with its shared_ptr control
+  /// block), reused by the next `send`.
+  std::shared_ptr<block_recycler> streams_
+      = std::make_shared<block_recycler>(tuning::recycled_streams);
   /// The peer's Hello offered cumulative acknowledgements.
   bool peer_takes_cumulative_acks_ = false;
   /// The peer's Hello.max_rendezvous_bytes (0: it takes no rendezvous).

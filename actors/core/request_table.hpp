@@ -13,6 +13,7 @@
 
 #include <caf/error.hpp>
 
+#include "common/inline_function.hpp"
 #include "protocol/messages.hpp"
 
 namespace rdmactor {
@@ -30,9 +31,11 @@ public:
   using time_point = std::chrono::steady_clock::time_point;
 
   /// Called once with the peer's answer (`res` set, `err` empty) or an
-  /// error (`res` null): timeout, send failure, connection gone.
+  /// error (`res` null): timeout, send failure, connection gone.  Its
+  /// callable lives in place up to 48 bytes: a data-path chunk's
+  /// completion allocates nothing.
   using completion_fn
-      = std::function<void(const protocol::Response* res, const caf::error&)>;
+      = inline_function<void(const protocol::Response* res, const caf::error&)>;
 
   /// Bits of an id that name its slot: at most 2^24 requests pending.
   static constexpr unsigned slot_bits = 24;

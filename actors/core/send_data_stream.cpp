@@ -1,6 +1,9 @@
 #include "actors/core/send_data_stream.hpp"
 
 #include <algorithm>
+#include <exception>
+
+#include "common/logging.hpp"
 
 namespace rdmactor {
 
@@ -39,8 +42,7 @@ bool send_data_stream::answered(size_t len, const caf::error& err) {
   }
   acked_ += len;
   if (outstanding_ == 0 && offset_ >= mr_.size()) {
-    ended_ = true;
-    done_(acked_);
+    finish(acked_);
     return false;
   }
   return true;
@@ -49,8 +51,23 @@ bool send_data_stream::answered(size_t len, const caf::error& err) {
 void send_data_stream::fail(const caf::error& err) {
   if (ended_)
     return;
+  finish(err);
+}
+
+void send_data_stream::finish(caf::expected<uint64_t> result) {
   ended_ = true;
-  done_(err);
+  if (!done_)
+    return;
+  // The caller's callback (a data handler's, say) runs inside the agent
+  // core: what it throws must not unwind into it.
+  try {
+    done_(std::move(result));
+  } catch (const std::exception& e) {
+    log().error("a send_data callback threw: {}", e.what());
+  } catch (...) {
+    log().error("a send_data callback threw an exception that is not a "
+                "std::exception");
+  }
 }
 
 } // namespace rdmactor

@@ -26,7 +26,8 @@ namespace rdmactor {
 /// peer reads through `read_registration`).  CAF-free, single-threaded.
 class send_data_stream {
 public:
-  /// Called once: the bytes sent, or the first error.
+  /// Called once: the bytes sent, or the first error; may be empty.  What
+  /// it throws is caught and logged.
   using done_fn = std::function<void(caf::expected<uint64_t>)>;
 
   /// Sends `mr` (valid; may be empty: then one empty chunk) in chunks of
@@ -97,6 +98,9 @@ public:
   }
 
 private:
+  /// Ends the stream: calls `done` with `result`.
+  void finish(caf::expected<uint64_t> result);
+
   local_mr mr_;
   size_t chunk_max_;
   size_t window_;

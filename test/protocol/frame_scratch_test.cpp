@@ -6,36 +6,13 @@
 // large frame and a nested scope still decode.  Counts every global
 // `operator new` of this program.
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "protocol/codec.hpp"
 #include "protocol/frame_scratch.hpp"
 #include "protocol/messages.hpp"
-
-namespace {
-
-std::atomic<size_t> allocations{0};
-
-} // namespace
-
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n))
-    return p;
-  throw std::bad_alloc{};
-}
-
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
+#include "test/support/counting_new.hpp"
 
 using namespace rdmactor;
 namespace pb = rdmactor::protocol;
@@ -89,10 +66,10 @@ uint64_t decode_once(const std::vector<uint8_t>& frame) {
 BOOST_AUTO_TEST_CASE(a_data_path_frame_decodes_without_allocations) {
   auto frame = send_data_frame(16);
   BOOST_TEST(decode_once(frame) == 42u); // warms the thread's arena
-  auto before = allocations.load();
+  auto before = test::heap_allocations.load();
   for (int i = 0; i < 1000; ++i)
     BOOST_TEST(decode_once(frame) == 42u);
-  BOOST_TEST(allocations.load() - before == 0u);
+  BOOST_TEST(test::heap_allocations.load() - before == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(the_message_is_empty_in_every_scope) {
@@ -115,9 +92,9 @@ BOOST_AUTO_TEST_CASE(a_large_frame_decodes_and_the_next_small_one_is_free) {
   }
   auto frame = send_data_frame(16);
   BOOST_TEST(decode_once(frame) == 42u);
-  auto before = allocations.load();
+  auto before = test::heap_allocations.load();
   BOOST_TEST(decode_once(frame) == 42u);
-  BOOST_TEST(allocations.load() - before == 0u);
+  BOOST_TEST(test::heap_allocations.load() - before == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_nested_scope_gets_a_message_of_its_own) {

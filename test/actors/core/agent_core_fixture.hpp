@@ -127,6 +127,13 @@ public:
     return imms.size();
   }
 
+  /// The fixture's frames are pool allocations, not receive slots: every
+  /// delivered chunk still in `data` counts as a held receive buffer, and
+  /// the frame being handled as one more.
+  uint32_t receive_buffers_held() const override {
+    return static_cast<uint32_t>(data.size()) + 1;
+  }
+
   /// A READ the core asked for (rendezvous); the test completes it.
   struct pending_read {
     local_mr dst;

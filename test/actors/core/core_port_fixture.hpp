@@ -68,7 +68,14 @@ public:
     buf.resize(res.header_len);
     return buf;
   }
+  std::vector<uint8_t> header_buffer() override {
+    return std::move(spare_header);
+  }
   void send_unsolicited(const pb::Message& msg) override {
+    if (!keep_messages) {
+      ++unsolicited_count;
+      return;
+    }
     unsolicited.push_back(msg);
   }
   void send_upkeep(const pb::Message& msg) override {
@@ -101,6 +108,14 @@ public:
   }
   void post_request(uint64_t, std::vector<uint8_t> header, local_mr payload,
                     request_table::completion_fn done) override {
+    if (!keep_messages) {
+      // As the link: the header's buffer comes back for the next frame.
+      spare_header = std::move(header);
+      spare_header.clear();
+      payloads.push_back(std::move(payload));
+      answers.push_back(std::move(done));
+      return;
+    }
     pb::Message msg;
     BOOST_REQUIRE(msg.ParseFromArray(
         header.data() + pb::frame_header_len,
@@ -175,6 +190,12 @@ public:
   int violations = 0;
   int noise = 0;
   int upkeep = 0; ///< of `unsolicited`: Pings and Pongs
+  /// False: requests and unsolicited frames are counted, not decoded and
+  /// kept (`answers` and `payloads` still are), and a posted header's
+  /// buffer is reused: a component's own allocations can be counted.
+  bool keep_messages = true;
+  size_t unsolicited_count = 0; ///< while !keep_messages
+  std::vector<uint8_t> spare_header;
   caf::error ended;
 
 private:

@@ -6,6 +6,7 @@
 
 #include "actors/core/data_channel.hpp"
 #include "test/actors/core/core_port_fixture.hpp"
+#include "test/support/counting_new.hpp"
 
 namespace {
 
@@ -23,6 +24,20 @@ struct data_fixture : core_port_fixture {
   /// hands it over: the frame in a receive buffer.
   void peer_sends(uint64_t id, const std::string& payload,
                   pb::SendData req = {}) {
+    auto [buf, frame] = peer_frame(id, payload, std::move(req));
+    data.on_send_data(id, frame.msg.request().send_data(), buf, frame.view);
+  }
+
+  /// A decoded frame of the peer and where its payload lies.
+  struct decoded {
+    pb::Message msg;
+    pb::decode_result view;
+  };
+
+  /// The peer's eager SendData `id` carrying `payload` in a receive buffer
+  /// of its own, and the frame decoded.
+  std::pair<local_mr, decoded>
+  peer_frame(uint64_t id, const std::string& payload, pb::SendData req = {}) {
     req.set_len(payload.size());
     pb::Message msg;
     auto* r = msg.mutable_request();
@@ -39,7 +54,7 @@ struct data_fixture : core_port_fixture {
     std::memcpy(buf->data() + res.header_len, payload.data(), payload.size());
     frame.payload = buf->data() + res.header_len;
     frame.payload_len = payload.size();
-    data.on_send_data(id, msg.request().send_data(), *buf, frame);
+    return {std::move(*buf), decoded{std::move(msg), frame}};
   }
 };
 
@@ -156,6 +171,51 @@ BOOST_AUTO_TEST_CASE(a_large_payload_to_a_reading_peer_goes_by_rendezvous) {
   BOOST_REQUIRE(sd.has_source());
   BOOST_TEST(sd.source().len() == 100000u);
   BOOST_TEST(core.counters_.rendezvous_sent == 1u);
+}
+
+// Issue 41's rule for the data path: once warm, an echo (the peer's
+// chunk delivered zero-copy and acknowledged on our reply, our reply sent
+// and answered) allocates nothing: the stream's memory is recycled, the
+// chunk's completion lives in place, the chunk is a view of the receive
+// buffer, the header buffer comes back.
+BOOST_AUTO_TEST_CASE(a_warm_echo_allocates_nothing) {
+  core.offered_ |= pb::EXT_PIGGYBACK_ACKS;
+  core.keep_messages = false;
+  data.peer_hello(true, 0);
+  constexpr uint64_t rounds = 1000;
+  constexpr uint64_t warm_up = 50;
+  core.answers.reserve(1);
+  core.payloads.reserve(rounds + warm_up);
+  out.data.reserve(4);
+  auto reply = pool->allocate(8, 64, transport::access::local_write);
+  BOOST_REQUIRE(reply);
+  auto [buf, frame] = peer_frame(1, "12345678");
+  const auto& req = frame.msg.request().send_data();
+  auto ok = pb::make_send_data_response(0, pb::OK, {});
+  uint64_t sent = 0;
+  auto echo = [&](uint64_t id) {
+    data.on_send_data(id, req, buf, frame.view);
+    BOOST_REQUIRE_EQUAL(out.data.size(), 1u);
+    BOOST_REQUIRE(out.data[0].data() == frame.view.payload); // zero-copy
+    data.send(*reply, core.now_,
+              [&sent](caf::expected<uint64_t> n) { sent += n ? *n : 0; });
+    // As request_table::complete: the completion leaves its slot first.
+    auto answer = std::move(core.answers.back());
+    core.answers.pop_back();
+    answer(&ok.response(), caf::none);
+    out.data.clear(); // the handler let go of the chunk
+    out.queued_bytes = 0;
+  };
+  for (uint64_t id = 1; id <= warm_up; ++id)
+    echo(id);
+  auto before = test::heap_allocations.load();
+  for (uint64_t id = warm_up + 1; id <= warm_up + rounds; ++id)
+    echo(id);
+  BOOST_TEST(test::heap_allocations.load() - before == 0u);
+  BOOST_TEST(sent == (warm_up + rounds) * 8);
+  // Every acknowledgement rode on a reply: none needed a frame of its own.
+  BOOST_TEST(core.counters_.piggybacked_acks_sent == warm_up + rounds);
+  BOOST_TEST(core.unsolicited_count == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
