@@ -1,11 +1,13 @@
 #pragma once
 
-// A double-ended queue in one ring buffer that only grows: the link's
-// queue of posts and its list of operations in flight push and pop an
-// element per operation, and std::deque allocates a node every few of
-// those.  Not installed.
+// A double-ended queue in one ring buffer that only grows: the data path's
+// queues (the link's posts and operations in flight, the soft fabric's
+// frames, receives and completions) push and pop an element per
+// operation, and std::deque allocates a node every few of those (every
+// one for elements over 512 bytes).  Not installed.
 
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -117,6 +119,12 @@ public:
   template <class Ref, class Owner>
   class basic_iterator {
   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = std::remove_reference_t<Ref>*;
+    using reference = Ref;
+
     basic_iterator(Owner* q, size_t i) noexcept : q_(q), i_(i) {}
     Ref operator*() const noexcept {
       return (*q_)[i_];

@@ -1,11 +1,11 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
 
+#include "common/ring_deque.hpp"
 #include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/event_fd.hpp"
 
@@ -58,7 +58,7 @@ private:
   void notify();
 
   mutable std::mutex mtx_;
-  std::deque<work_completion> entries_;
+  ring_deque<work_completion> entries_;
   bool armed_ = false;
   /// Armed for receives and failures only.
   bool receives_only_ = false;

@@ -166,7 +166,7 @@ bool outbound_stream::abort(bool keep_responses) {
   if (frames_.empty())
     return true;
   auto seq = frames_.front().hdr.seq;
-  std::deque<frame> kept;
+  ring_deque<frame> kept;
   responses_ = 0;
   for (auto& f : frames_) {
     if (wire::is_request(f.hdr.type)) {

@@ -3,9 +3,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 
+#include "common/ring_deque.hpp"
 #include "transport/soft/deadline.hpp"
 #include "transport/soft/faults.hpp"
 #include "transport/soft/registration.hpp"
@@ -97,7 +97,7 @@ private:
     bool corrupted = false;
   };
 
-  std::deque<frame> frames_;
+  ring_deque<frame> frames_;
   uint32_t next_seq_ = 0;
   size_t responses_ = 0;
   bool blocked_ = false;

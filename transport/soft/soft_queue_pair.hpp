@@ -3,13 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/ring_deque.hpp"
 #include "rdmactor/transport/fabric.hpp"
 #include "transport/soft/completion_queue.hpp"
 #include "transport/soft/deadline.hpp"
@@ -349,7 +349,7 @@ private:
   std::string failure_reason_;
   /// Written under mutex_ (and placement_mutex_ when leaving running).
   std::atomic<phase> phase_{phase::running};
-  std::deque<outstanding_request> outstanding_;
+  ring_deque<outstanding_request> outstanding_;
   /// Unsignaled requests that completed silently since the last signaled
   /// completion: their send-queue entries are not free yet.
   size_t unreaped_ = 0;
@@ -360,8 +360,8 @@ private:
   /// The owner holds the doorbell (`hold_doorbell`): requests it posts are
   /// queued in `tx_` and written at `ring_doorbell`.  Guarded by `mutex_`.
   bool doorbell_held_ = false;
-  std::deque<posted_recv> rq_;
-  std::deque<inbound_request> pending_;
+  ring_deque<posted_recv> rq_;
+  ring_deque<inbound_request> pending_;
   uint64_t pending_bytes_ = 0;
   /// ACKs of executed SENDs not sent yet: the next frame we send carries
   /// them, or an ACK frame once `owed_ack_limit_` pile up or at
