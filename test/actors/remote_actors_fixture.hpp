@@ -116,6 +116,19 @@ inline caf::behavior silent(caf::event_based_actor* self, caf::actor watcher) {
   }};
 }
 
+/// A subscription: answers a string with "<tag>:<string>", quits on
+/// 'quit'.
+inline caf::behavior subscription(caf::event_based_actor* self,
+                                  std::string tag) {
+  return {
+      [tag](const std::string& s) { return tag + ":" + s; },
+      [self](caf::atom_value a) {
+        if (a == caf::atom("quit"))
+          self->quit();
+      },
+  };
+}
+
 /// Client and server node, one connection between them.
 struct remote_nodes {
   remote_system client_side{true};
