@@ -4,8 +4,8 @@
 // Remote actors between nodes on the fabric (soft, and verbs through
 // test/verbs/CMakeLists.txt): the cases that need what the deterministic
 // harness (test/actors/remote/, on test/support/remote_harness.hpp) does
-// not have: real threads, a third node, a second process.  Everything
-// else about remote actors runs there, without sleeps.
+// not have: real threads, a second process.  Everything else about
+// remote actors runs there, without sleeps.
 
 #include <map>
 
@@ -41,60 +41,6 @@ caf::behavior order_checker(caf::event_based_actor* self) {
 }
 
 } // namespace
-
-// A handle of a third node: C gives the server a handle of its actor, the
-// server hands it to the client, whose messages reach C's actor through
-// the server.  When the server's connection to C goes, the client's proxy
-// ends.  On the fabric because it takes three nodes and the harness has
-// two sides.
-BOOST_AUTO_TEST_CASE(a_handle_of_a_third_node_reaches_it_through_the_peer) {
-  remote_nodes t;
-  // The server keeps the last handle it was given and hands it out.
-  auto keeper
-      = t.server_sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
-          auto kept = std::make_shared<caf::actor>();
-          return {
-              [kept](const handle_box& box) {
-                *kept = box.hdl;
-                return int32_t{1};
-              },
-              [kept](int32_t) { return handle_box{*kept}; },
-          };
-        });
-  BOOST_REQUIRE(t.server->publish("keeper", keeper)); // every connection
-  remote_system third{true};
-  auto c = node::open(third.sys, test_options());
-  BOOST_REQUIRE_MESSAGE(c, render(c));
-  auto host = env_or("RDMACTOR_TEST_HOST", "127.0.0.1");
-  auto port
-      = t.server->listen(host + ":0", caf::actor_cast<caf::actor>(*t.acceptor));
-  BOOST_REQUIRE_MESSAGE(port, render(port));
-  auto c_conn = (*c)->connect(host + ":" + std::to_string(*port));
-  BOOST_REQUIRE_MESSAGE(c_conn, render(c_conn));
-  auto c_keeper = call<caf::actor>(third.sys, *c_conn, lookup_atom::value,
-                                   std::string{"keeper"});
-  BOOST_REQUIRE_MESSAGE(c_keeper, render(c_keeper));
-  auto c_actor = third.sys.spawn(subscription, std::string{"third"});
-  auto kept = call<int32_t>(third.sys, *c_keeper, handle_box{c_actor});
-  BOOST_REQUIRE_MESSAGE(kept, render(kept));
-  auto proxy = t.lookup("keeper");
-  BOOST_REQUIRE_MESSAGE(proxy, render(proxy));
-  auto box = call<handle_box>(t.sys, *proxy, int32_t{0});
-  BOOST_REQUIRE_MESSAGE(box, render(box));
-  BOOST_REQUIRE(box->hdl);
-  auto answer = call<std::string>(t.sys, box->hdl, std::string{"hop"});
-  BOOST_REQUIRE_MESSAGE(answer, render(answer));
-  BOOST_TEST(*answer == "third:hop");
-  // C leaves: the server's proxy of C's actor ends, and with it the
-  // client's proxy of that proxy.
-  caf::scoped_actor self{t.sys};
-  self->monitor(box->hdl);
-  (*c)->close();
-  bool down = false;
-  self->receive([&](const caf::down_msg&) { down = true; },
-                caf::after(wait_time()) >> [] { BOOST_FAIL("no down"); });
-  BOOST_TEST(down);
-}
 
 // Concurrent senders on CAF's worker threads racing into one proxy: about
 // real threads (the harness runs one actor at a time, in a fixed order).

@@ -196,7 +196,8 @@ struct chunk_log {
 /// node-wide directory of published actors, and any number of connections
 /// between them (`connect`), each a pair of agents over wired fake links.
 /// Both sides share one actor system, or each has its own (`systems`), as
-/// two nodes do: its own registered message types, node id and proxies.
+/// two nodes do: its own registered message types, node id and proxies;
+/// `add_side` adds more nodes, each on a system of its own.
 /// `settle()` runs the actors of every system until nothing moves,
 /// carrying frames both ways and waking the agents when completions wait;
 /// `advance(ms)` moves the simulated clock (every system's, together) and
@@ -247,6 +248,8 @@ public:
 
   /// The pool and allocator of one side (a node's share of the state).
   struct side {
+    /// What the agents of the other sides call this one (their peer).
+    std::string name;
     std::shared_ptr<fuzz::fake_device> dev
         = std::make_shared<fuzz::fake_device>();
     memory_pool_ptr pool;
@@ -311,6 +314,8 @@ public:
     worlds_.push_back(std::make_unique<world>(std::move(own.client)));
     if (own.server)
       worlds_.push_back(std::make_unique<world>(std::move(own.server)));
+    client.name = "client";
+    server.name = "server";
     client.home = worlds_.front().get();
     server.home = worlds_.back().get();
     // Keys of the two devices never collide: a token of one side never
@@ -336,20 +341,22 @@ public:
       for (auto& e : w.agents)
         if (auto hdl = caf::actor_cast<caf::actor>(e))
           caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-    for (auto* s : {&client, &server})
+    for (auto* s : all_sides())
       s->published->clear();
     bool idle = run_until_idle();
     for (int i = 0; idle && i < max_rounds && trigger_next_timeout(); ++i)
       idle = run_until_idle();
     BOOST_CHECK_MESSAGE(idle, "the actors never became idle at the end");
-    BOOST_CHECK_EQUAL(client.bytes_in_use(), 0u);
-    BOOST_CHECK_EQUAL(server.bytes_in_use(), 0u);
+    for (auto* s : all_sides())
+      BOOST_CHECK_MESSAGE(s->bytes_in_use() == 0u,
+                          "the " << s->name << "'s pool holds "
+                                 << s->bytes_in_use() << " bytes");
     // The transports never posted memory that was not registered as
     // needed (a NIC would have failed the work request).
     for (auto& w : wires_)
       for (auto& e : w.ends)
         BOOST_CHECK_EQUAL(e->link->protection_errors, 0u);
-    for (auto* s : {&client, &server})
+    for (auto* s : all_sides())
       caf::anon_send_exit(s->allocator, caf::exit_reason::user_shutdown);
     run_until_idle();
     for (auto& w : worlds_)
@@ -361,13 +368,34 @@ public:
 
   // -- connections -----------------------------------------------------------
 
-  /// Opens one more connection between the sides; returns its (client,
-  /// server) ends, settled (both Hellos exchanged).
+  /// Opens one more connection between the client and the server;
+  /// returns its (client, server) ends, settled (both Hellos exchanged).
   std::pair<connection_actor, connection_actor> connect() {
+    return connect(client, server);
+  }
+
+  /// Opens a connection between `a` and `b` (`add_side` makes more than
+  /// two); returns its (a, b) ends, settled.
+  std::pair<connection_actor, connection_actor> connect(side& a, side& b) {
     connection_actor conns[2];
-    open_wire(false, conns);
+    open_wire(a, b, false, conns);
     settle();
     return {conns[0], conns[1]};
+  }
+
+  /// Adds one more side, `name`, on an actor system of its own of `cfg`
+  /// (a third node, say); connect it with `connect(side&, side&)`.
+  side& add_side(std::string name, options opts,
+                 std::unique_ptr<rdmactor::config> cfg) {
+    worlds_.push_back(std::make_unique<world>(std::move(cfg)));
+    auto& s = more_sides_.emplace_back();
+    s.name = std::move(name);
+    s.home = worlds_.back().get();
+    // Keys of its own, far from the client's and the server's.
+    s.dev->registry->rewind(
+        static_cast<uint32_t>(0x100000 * (1 + more_sides_.size())));
+    make_side(s, std::move(opts));
+    return s;
   }
 
   /// The ends of a connection whose client end is a script
@@ -385,7 +413,7 @@ public:
   /// an agent; settled (the agent's Hello waits in `server->out`).
   scripted_wire connect_scripted(std::function<bool()> on_round) {
     connection_actor conns[2];
-    auto& w = open_wire(true, conns);
+    auto& w = open_wire(client, server, true, conns);
     w.on_round = std::move(on_round);
     settle();
     return {conns[1], w.ends[0], w.ends[1]};
@@ -579,9 +607,10 @@ private:
     std::function<bool()> on_round;
   };
 
-  /// Opens a wire and spawns its agents (the server's only, when
-  /// `scripted`), whose handles it puts in `conns`.
-  wire& open_wire(bool scripted, connection_actor (&conns)[2]) {
+  /// Opens a wire between `a` and `b` and spawns its agents (b's only,
+  /// when `scripted`), whose handles it puts in `conns`.
+  wire& open_wire(side& a_side, side& b_side, bool scripted,
+                  connection_actor (&conns)[2]) {
     auto& w = wires_.emplace_back();
     w.scripted = scripted;
     // What the two nodes would agree on: receive buffers of the eager size
@@ -591,12 +620,12 @@ private:
           std::min(o.max_message_len_bytes, o.eager_message_len_bytes),
           o.recv_depth};
     };
-    auto a = offer(client.opts);
-    auto b = offer(server.opts);
+    auto a = offer(a_side.opts);
+    auto b = offer(b_side.opts);
     transport::conn_params params{
         std::min(a.max_message_len_bytes, b.max_message_len_bytes),
         std::min(a.recv_depth, b.recv_depth)};
-    side* sides[] = {&client, &server};
+    side* sides[] = {&a_side, &b_side};
     for (int i = 0; i < 2; ++i) {
       w.ends[i] = std::make_shared<wire_end>();
       w.ends[i]->registry = sides[i]->dev->registry;
@@ -609,7 +638,7 @@ private:
       auto& s = *sides[i];
       // Events, not polling: the test coordinator runs until no message is
       // left, and a polling transport always has its next poll queued.
-      std::string peer = i == 0 ? "server" : "client";
+      auto& peer = sides[1 - i]->name;
       auto lent = transport::spawn_lending_transport(
           s.sys(), s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
           transport::polling{transport::completion_mode::event, 0});
@@ -623,6 +652,14 @@ private:
       conns[i] = caf::actor_cast<connection_actor>(agent);
     }
     return w;
+  }
+
+  /// The client, the server and the sides `add_side` added.
+  std::vector<side*> all_sides() {
+    std::vector<side*> out{&client, &server};
+    for (auto& s : more_sides_)
+      out.push_back(&s);
+    return out;
   }
 
   /// Runs the jobs of every actor system (those they make one another
@@ -778,6 +815,8 @@ private:
 
   /// The actor systems: one, or one per side (the client's first).
   std::vector<std::unique_ptr<world>> worlds_;
+  /// The sides beyond the client and the server (`add_side`).
+  std::deque<side> more_sides_;
   std::deque<wire> wires_;
   /// The helper actors of `watch`.
   std::vector<caf::actor> watchers_;

@@ -100,6 +100,19 @@ caf::behavior pinger(caf::event_based_actor* self, caf::actor target,
   }};
 }
 
+/// Keeps the last handle it was given (in a handle_box) and hands it out
+/// for an int32.
+caf::behavior keeper(caf::event_based_actor*) {
+  auto kept = std::make_shared<caf::actor>();
+  return {
+      [kept](const handle_box& box) {
+        *kept = box.hdl;
+        return int32_t{1};
+      },
+      [kept](int32_t) { return handle_box{*kept}; },
+  };
+}
+
 /// Answers (int32, int32) by delegating it to `target`.
 caf::behavior delegator(caf::event_based_actor* self, caf::actor target) {
   return {[=](int32_t a, int32_t b) { return self->delegate(target, a, b); }};
@@ -198,6 +211,42 @@ BOOST_AUTO_TEST_CASE(handles_in_messages_reach_their_actors_both_ways) {
   auto again = t.call<std::string>(box2->hdl, std::string{"z"});
   BOOST_REQUIRE_MESSAGE(again, render(again));
   BOOST_TEST(*again == "sub:z");
+}
+
+// A handle of a third node: C gives the server a handle of its actor, the
+// server hands it to the client, whose messages reach C's actor through
+// the server.  When the server's connection to C goes, the client's proxy
+// ends.
+BOOST_AUTO_TEST_CASE(a_handle_of_a_third_node_reaches_it_through_the_peer) {
+  harnessed_nodes t;
+  BOOST_REQUIRE(
+      t.server.published->publish("keeper", t.spawn(t.server, keeper)));
+  auto& third = t.add_side("third", harness_options(),
+                           std::make_unique<remote_config>(true));
+  auto [c_conn, s_conn] = t.connect(third, t.server);
+  auto c_keeper
+      = t.call<caf::actor>(c_conn, lookup_atom::value, std::string{"keeper"});
+  BOOST_REQUIRE_MESSAGE(c_keeper, render(c_keeper));
+  auto c_actor = t.spawn(third, subscription, std::string{"third"});
+  auto kept = t.call<int32_t>(*c_keeper, handle_box{c_actor});
+  BOOST_REQUIRE_MESSAGE(kept, render(kept));
+  auto box = t.call<handle_box>(t.proxy_of("keeper"), int32_t{0});
+  BOOST_REQUIRE_MESSAGE(box, render(box));
+  BOOST_REQUIRE(box->hdl);
+  auto answer = t.call<std::string>(box->hdl, std::string{"hop"});
+  BOOST_REQUIRE_MESSAGE(answer, render(answer));
+  BOOST_TEST(*answer == "third:hop");
+  // C leaves: the server's proxy of C's actor ends, and with it the
+  // client's proxy of that proxy.
+  auto down = t.watch(box->hdl);
+  caf::anon_send_exit(c_conn, caf::exit_reason::user_shutdown);
+  t.settle();
+  BOOST_TEST(down->down);
+  BOOST_TEST((down->reason == caf::exit_reason::remote_link_unreachable),
+             render(down->reason));
+  // The client's connection to the server lives on.
+  auto again = t.call<handle_box>(t.proxy_of("keeper"), int32_t{0});
+  BOOST_TEST(static_cast<bool>(again), render(again));
 }
 
 BOOST_AUTO_TEST_CASE(the_remote_actor_reaches_the_sender_through_its_proxy) {
