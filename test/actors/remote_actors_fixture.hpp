@@ -2,7 +2,9 @@
 
 // Two rdmactor nodes in two actor systems of one process whose configs
 // register the message types of the remote-actor tests (as an application
-// registers its own), connected as in fixture.hpp.
+// registers its own), connected as in fixture.hpp; and those types,
+// configs and the actors the tests publish, which the suites on the
+// deterministic harness (test/actors/remote/) use as well.
 
 #include <cstdint>
 #include <memory>
