@@ -2,7 +2,9 @@
 
 // Two rdmactor nodes in two actor systems of one process whose configs
 // register the message types of the remote-actor tests (as an application
-// registers its own), connected as in fixture.hpp.
+// registers its own), connected as in fixture.hpp; and those types,
+// configs and the actors the tests publish, which the suites on the
+// deterministic harness (test/actors/remote/) use as well.
 
 #include <cstdint>
 #include <memory>
@@ -114,6 +116,19 @@ inline caf::behavior silent(caf::event_based_actor* self, caf::actor watcher) {
       self->send(watcher, caf::atom("got"));
     return self->make_response_promise<int32_t>();
   }};
+}
+
+/// A subscription: answers a string with "<tag>:<string>", quits on
+/// 'quit'.
+inline caf::behavior subscription(caf::event_based_actor* self,
+                                  std::string tag) {
+  return {
+      [tag](const std::string& s) { return tag + ":" + s; },
+      [self](caf::atom_value a) {
+        if (a == caf::atom("quit"))
+          self->quit();
+      },
+  };
 }
 
 /// Client and server node, one connection between them.

@@ -2,9 +2,10 @@
 
 // A deterministic harness for actor-level tests: two agents (a "client"
 // and a "server", each with its own fake device, memory pool and
-// allocator) whose fake links are wired to each other, all on one actor
-// system run by CAF's test coordinator.  No sockets and no threads: the
-// test drives everything with `settle()` and the simulated clock.
+// allocator) whose fake links are wired to each other, on one actor system
+// run by CAF's test coordinator, or on one such system per side (two
+// nodes' worth, for remote actors).  No sockets and no threads: the test
+// drives everything with `settle()` and the simulated clock.
 
 #include <boost/test/unit_test.hpp>
 
@@ -32,6 +33,7 @@
 #include "common/logging.hpp"
 #include "rdmactor/config.hpp"
 #include "rdmactor/connection.hpp"
+#include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/detail/agent.hpp"
 #include "rdmactor/detail/transport_actor.hpp"
 #include "rdmactor/error.hpp"
@@ -189,30 +191,92 @@ struct chunk_log {
       = std::make_shared<std::vector<local_mr>>();
 };
 
-/// Two nodes' worth of agents on one test-coordinator actor system: a
-/// client and a server side, each with its own fake device, pool and
-/// allocator, and any number of connections between them (`connect`),
-/// each a pair of agents over wired fake links.  `settle()` runs the
-/// actors until nothing moves, carrying frames both ways and waking the
-/// agents when completions wait; `advance(ms)` moves the simulated clock
-/// and fires the timers due.  The harness holds the connections only
-/// through `client_conn` and `server_conn` (what `connect` returned last):
+/// Two nodes' worth of agents on CAF's test coordinator: a client and a
+/// server side, each with its own fake device, pool, allocator and
+/// node-wide directory of published actors, and any number of connections
+/// between them (`connect`), each a pair of agents over wired fake links.
+/// Both sides share one actor system, or each has its own (`systems`), as
+/// two nodes do: its own registered message types, node id and proxies;
+/// `add_side` adds more nodes, each on a system of its own.
+/// `settle()` runs the actors of every system until nothing moves,
+/// carrying frames both ways and waking the agents when completions wait;
+/// `advance(ms)` moves the simulated clock (every system's, together) and
+/// fires the timers due.  The harness holds the connections only through
+/// `client_conn` and `server_conn` (what `connect` returned last):
 /// dropping those drops the connection.  A connection may have a script
 /// instead of the client's agent (`connect_scripted`, scripted_peer.hpp).
 class agent_harness {
 public:
+  /// One actor system on CAF's test coordinator, with its config.
+  class world {
+  public:
+    /// Starts a system of `cfg` with the test coordinator as its scheduler.
+    explicit world(std::unique_ptr<rdmactor::config> cfg)
+        : cfg_(std::move(cfg)), sys_(init(*cfg_)),
+          sched_(dynamic_cast<caf::scheduler::test_coordinator&>(
+              sys_.scheduler())) {
+      // Far from the clock's epoch, as on a host that has been up a while.
+      sched_.clock().current_time += std::chrono::hours(24);
+    }
+
+    world(const world&) = delete;
+    world& operator=(const world&) = delete;
+
+    caf::actor_system& sys() noexcept {
+      return sys_;
+    }
+
+    caf::scheduler::test_coordinator& sched() noexcept {
+      return sched_;
+    }
+
+    /// The simulated clock of this system.
+    caf::detail::test_actor_clock& clock() noexcept {
+      return sched_.clock();
+    }
+
+  private:
+    static rdmactor::config& init(rdmactor::config& cfg) {
+      cfg.set("scheduler.policy", caf::atom("testing"));
+      return cfg;
+    }
+
+    std::unique_ptr<rdmactor::config> cfg_;
+    caf::actor_system sys_;
+    caf::scheduler::test_coordinator& sched_;
+  };
+
   /// The pool and allocator of one side (a node's share of the state).
   struct side {
+    /// What the agents of the other sides call this one (their peer).
+    std::string name;
     std::shared_ptr<fuzz::fake_device> dev
         = std::make_shared<fuzz::fake_device>();
     memory_pool_ptr pool;
     allocator_actor allocator;
     options opts;
+    /// What the side's node publishes for every connection (the agents
+    /// get it as a node's connections do).
+    actor_directory_ptr published = std::make_shared<actor_directory>();
+    /// The actor system the side's actors run in.
+    world* home = nullptr;
 
     /// Bytes the side's pool has handed out and not got back.
     uint64_t bytes_in_use() const {
       return pool->stats().bytes_in_use;
     }
+
+    caf::actor_system& sys() const noexcept {
+      return home->sys();
+    }
+  };
+
+  /// The configs of the actor systems of a harness whose sides each have
+  /// their own (their message types, for instance); the harness sets the
+  /// scheduler policy.
+  struct systems {
+    std::unique_ptr<rdmactor::config> client;
+    std::unique_ptr<rdmactor::config> server;
   };
 
   /// Tag of the constructor that opens no connection.
@@ -228,14 +292,32 @@ public:
     std::tie(client_conn, server_conn) = connect();
   }
 
-  /// Builds both sides and opens no connection (`connect`,
-  /// `connect_scripted`).
+  /// Builds both sides on one actor system and opens no connection
+  /// (`connect`, `connect_scripted`).
   agent_harness(options client_opts, options server_opts, unconnected_t)
-      : sys_(init(cfg_)),
-        sched_(
-            dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
-    // Far from the clock's epoch, as on a host that has been up a while.
-    sched_.clock().current_time += std::chrono::hours(24);
+      : agent_harness(std::move(client_opts), std::move(server_opts),
+                      systems{std::make_unique<rdmactor::config>(), nullptr},
+                      unconnected) {}
+
+  /// Builds each side on an actor system of its own, of the config in
+  /// `own`, and opens one connection (settled).
+  agent_harness(options client_opts, options server_opts, systems own)
+      : agent_harness(std::move(client_opts), std::move(server_opts),
+                      std::move(own), unconnected) {
+    std::tie(client_conn, server_conn) = connect();
+  }
+
+  /// Builds both sides and opens no connection; the server shares the
+  /// client's actor system when `own.server` is null.
+  agent_harness(options client_opts, options server_opts, systems own,
+                unconnected_t) {
+    worlds_.push_back(std::make_unique<world>(std::move(own.client)));
+    if (own.server)
+      worlds_.push_back(std::make_unique<world>(std::move(own.server)));
+    client.name = "client";
+    server.name = "server";
+    client.home = worlds_.front().get();
+    server.home = worlds_.back().get();
     // Keys of the two devices never collide: a token of one side never
     // names a registration of the other by accident.
     server.dev->registry->rewind(0x100000);
@@ -259,21 +341,26 @@ public:
       for (auto& e : w.agents)
         if (auto hdl = caf::actor_cast<caf::actor>(e))
           caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+    for (auto* s : all_sides())
+      s->published->clear();
     bool idle = run_until_idle();
-    for (int i = 0; idle && i < max_rounds && sched_.trigger_timeout(); ++i)
+    for (int i = 0; idle && i < max_rounds && trigger_next_timeout(); ++i)
       idle = run_until_idle();
     BOOST_CHECK_MESSAGE(idle, "the actors never became idle at the end");
-    BOOST_CHECK_EQUAL(client.bytes_in_use(), 0u);
-    BOOST_CHECK_EQUAL(server.bytes_in_use(), 0u);
+    for (auto* s : all_sides())
+      BOOST_CHECK_MESSAGE(s->bytes_in_use() == 0u,
+                          "the " << s->name << "'s pool holds "
+                                 << s->bytes_in_use() << " bytes");
     // The transports never posted memory that was not registered as
     // needed (a NIC would have failed the work request).
     for (auto& w : wires_)
       for (auto& e : w.ends)
         BOOST_CHECK_EQUAL(e->link->protection_errors, 0u);
-    for (auto* s : {&client, &server})
+    for (auto* s : all_sides())
       caf::anon_send_exit(s->allocator, caf::exit_reason::user_shutdown);
     run_until_idle();
-    sys_.await_actors_before_shutdown(false);
+    for (auto& w : worlds_)
+      w->sys().await_actors_before_shutdown(false);
   }
 
   agent_harness(const agent_harness&) = delete;
@@ -281,13 +368,34 @@ public:
 
   // -- connections -----------------------------------------------------------
 
-  /// Opens one more connection between the sides; returns its (client,
-  /// server) ends, settled (both Hellos exchanged).
+  /// Opens one more connection between the client and the server;
+  /// returns its (client, server) ends, settled (both Hellos exchanged).
   std::pair<connection_actor, connection_actor> connect() {
+    return connect(client, server);
+  }
+
+  /// Opens a connection between `a` and `b` (`add_side` makes more than
+  /// two); returns its (a, b) ends, settled.
+  std::pair<connection_actor, connection_actor> connect(side& a, side& b) {
     connection_actor conns[2];
-    open_wire(false, conns);
+    open_wire(a, b, false, conns);
     settle();
     return {conns[0], conns[1]};
+  }
+
+  /// Adds one more side, `name`, on an actor system of its own of `cfg`
+  /// (a third node, say); connect it with `connect(side&, side&)`.
+  side& add_side(std::string name, options opts,
+                 std::unique_ptr<rdmactor::config> cfg) {
+    worlds_.push_back(std::make_unique<world>(std::move(cfg)));
+    auto& s = more_sides_.emplace_back();
+    s.name = std::move(name);
+    s.home = worlds_.back().get();
+    // Keys of its own, far from the client's and the server's.
+    s.dev->registry->rewind(
+        static_cast<uint32_t>(0x100000 * (1 + more_sides_.size())));
+    make_side(s, std::move(opts));
+    return s;
   }
 
   /// The ends of a connection whose client end is a script
@@ -305,7 +413,7 @@ public:
   /// an agent; settled (the agent's Hello waits in `server->out`).
   scripted_wire connect_scripted(std::function<bool()> on_round) {
     connection_actor conns[2];
-    auto& w = open_wire(true, conns);
+    auto& w = open_wire(client, server, true, conns);
     w.on_round = std::move(on_round);
     settle();
     return {conns[1], w.ends[0], w.ends[1]};
@@ -339,42 +447,44 @@ public:
   }
 
   /// Moves the simulated clock `ms` forward, firing every timer due on
-  /// the way (in deadline order, settling after each).
+  /// the way (in deadline order across the actor systems, settling after
+  /// each).
   void advance(uint64_t ms) {
-    auto& clock = sched_.clock();
-    auto target = clock.current_time + std::chrono::milliseconds(ms);
+    auto target = now() + std::chrono::milliseconds(ms);
     for (int i = 0; i < max_rounds; ++i) {
-      auto& pending = clock.schedule();
-      if (pending.empty() || pending.begin()->first > target)
+      auto* next = next_timeout();
+      if (next == nullptr || next->clock().schedule().begin()->first > target)
         break;
-      sched_.trigger_timeout();
+      trigger_next_timeout();
       settle();
     }
-    if (clock.current_time < target)
-      clock.current_time = target;
+    set_clocks(target);
     settle();
   }
 
-  /// The simulated clock.
+  /// The simulated clock (every actor system's reads the same).
   caf::actor_clock::time_point now() {
-    return sched_.clock().now();
+    return client.home->clock().now();
   }
 
+  /// The client's actor system (the server's too unless each side has its
+  /// own: `server.sys()`).
   caf::actor_system& sys() {
-    return sys_;
+    return client.sys();
   }
 
   // -- talking to connections ------------------------------------------------
 
-  /// Sends `xs...` to `hdl` as a request from a fresh helper actor; the
-  /// reply fills the returned record once the actors ran (`settle`).
-  /// Requests from one test reach an actor in the order they were made.
+  /// Sends `xs...` to `hdl` as a request from a fresh helper actor in
+  /// `hdl`'s actor system; the reply fills the returned record once the
+  /// actors ran (`settle`).  Requests from one test reach an actor in the
+  /// order they were made.
   template <class... Rs, class Handle, class... Xs>
   std::shared_ptr<pending_reply<Rs...>> ask(const Handle& hdl, Xs... xs) {
     auto reply = std::make_shared<pending_reply<Rs...>>();
     // The helper gets its state as spawn arguments (CAF 0.17 dereferences
     // a null argument tuple for an argument-less function-based actor).
-    sys_.spawn(
+    home_of(hdl).spawn(
         [](caf::event_based_actor* self, caf::actor dest,
            std::shared_ptr<pending_reply<Rs...>> out, Xs... args) {
           self->request(dest, std::chrono::seconds(3600), std::move(args)...)
@@ -389,7 +499,7 @@ public:
                   });
         },
         caf::actor_cast<caf::actor>(hdl), reply, std::move(xs)...);
-    sched_.run();
+    run_jobs();
     return reply;
   }
 
@@ -438,13 +548,13 @@ public:
     return *s;
   }
 
-  /// Monitors `hdl` from a helper actor; the record says when and why it
-  /// went.
+  /// Monitors `hdl` from a helper actor in its actor system; the record
+  /// says when and why it went.
   template <class Handle>
   std::shared_ptr<down_record> watch(const Handle& hdl) {
     auto rec = std::make_shared<down_record>();
     // Held here: an actor nobody holds ends at once.
-    watchers_.emplace_back(sys_.spawn(
+    watchers_.emplace_back(home_of(hdl).spawn(
         [](caf::event_based_actor* self, caf::actor_addr target,
            std::shared_ptr<down_record> out) -> caf::behavior {
           self->set_down_handler([self, out](caf::down_msg& msg) {
@@ -456,14 +566,15 @@ public:
           return {[](const std::string&) {}};
         },
         caf::actor_cast<caf::actor_addr>(hdl), rec));
-    sched_.run();
+    run_jobs();
     return rec;
   }
 
-  /// A data subscriber that keeps every chunk it gets.
+  /// A data subscriber (in the client's actor system) that keeps every
+  /// chunk it gets.
   chunk_log collector() {
     chunk_log log;
-    log.hdl = sys_.spawn(
+    log.hdl = sys().spawn(
         [](data_subscriber::pointer, std::shared_ptr<std::vector<local_mr>> out)
             -> data_subscriber::behavior_type {
           return {[out](data_atom, local_mr& chunk) {
@@ -471,7 +582,7 @@ public:
           }};
         },
         log.chunks);
-    sched_.run();
+    run_jobs();
     return log;
   }
 
@@ -496,9 +607,10 @@ private:
     std::function<bool()> on_round;
   };
 
-  /// Opens a wire and spawns its agents (the server's only, when
-  /// `scripted`), whose handles it puts in `conns`.
-  wire& open_wire(bool scripted, connection_actor (&conns)[2]) {
+  /// Opens a wire between `a` and `b` and spawns its agents (b's only,
+  /// when `scripted`), whose handles it puts in `conns`.
+  wire& open_wire(side& a_side, side& b_side, bool scripted,
+                  connection_actor (&conns)[2]) {
     auto& w = wires_.emplace_back();
     w.scripted = scripted;
     // What the two nodes would agree on: receive buffers of the eager size
@@ -508,12 +620,12 @@ private:
           std::min(o.max_message_len_bytes, o.eager_message_len_bytes),
           o.recv_depth};
     };
-    auto a = offer(client.opts);
-    auto b = offer(server.opts);
+    auto a = offer(a_side.opts);
+    auto b = offer(b_side.opts);
     transport::conn_params params{
         std::min(a.max_message_len_bytes, b.max_message_len_bytes),
         std::min(a.recv_depth, b.recv_depth)};
-    side* sides[] = {&client, &server};
+    side* sides[] = {&a_side, &b_side};
     for (int i = 0; i < 2; ++i) {
       w.ends[i] = std::make_shared<wire_end>();
       w.ends[i]->registry = sides[i]->dev->registry;
@@ -526,32 +638,96 @@ private:
       auto& s = *sides[i];
       // Events, not polling: the test coordinator runs until no message is
       // left, and a polling transport always has its next poll queued.
-      std::string peer = i == 0 ? "server" : "client";
+      auto& peer = sides[1 - i]->name;
       auto lent = transport::spawn_lending_transport(
-          sys_, s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
+          s.sys(), s.dev, std::make_unique<wired_queue_pair>(w.ends[i], peer),
           transport::polling{transport::completion_mode::event, 0});
       w.transports[i] = caf::actor_cast<caf::weak_actor_ptr>(lent.transport);
       auto agent
-          = spawn_agent(sys_, std::move(lent),
+          = spawn_agent(s.sys(), std::move(lent),
                         transport::link_params{params.max_message_len_bytes,
                                                params.recv_depth, peer},
-                        s.pool, s.allocator, s.opts);
+                        s.pool, s.allocator, s.opts, s.published);
       w.agents[i] = caf::actor_cast<caf::weak_actor_ptr>(agent);
       conns[i] = caf::actor_cast<connection_actor>(agent);
     }
     return w;
   }
 
-  static rdmactor::config& init(rdmactor::config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    return cfg;
+  /// The client, the server and the sides `add_side` added.
+  std::vector<side*> all_sides() {
+    std::vector<side*> out{&client, &server};
+    for (auto& s : more_sides_)
+      out.push_back(&s);
+    return out;
+  }
+
+  /// Runs the jobs of every actor system (those they make one another
+  /// included) until none has any.
+  void run_jobs() {
+    for (bool any = true; any;) {
+      any = false;
+      for (auto& w : worlds_)
+        any = w->sched().run() > 0 || any;
+    }
+  }
+
+  /// Whether an actor system has a job to run.
+  bool any_job() {
+    for (auto& w : worlds_)
+      if (w->sched().has_job())
+        return true;
+    return false;
+  }
+
+  /// The actor system `hdl` lives in (the client's for an invalid one).
+  template <class Handle>
+  caf::actor_system& home_of(const Handle& hdl) {
+    if (auto ptr = caf::actor_cast<caf::strong_actor_ptr>(hdl))
+      for (auto& w : worlds_)
+        if (ptr->home_system == &w->sys())
+          return w->sys();
+    return sys();
+  }
+
+  /// The actor system whose next timeout is the earliest; null when none
+  /// has one.
+  world* next_timeout() {
+    world* next = nullptr;
+    for (auto& w : worlds_) {
+      auto& pending = w->clock().schedule();
+      if (!pending.empty()
+          && (next == nullptr
+              || pending.begin()->first
+                     < next->clock().schedule().begin()->first))
+        next = w.get();
+    }
+    return next;
+  }
+
+  /// Fires the earliest timeout of all actor systems and moves the other
+  /// clocks to its time; returns false when none has one.
+  bool trigger_next_timeout() {
+    auto* next = next_timeout();
+    if (next == nullptr)
+      return false;
+    next->sched().trigger_timeout();
+    set_clocks(next->clock().current_time);
+    return true;
+  }
+
+  /// Moves every clock that is behind `t` to `t`.
+  void set_clocks(caf::actor_clock::time_point t) {
+    for (auto& w : worlds_)
+      if (w->clock().current_time < t)
+        w->clock().current_time = t;
   }
 
   /// What `settle` does; returns false when the actors still moved after
   /// `max_rounds` rounds.
   bool run_until_idle() {
     for (int round = 0; round < max_rounds; ++round) {
-      sched_.run();
+      run_jobs();
       bool moved = false;
       for (auto& w : wires_) {
         if (w.scripted) {
@@ -568,7 +744,7 @@ private:
       for (auto& w : wires_)
         for (int i = 0; i < 2; ++i)
           kicked = kick(w, i) || kicked;
-      if (moved || kicked || sched_.has_job())
+      if (moved || kicked || any_job())
         continue;
       bool failed = false;
       for (auto& w : wires_)
@@ -588,8 +764,8 @@ private:
     s.opts = std::move(opts);
     s.pool = std::make_shared<memory_pool>(s.dev, s.opts.arena_size_bytes,
                                            s.opts.max_alloc_bytes);
-    s.allocator = spawn_allocator(sys_, s.pool);
-    sched_.run();
+    s.allocator = spawn_allocator(s.sys(), s.pool);
+    run_jobs();
   }
 
   /// Delivers what `e` posted to its peer while the peer has receives;
@@ -637,9 +813,10 @@ private:
     return any;
   }
 
-  rdmactor::config cfg_;
-  caf::actor_system sys_;
-  caf::scheduler::test_coordinator& sched_;
+  /// The actor systems: one, or one per side (the client's first).
+  std::vector<std::unique_ptr<world>> worlds_;
+  /// The sides beyond the client and the server (`add_side`).
+  std::deque<side> more_sides_;
   std::deque<wire> wires_;
   /// The helper actors of `watch`.
   std::vector<caf::actor> watchers_;
