@@ -117,7 +117,12 @@ void link_driver::requested() {
     posted();
   } else if (path().armed() != link::armed_for::all) {
     // Armed for receives only: widen it for this requester, then poll for
-    // a completion that came between the post and the arming.
+    // a completion that came between the post and the arming.  The
+    // requester's work goes to the device first (a held doorbell rings):
+    // held until the end of the activation, it would start after that
+    // poll, and its completion would always take the notification's
+    // thread hand-off (Soft-RoCE: read lat 8 B in event mode 89 -> 256 us).
+    path().ring_held();
     path().arm();
     poll_link();
   }

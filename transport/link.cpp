@@ -368,7 +368,12 @@ void link::try_post() {
 }
 
 void link::count_held_post() {
-  if (!posts_held_ || ++held_posts_ < tuning::doorbell_batch)
+  if (posts_held_ && ++held_posts_ >= tuning::doorbell_batch)
+    ring_held();
+}
+
+void link::ring_held() {
+  if (!posts_held_)
     return;
   held_posts_ = 0;
   if (auto err = qp_->ring_doorbell()) {

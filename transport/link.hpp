@@ -209,6 +209,12 @@ public:
   /// at once again.  Idempotent.
   void flush_posts();
 
+  /// Hands what was posted since `hold_posts` to the device now and keeps
+  /// holding: for a requester that arms the CQ and polls once, whose
+  /// operation must be on the device before that poll (a completion that
+  /// came before the arming would not notify).  Nothing while not held.
+  void ring_held();
+
   /// Posts are held (`hold_posts`).
   bool posts_held() const noexcept {
     return posts_held_;

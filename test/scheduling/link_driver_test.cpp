@@ -164,6 +164,25 @@ BOOST_AUTO_TEST_CASE(a_request_in_event_mode_widens_the_arming) {
   BOOST_TEST((f.qp->arms.back() == cq_events::all));
 }
 
+// Held until the end of the activation, the request would reach the
+// device after the poll that follows the arming: its completion would
+// always need the notification (a thread hand-off).
+BOOST_AUTO_TEST_CASE(a_request_in_event_mode_goes_to_the_device_before_arming) {
+  fixture f;
+  f.start(completion_mode::event);
+  f.driver.drain();
+  f.driver.path().hold_posts(); // as the owner does during an activation
+  auto rings = f.qp->rings;
+  f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+                         mr_token{}, 7);
+  BOOST_TEST(f.qp->rings == rings); // held
+  f.driver.requested();
+  BOOST_TEST((f.qp->arms.back() == cq_events::all));
+  BOOST_TEST(f.qp->rings_at_arm.back() == rings + 1); // rung, then armed
+  BOOST_TEST(f.driver.path().posts_held());           // and held again
+  f.driver.path().flush_posts();
+}
+
 BOOST_AUTO_TEST_CASE(the_next_driver_gets_what_came_between_two_drivers) {
   // The agent drives a lent link, then the transport that owns it.
   fixture f;

@@ -513,6 +513,8 @@ public:
   /// `hold_doorbell` and `ring_doorbell` calls.
   size_t holds = 0;
   size_t rings = 0;
+  /// `rings` when each arming came (beside `arms`).
+  std::vector<size_t> rings_at_arm;
   /// Sends, writes and reads posted while the doorbell was held.
   size_t posted_while_held = 0;
 
@@ -549,6 +551,7 @@ public:
 protected:
   caf::error do_arm_cq(transport::cq_events which) override {
     arms.push_back(which);
+    rings_at_arm.push_back(rings);
     return {};
   }
 
