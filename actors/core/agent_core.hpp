@@ -51,9 +51,7 @@ public:
   using clock_type = std::chrono::steady_clock;
   using time_point = clock_type::time_point;
 
-  /// Called once with the peer's response to a request (then `err` is
-  /// empty and `res` set), or with an error (`res` null): timeout, send
-  /// failure, connection gone.
+  /// The completion of a request (request_table::completion_fn).
   using completion_fn = request_table::completion_fn;
 
   /// Where the core's effects go (actors/core/agent_sink.hpp).
