@@ -40,18 +40,20 @@ public:
 
   inline_function(std::nullptr_t) noexcept {}
 
-  template <class F, class D = std::decay_t<F>,
-            class = std::enable_if_t<
-                !std::is_same_v<D, inline_function>
-                && std::is_invocable_r_v<R, D&, Args...>>>
+  template <
+      class F, class D = std::decay_t<F>,
+      class = std::enable_if_t<
+          !std::is_same_v<
+              D, inline_function> && std::is_invocable_r_v<R, D&, Args...>>>
   inline_function(F&& f) {
     static_assert(std::is_copy_constructible_v<D>,
                   "an inline_function's callable must be copyable, as a "
                   "std::function's");
     // Empty as what it was made from: a null pointer, an empty
     // std::function.
-    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D>
-                  || detail::is_std_function<D>::value) {
+    if constexpr (
+        std::is_pointer_v<
+            D> || std::is_member_pointer_v<D> || detail::is_std_function<D>::value) {
       if (f == nullptr)
         return;
     }

@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(a_freed_block_is_handed_out_again) {
   r.give(c, 64); // beyond max_kept: back to the heap
   BOOST_TEST(r.kept() == 2u);
   auto* d = r.take(64);
-  BOOST_TEST(d == b); // the last one given back
+  BOOST_TEST(d == b);       // the last one given back
   auto* other = r.take(32); // another size: from the heap, not kept
   r.give(other, 32);
   BOOST_TEST(r.kept() == 1u);
