@@ -379,6 +379,10 @@ private:
   device_ptr dev_;
   std::shared_ptr<queue_pair> qp_;
   std::shared_ptr<detail::recv_pool> pool_;
+  /// Received messages handed out (`on_recv`) whose slots were not drained
+  /// back (`repost_released`) yet; `receive_buffers_held` subtracts the
+  /// releases waiting in the ring.
+  uint32_t handed_out_ = 0;
   /// Header slots, one per send-queue entry.  Default-initialized (not a
   /// zero-filled vector): an idle connection's pages stay untouched, so they
   /// cost no RSS until headers are written (32 KiB per connection at the

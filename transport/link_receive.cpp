@@ -76,13 +76,18 @@ uint32_t link::repost_released() {
     credits_.on_reposted(true);
     post_recv_slot(slot);
   }
-  if (popped > 0)
+  if (popped > 0) {
+    handed_out_ -= popped;
     pool.unclaimed.fetch_sub(popped);
+  }
   return n;
 }
 
 uint32_t link::receive_buffers_held() const noexcept {
-  return pool_ ? pool_->held.load(std::memory_order_relaxed) : 0;
+  // Handed out and not drained, less those released but not drained yet
+  // (a release is counted before it is pushed: never more than handed out).
+  auto released = pool_->unclaimed.load();
+  return handed_out_ > released ? handed_out_ - released : 0;
 }
 
 uint32_t link::reclaim() {
@@ -163,7 +168,7 @@ void link::on_recv(const work_completion& wc) {
   // View the receive buffer; its slot is released for reposting when the
   // last handle goes.  Block and control block live in the slot's storage.
   auto len = std::min<uint32_t>(wc.byte_len, pool_->slot_bytes);
-  pool_->held.fetch_add(1, std::memory_order_relaxed);
+  ++handed_out_;
   auto block = std::allocate_shared<mr_block>(
       slot_allocator<mr_block>{pool_, slot}, pool_->slot(slot), len,
       pool_->reg->lkey(), pool_->reg->rkey(), mr_block::release_fn{});

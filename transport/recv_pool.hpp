@@ -95,9 +95,6 @@ struct recv_pool {
   std::atomic<bool> wake_armed{true};
   /// Releases in `released` the owner has not drained yet.
   std::atomic<uint32_t> unclaimed{0};
-  /// Received messages whose handles are alive: counted up by the owner
-  /// when it hands one out, down by `release` (any thread).
-  std::atomic<uint32_t> held{0};
   /// The owner is woken once `unclaimed` reaches this; set by the owner.
   std::atomic<uint32_t> wake_at{1};
   /// Wakes the owner (`wake_target::repost`: `repost_atom` to it); set
@@ -121,7 +118,6 @@ struct recv_pool {
     // consistent, as the owner's side in `link::reclaim`: either this
     // thread sees the owner's new threshold and armed flag, or the owner
     // sees this release when it looks once more.
-    held.fetch_sub(1, std::memory_order_relaxed);
     auto n = unclaimed.fetch_add(1) + 1;
     released->push(i);
     if (n >= wake_at.load() && wake_armed.exchange(false) && wake)

@@ -199,6 +199,27 @@ BOOST_AUTO_TEST_CASE(released_buffers_are_reposted_and_reported) {
   BOOST_TEST(!f.deliver(0));
 }
 
+// The count behind the zero-copy rule (tuning::zero_copy_receive): live
+// handles of received messages, whether their releases were drained yet
+// or not.
+BOOST_AUTO_TEST_CASE(held_receive_buffers_are_the_live_message_handles) {
+  fixture f{8};
+  BOOST_TEST(f.l->receive_buffers_held() == 0u);
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(f.deliver(0));
+  f.l->poll();
+  BOOST_REQUIRE(f.rec.messages.size() == 3u);
+  BOOST_TEST(f.l->receive_buffers_held() == 3u);
+  f.rec.messages.pop_back(); // released, not drained yet
+  BOOST_TEST(f.l->receive_buffers_held() == 2u);
+  f.l->reclaim(); // drained and reposted
+  BOOST_TEST(f.l->receive_buffers_held() == 2u);
+  f.rec.messages.clear();
+  BOOST_TEST(f.l->receive_buffers_held() == 0u);
+  f.l->reclaim();
+  BOOST_TEST(f.l->receive_buffers_held() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_data_send_carries_the_credits_it_owes) {
   fixture f{8};
   BOOST_REQUIRE(f.deliver(0));
