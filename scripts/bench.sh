@@ -282,7 +282,8 @@ for round in $(seq 1 "$rounds"); do
   # send lat with a user actor on each side (the driver pings, an actor
   # echoes) instead of the data handlers of the default rows.
   RUN_IMPL=rdmactor-actors run "$round" "rdmactor-actors send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --actor-driver --actor-echo
-  # completion-mode=busy (on soft the default, adaptive, does not poll).
+  # completion-mode=busy (the default, adaptive, polls only while work is
+  # outstanding and for poll-budget-us after it; busy never arms).
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
   for _ in 1 2; do

@@ -81,10 +81,12 @@ bench_config::bench_config() {
            "tcp: the medium, plain TCP sockets (send and actor only)")
       .add(json, "json", "print one JSON object per run instead of a table")
       .add(timeout_ms, "timeout-ms",
-           "timeout of every request of the caf-io baseline, of "
-           "remote-actor requests and of a --listen server's subscription "
-           "to its connection (default 30000); rdmactor's connection "
-           "calls need none: rdmactor.request-timeout-ms bounds them")
+           "the caf-io baseline and the remote-actor rows fail when no "
+           "answer comes for this long (one watchdog per run, no CAF "
+           "timeout per request); also the timeout of a --listen server's "
+           "subscription to its connection (default 30000); rdmactor's "
+           "connection calls need none: rdmactor.request-timeout-ms "
+           "bounds them")
       .add(peers, "peers", "connect: connections to open (default 100)")
       .add(hold_ms, "hold-ms",
            "connect: hold the connections this long before measuring "

@@ -43,6 +43,18 @@ caf::behavior server_impl(caf::event_based_actor*, uint64_t max_pull_bytes) {
   };
 }
 
+/// The driver's own watchdog message: (watchdog_atom, completed count when
+/// it was armed).
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+
+/// Requests carry no CAF timeout: in CAF 0.17 each one would go through
+/// the actor clock's thread (a condition-variable broadcast and a wake-up
+/// per message, most of the futex calls of a window of small messages, for
+/// rdmactor and CAF io alike).  One watchdog per `op_timeout` fails the run
+/// instead when no answer came in that time, and the driver watches the
+/// server (a down message fails it at once).
+constexpr auto no_caf_timeout = caf::infinite;
+
 struct driver_state {
   caf::actor server;
   run_progress run;
@@ -85,13 +97,13 @@ void issue(driver_ptr self) {
   const bool ping_pong
       = spec.op == bench_op::send && spec.mode == bench_mode::lat;
   if (ping_pong) {
-    self->request(st.server, spec.op_timeout, ping_atom::value, st.payload)
+    self->request(st.server, no_caf_timeout, ping_atom::value, st.payload)
         .then([self, t0](bytes&) { on_done(self, t0, true); }, on_error);
   } else if (spec.op == bench_op::read) {
-    self->request(st.server, spec.op_timeout, pull_atom::value, spec.size)
+    self->request(st.server, no_caf_timeout, pull_atom::value, spec.size)
         .then([self, t0](bytes&) { on_done(self, t0, false); }, on_error);
   } else {
-    self->request(st.server, spec.op_timeout, push_atom::value, st.payload)
+    self->request(st.server, no_caf_timeout, push_atom::value, st.payload)
         .then([self, t0](uint64_t) { on_done(self, t0, false); }, on_error);
   }
 }
@@ -119,7 +131,26 @@ caf::behavior driver_impl(driver_ptr self, caf::actor server, run_spec spec,
   auto window = spec.mode == bench_mode::lat ? 1u : spec.window;
   for (uint32_t i = 0; i < window && st.run.more_to_issue(); ++i)
     issue(self);
-  return {[](caf::unit_t) {}};
+  self->delayed_send(self, spec.op_timeout, watchdog_atom::value,
+                     st.run.completed());
+  return {
+      [self](watchdog_atom, uint64_t completed_then) {
+        auto& run = self->state.run;
+        if (run.done())
+          return;
+        if (run.completed() == completed_then) {
+          fail(self,
+               make_error(errc::request_timeout,
+                          "no answer from the server within "
+                              + std::to_string(run.spec().op_timeout.count())
+                              + " ms (raise --timeout-ms, or check that the "
+                                "server is alive)"));
+          return;
+        }
+        self->delayed_send(self, run.spec().op_timeout, watchdog_atom::value,
+                           run.completed());
+      },
+  };
 }
 
 /// Body of the forked child; returns its exit status.

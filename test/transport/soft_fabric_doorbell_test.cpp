@@ -52,6 +52,20 @@ BOOST_AUTO_TEST_CASE(held_sends_wait_and_leave_in_one_write) {
   BOOST_TEST(sent.size() == burst);
 }
 
+BOOST_AUTO_TEST_CASE(a_burst_read_in_one_go_asks_the_socket_once) {
+  soft_burst b;
+  auto empty = soft::empty_socket_reads(*b.p.server);
+  b.p.client->hold_doorbell();
+  b.post_burst();
+  b.p.client->ring_doorbell(); // one write of 16 frames, one read
+  auto got = wait_completions(*b.p.server, burst);
+  BOOST_REQUIRE_EQUAL(got.size(), burst);
+  // The read got less than the receive buffer holds: the socket was empty
+  // then, so the reader did not ask it again (that read would only have
+  // failed with EAGAIN).
+  BOOST_TEST(soft::empty_socket_reads(*b.p.server) == empty);
+}
+
 BOOST_AUTO_TEST_CASE(without_a_hold_each_post_writes_at_once) {
   soft_burst b;
   auto writes = soft::socket_writes(*b.p.client);

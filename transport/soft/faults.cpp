@@ -42,4 +42,9 @@ uint64_t socket_writes(const queue_pair& qp) {
   return soft != nullptr ? soft->socket_writes() : 0;
 }
 
+uint64_t empty_socket_reads(const queue_pair& qp) {
+  auto* soft = dynamic_cast<const soft_queue_pair*>(&qp);
+  return soft != nullptr ? soft->empty_socket_reads() : 0;
+}
+
 } // namespace rdmactor::transport::soft

@@ -62,4 +62,9 @@ uint64_t frames_read_by_owner(const queue_pair& qp);
 /// Thread-safe.  0 when `qp` is not a soft queue pair.
 uint64_t socket_writes(const queue_pair& qp);
 
+/// How many reads of `qp`'s socket found nothing (EAGAIN): for tests that a
+/// reader stops at a short read instead of asking an empty socket again.
+/// Thread-safe.  0 when `qp` is not a soft queue pair.
+uint64_t empty_socket_reads(const queue_pair& qp);
+
 } // namespace rdmactor::transport::soft

@@ -34,6 +34,11 @@ public:
     return buf_.get() + begin_;
   }
 
+  /// Returns how many bytes the next `fill` asks the socket for.
+  size_t room() const noexcept {
+    return capacity_ - available();
+  }
+
   /// Marks `n <= available()` bytes as consumed.
   void consume(size_t n) noexcept;
 

@@ -175,6 +175,11 @@ public:
     return socket_writes_.load(std::memory_order_relaxed);
   }
 
+  /// Reads of the socket that found nothing (see faults.hpp).  Any thread.
+  uint64_t empty_socket_reads() const noexcept {
+    return empty_reads_.load(std::memory_order_relaxed);
+  }
+
   /// The owner polls the CQ from now on (true) or waits for notifications
   /// (false).  While it polls, `progress` reads the socket on the owner's
   /// thread and the event loop stops watching it for input (at its next
@@ -403,6 +408,8 @@ private:
   std::atomic<uint64_t> owner_frames_{0};
   /// `sendmsg` calls that wrote frames (`socket_writes`).
   std::atomic<uint64_t> socket_writes_{0};
+  /// Reads that found the socket empty (`empty_socket_reads`).
+  std::atomic<uint64_t> empty_reads_{0};
 
   /// Held by the loop while it touches memory of a posted work request, so
   /// that `fail_locked` never flushes work whose memory is being written.
@@ -418,6 +425,11 @@ private:
   size_t buffer_off_ = 0;
   uint64_t remaining_ = 0;
   uint32_t rx_seq_ = 0;
+  /// A read of this batch (`read_batch`) got less than it asked for: the
+  /// socket had no more, so the batch ends without another `recv` that
+  /// would only fail with EAGAIN.  The level-triggered epoll set (or the
+  /// polling owner's next `progress`) reads again when more arrives.
+  bool rx_drained_ = false;
 
   /// The loop thread's id.
   const std::thread::id loop_id_;

@@ -144,6 +144,7 @@ void soft_queue_pair::progress() {
 
 uint32_t soft_queue_pair::read_batch() {
   auto seq = rx_seq_;
+  rx_drained_ = false;
   batching_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   on_readable();
   batching_thread_.store(std::thread::id{}, std::memory_order_relaxed);
@@ -245,24 +246,34 @@ bool soft_queue_pair::step_payload() {
 /// came (progress noted), false when it would block or ended (then
 /// `on_socket_end` ran).
 bool soft_queue_pair::fill_rx() {
+  if (rx_drained_)
+    return false; // this batch's last read emptied the socket
   int err = 0;
+  auto room = rx_.room();
+  auto had = rx_.available();
   auto st = rx_.fill(sock_.get(), err);
   if (st == io_status::ok) {
+    rx_drained_ = rx_.available() - had < room;
     note_progress(clock_type::now());
     return true;
   }
-  if (st != io_status::would_block)
+  if (st == io_status::would_block)
+    empty_reads_.fetch_add(1, std::memory_order_relaxed);
+  else
     on_socket_end(st, err);
   return false;
 }
 
 bool soft_queue_pair::recv_direct() {
+  if (rx_drained_)
+    return false; // this batch's last read emptied the socket
   size_t got = 0;
+  size_t asked = 0;
   int err = 0;
   auto st = io_status::ok;
   if (action_ == rx_action::buffer) {
-    st = recv_some(sock_.get(), buffer_.data() + buffer_off_,
-                   static_cast<size_t>(remaining_), got, err);
+    asked = static_cast<size_t>(remaining_);
+    st = recv_some(sock_.get(), buffer_.data() + buffer_off_, asked, got, err);
     buffer_off_ += got;
     remaining_ -= got;
   } else {
@@ -283,6 +294,7 @@ bool soft_queue_pair::recv_direct() {
         if (!r.reg->valid) {
           invalid = true;
         } else {
+          asked = k;
           st = recv_some(sock_.get(), r.ptr + target_off_, k, got, err);
           advance(got);
         }
@@ -296,10 +308,13 @@ bool soft_queue_pair::recv_direct() {
     }
   }
   if (st == io_status::ok) {
+    rx_drained_ = got < asked;
     note_progress(clock_type::now());
     return true;
   }
-  if (st != io_status::would_block)
+  if (st == io_status::would_block)
+    empty_reads_.fetch_add(1, std::memory_order_relaxed);
+  else
     on_socket_end(st, err);
   return false;
 }
