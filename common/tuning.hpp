@@ -68,6 +68,21 @@ constexpr size_t doorbell_batch = 16;
 /// for credits returns at most this many (each about 64 bytes).
 constexpr size_t spare_header_buffers = 16;
 
+/// Packed sends (`link::pack_sends`, EXT_PACKED_FRAMES): a send nobody
+/// waits for of at most `pack_frame_max_bytes` (header and payload) may
+/// share one message with the sends queued next to it, copied into one of
+/// `pack_buffers` registered buffers of the peer's receive size each
+/// (allocated at the first pack, so an idle connection has none); a
+/// larger one goes alone, zero copy.  A lone send never waits for company.
+constexpr size_t pack_frame_max_bytes = 1024;
+constexpr size_t pack_buffers = 8;
+
+/// Frames one packed message carries at most, both ways: the sender packs
+/// no more, and the receiver refuses the frames beyond (a violation), so
+/// one receive granted to a peer makes us answer at most this many
+/// requests, as one receive made us answer one before packing.
+constexpr size_t max_packed_frames = 64;
+
 /// Operations that may wait for credits or send-queue entries; more fail
 /// with quota_exceeded (a bound on memory, far above any sane pipeline).
 constexpr size_t max_queued_ops = size_t{1} << 20;

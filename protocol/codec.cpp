@@ -197,8 +197,12 @@ encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
   return res;
 }
 
+void mark_more_frames(uint8_t* frame) noexcept {
+  write_le32(frame, read_le32(frame) | more_frames_bit);
+}
+
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
-                     Message& out) {
+                     Message& out, bool allow_more) {
   decode_result res;
   if (data == nullptr || len < frame_header_len) {
     res.code = errc::truncated_frame;
@@ -209,7 +213,11 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   // From here on frame_header_len <= len <= max_message_len.
-  const size_t msg_len = read_le32(data);
+  uint32_t word = read_le32(data);
+  const bool more = allow_more && (word & more_frames_bit) != 0;
+  if (more)
+    word &= ~more_frames_bit;
+  const size_t msg_len = word;
   if (msg_len > max_message_len - frame_header_len
       || msg_len > static_cast<size_t>(std::numeric_limits<int>::max())) {
     res.code = errc::frame_too_large;
@@ -228,7 +236,7 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     res.code = errc::unknown_message_kind;
     return res;
   }
-  const size_t payload_len = len - frame_header_len - msg_len;
+  const size_t after_msg = len - frame_header_len - msg_len;
   // A rendezvous SendData (source set) names its payload in the sender's
   // memory: nothing follows it in the frame.
   uint64_t announced = 0;
@@ -238,12 +246,16 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
   } else if (out.body_case() == Message::kActorMessage) {
     announced = out.actor_message().len();
   }
-  if (announced != payload_len) {
+  // The payload fills the rest of the input, or (another frame follows)
+  // ends before it.
+  if (more ? announced >= after_msg : announced != after_msg) {
     res.code = errc::payload_mismatch;
     return res;
   }
   res.payload = msg_begin + msg_len;
-  res.payload_len = payload_len;
+  res.payload_len = static_cast<size_t>(announced);
+  res.frame_len = frame_header_len + msg_len + res.payload_len;
+  res.more = more;
   return res;
 }
 

@@ -61,6 +61,18 @@ struct encode_result {
   size_t payload_capacity = 0;
 };
 
+/// Bit of the frame header that says "another frame follows this one in
+/// the same message" (packed frames, EXT_PACKED_FRAMES).  Message lengths
+/// stay far below it (`max_message_len` <= 1 GiB), so a peer that did not
+/// offer packing rejects such a header as `frame_too_large`.
+constexpr uint32_t more_frames_bit = 0x80000000u;
+
+/// Sets `more_frames_bit` in the frame header at `frame` (at least
+/// `frame_header_len` bytes, written by `encode` or `encode_send_data`):
+/// what a sender that packs frames into one message does to every frame
+/// but the last.
+void mark_more_frames(uint8_t* frame) noexcept;
+
 /// Outcome of `decode`: the payload is a view into the decoded buffer.
 struct decode_result {
   /// `errc::none` on success.
@@ -69,6 +81,12 @@ struct decode_result {
   const uint8_t* payload = nullptr;
   /// Payload bytes; equals `SendData.len` for SendData, 0 otherwise.
   size_t payload_len = 0;
+  /// Bytes of the input this frame takes (header, Message, payload): the
+  /// next packed frame starts there.  Equals the input length unless
+  /// `more` is set.
+  size_t frame_len = 0;
+  /// The header's `more_frames_bit` was set: another frame follows.
+  bool more = false;
 };
 
 /// Writes the frame header and `msg` to `buf`; the caller places the payload
@@ -132,10 +150,18 @@ size_t encode_send_data(const send_data_fields& f, uint8_t* buf, size_t buf_len,
 ///   differs from the payload bytes that arrived, or payload behind any
 ///   other message.
 ///
+/// With `allow_more` (the receiver offered EXT_PACKED_FRAMES), a header
+/// with `more_frames_bit` announces a frame that ends where its announced
+/// payload ends (SendData.len, ActorMessage.len; none for the others)
+/// with at least one more byte behind it: `more` and `frame_len` say where
+/// the next frame starts.  Such a frame whose payload would reach the end
+/// of the input is `payload_mismatch`; without `allow_more` the bit makes
+/// the header `frame_too_large`.
+///
 /// After `unknown_message_kind` and `payload_mismatch`, `out` holds the
 /// parsed Message (the caller may answer its request_id); after the other
 /// errors its content is unspecified. No payload byte is copied.
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
-                     Message& out);
+                     Message& out, bool allow_more = false);
 
 } // namespace rdmactor::protocol

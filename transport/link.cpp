@@ -198,6 +198,7 @@ void link::submit(op_kind kind, std::vector<uint8_t> header, local_mr local,
   queue_.back().quiet = quiet && cookie == 0;
   if (post)
     ++queued_posts_;
+  count_queued_tail();
   try_post();
   reclaim(); // what is owed changed: so does the wake-up threshold
 }
@@ -273,8 +274,13 @@ std::vector<uint8_t> link::take_header_buffer() {
 }
 
 void link::pop_queued() {
-  if (queue_.front().post)
+  auto& op = queue_.front();
+  if (op.post)
     --queued_posts_;
+  if (queue_.size() == packable_tail_) { // the head is in the tail's run
+    --packable_tail_;
+    packable_tail_bytes_ -= op.header.size() + op.local.size();
+  }
   queue_.pop_front();
 }
 
@@ -282,6 +288,17 @@ void link::try_post() {
   while (!down_ && !queue_.empty() && inflight_.size() < send_queue_depth_) {
     if (!split_head())
       continue;
+    if (pack_bytes_ > 0 && packable(queue_.front())) {
+      if (head_waits_for_company())
+        break;
+      if (head_packs()) {
+        // Keep one credit in reserve for credit-only messages.
+        if (!credits_.can_send_data())
+          break;
+        post_packed();
+        continue;
+      }
+    }
     auto& op = queue_.front();
     if (op.consumes_recv()) {
       // Keep one credit in reserve for credit-only messages.
@@ -369,11 +386,21 @@ void link::try_post() {
 
 void link::count_held_post() {
   if (posts_held_ && ++held_posts_ >= tuning::doorbell_batch)
-    ring_held();
+    ring_doorbell_held();
 }
 
 void link::ring_held() {
   if (!posts_held_)
+    return;
+  // The sends held back for packing go first.
+  flushing_ = true;
+  try_post();
+  flushing_ = false;
+  ring_doorbell_held();
+}
+
+void link::ring_doorbell_held() {
+  if (!posts_held_ || down_)
     return;
   held_posts_ = 0;
   if (auto err = qp_->ring_doorbell()) {
@@ -442,6 +469,8 @@ void link::finish(inflight_op& op, wc_status status) {
     --waited_;
   if (op.header_slot >= 0)
     free_header_slots_.push_back(op.header_slot);
+  if (op.pack_slot >= 0)
+    free_pack_slots_.push_back(op.pack_slot);
   uint64_t old_value = 0;
   if (op.atomic_slot >= 0) {
     old_value = atomic_mem_[static_cast<size_t>(op.atomic_slot)];
@@ -526,6 +555,7 @@ void link::flush_posts() {
   if (!posts_held_)
     return;
   posts_held_ = false;
+  try_post(); // the sends held back for packing
   if (auto err = qp_->ring_doorbell())
     fail(std::move(err));
 }
@@ -638,6 +668,8 @@ void link::fail(caf::error cause) {
   auto queue = std::move(queue_);
   queue_.clear();
   queued_posts_ = 0;
+  packable_tail_ = 0;
+  packable_tail_bytes_ = 0;
   for (auto& op : queue)
     answer(op.cookie, flushed);
   if (observer_ != nullptr)

@@ -137,6 +137,28 @@ public:
               mr_token remote, uint64_t cookie,
               std::optional<uint32_t> imm = std::nullopt, bool quiet = false);
 
+  /// Packs sends from now on: the peer takes several frames in one message
+  /// of at most `max_bytes` (its receive size), each but the last marked
+  /// by `mark_more` (given the first byte of the send's header, at least 4
+  /// bytes).  A run of sends nobody waits for (cookie 0, not quiet, no
+  /// immediate value, header of 4 bytes or more, header and payload
+  /// within `tuning::pack_frame_max_bytes`) that queue up back to back
+  /// are copied into one registered buffer and go as one signaled SEND:
+  /// one receive and one credit of the peer's for the run.  While posts
+  /// are held such sends wait in the queue for the rest of the burst
+  /// (`flush_posts`, `ring_held`, or a full buffer post them); a lone one
+  /// goes as before, zero copy.
+  void pack_sends(size_t max_bytes, void (*mark_more)(uint8_t*));
+
+  /// Messages that went packed, and the sends they carried (for tests and
+  /// statistics).
+  uint64_t packed_messages() const noexcept {
+    return packed_messages_;
+  }
+  uint64_t packed_sends() const noexcept {
+    return packed_sends_;
+  }
+
   /// An empty buffer for the next send's `header`: one whose bytes an
   /// earlier send copied into its registered slot (capacity kept), so that
   /// a steady stream of sends allocates no headers; a new one while none
@@ -353,6 +375,7 @@ private:
     uint64_t cookie;
     int32_t atomic_slot = -1; // where an atomic's old value lands
     bool quiet = false;       // upkeep: see `submit`
+    int32_t pack_slot = -1;   // the packed buffer it sent (pack_sends)
   };
 
   link(device_ptr dev, std::shared_ptr<queue_pair> qp);
@@ -365,6 +388,14 @@ private:
   bool split_head();
   bool next_can_follow() const;
   void try_post();
+  /// Packing (link_pack.cpp): whether `op` may share a message; whether
+  /// the head waits for more sends to pack with; posts a run from the head.
+  bool packable(const queued_op& op) const noexcept;
+  bool head_waits_for_company() const noexcept;
+  bool head_packs() const noexcept;
+  void post_packed();
+  bool make_pack_buffers();
+  void count_queued_tail();
   void pop_queued();
   void maybe_return_credits();
   void post_recv_slot(uint32_t slot);
@@ -372,6 +403,8 @@ private:
   void on_completion(const work_completion& wc);
   /// Rings the held doorbell every `tuning::doorbell_batch` posts.
   void count_held_post();
+  /// Rings the held doorbell and holds it again.
+  void ring_doorbell_held();
   size_t poll_held();
   void on_recv(const work_completion& wc);
   void finish(inflight_op& op, wc_status status);
@@ -434,6 +467,21 @@ private:
   bool posts_held_ = false;
   /// Posted behind the held doorbell since it last rang.
   size_t held_posts_ = 0;
+  /// `ring_held` or `flush_posts` runs: held sends go now, packed or not.
+  bool flushing_ = false;
+  /// Packing (`pack_sends`): bytes of one packed message (0: off), how a
+  /// frame is marked, the buffers (made at the first pack) and their
+  /// registration, the packable sends at the queue's tail (back to back)
+  /// and their bytes.
+  size_t pack_bytes_ = 0;
+  void (*mark_more_)(uint8_t*) = nullptr;
+  std::unique_ptr<uint8_t[]> pack_mem_;
+  std::unique_ptr<memory_region> pack_reg_;
+  std::vector<int32_t> free_pack_slots_;
+  size_t packable_tail_ = 0;
+  size_t packable_tail_bytes_ = 0;
+  uint64_t packed_messages_ = 0;
+  uint64_t packed_sends_ = 0;
   /// Completions taken from the CQ and not yet handled (a paused poll),
   /// from `held_pos_` on.
   std::vector<work_completion> held_;

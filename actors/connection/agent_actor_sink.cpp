@@ -7,6 +7,7 @@
 
 #include "actors/connection/agent_state.hpp"
 #include "actors/node/remote_mr_access.hpp"
+#include "protocol/codec.hpp"
 #include "common/tuning.hpp"
 
 namespace rdmactor::agent_detail {
@@ -39,6 +40,12 @@ void actor_sink::post_upkeep(std::vector<uint8_t> header) {
   st.driver.path().submit(transport::op_kind::send, std::move(header),
                           local_mr{}, mr_token{}, 0, std::nullopt, true);
   st.driver.posted(true);
+}
+
+void actor_sink::pack_frames(size_t max_bytes) {
+  auto& st = self_->state;
+  if (st.driver.driving())
+    st.driver.path().pack_sends(max_bytes, protocol::mark_more_frames);
 }
 
 void actor_sink::upkeep_frame() {

@@ -131,6 +131,7 @@ public:
   std::vector<uint8_t> header_buffer() override;
   void post_upkeep(std::vector<uint8_t> header) override;
   void upkeep_frame() override;
+  void pack_frames(size_t max_bytes) override;
   void deliver_data(local_mr chunk) override;
   void deliver_local_mr(local_mr mr) override;
   void deliver_remote_mr(const mr_token& token) override;

@@ -115,11 +115,11 @@ public:
 
   // -- events -----------------------------------------------------------------
 
-  /// Handles one inbound frame (request, response or Hello) that arrived in
-  /// `buf`; never trusts it.  Called by the owner for every frame the
-  /// transport received; answers go out through the sink.  The owner stops
-  /// calling it after close (a frame then would still be served, but never
-  /// disconnects again).
+  /// Handles the inbound frames (request, response or Hello; several when
+  /// packed) that arrived in `buf`; never trusts them.  Called by the owner for
+  /// every frame the transport received; answers go out through the sink.  The
+  /// owner stops calling it after close (a frame then would still be served,
+  /// but never disconnects again).
   void on_frame(const local_mr& buf, time_point now);
 
   /// Completes every request whose deadline is at or before `now` with
@@ -192,6 +192,7 @@ private:
   void count_violation() override;
   void reject(const protocol::Message& res, const char* what) override;
   void accepted() override;
+  protocol::decode_result on_one_frame(const local_mr& buf, size_t offset);
   void on_request(const protocol::Request& req, const local_mr& buf,
                   const protocol::decode_result& frame);
 
@@ -231,8 +232,7 @@ private:
   bool disconnected_ = false;
   agent_stats counters_;
   bool closed_ = false;
-  /// The peer's Hello arrived; what its extensions field said.
-  bool hello_seen_ = false;
+  bool hello_seen_ = false; // the peer's Hello arrived, with these:
   uint32_t peer_extensions_ = 0;
   /// Operations waiting for the peer's Hello.
   hello_waiters hello_waiters_;

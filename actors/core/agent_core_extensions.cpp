@@ -13,7 +13,8 @@ namespace rdmactor {
 namespace pb = protocol;
 
 uint32_t agent_core::our_extensions() const noexcept {
-  uint32_t result = pb::EXT_MR_TAGS | pb::EXT_LEASES | pb::EXT_PIGGYBACK_ACKS;
+  uint32_t result = pb::EXT_MR_TAGS | pb::EXT_LEASES | pb::EXT_PIGGYBACK_ACKS
+                    | pb::EXT_PACKED_FRAMES;
   if (opts_.immediate_data)
     result |= pb::EXT_IMMEDIATE_DATA;
   if (offers_rendezvous())

@@ -205,6 +205,8 @@ void agent_core::on_hello(const pb::Hello& hello) {
                       std::max<uint64_t>(1, hello.actor_window_messages()),
                       std::max<uint64_t>(1, hello.actor_window_bytes()));
     }
+    if (peer_offers(pb::EXT_PACKED_FRAMES))
+      out_.pack_frames(link_.max_message_len_bytes);
     hello_waiters_.run(peer_extensions_, link_.peer);
   } else
     end_connection(make_error(errc::version_mismatch,
@@ -219,17 +221,38 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
   now_ = now;
   // Any frame, even one we refuse, shows the peer's agent is alive.
   live_.heard(now);
+  // The frames packed into this message (EXT_PACKED_FRAMES, which we
+  // offer), in order, until the last or the first one refused.
+  size_t offset = 0;
+  for (size_t served = 1;; ++served) {
+    auto frame = on_one_frame(buf, offset);
+    if (!frame.more || closed_)
+      return;
+    if (served == tuning::max_packed_frames) {
+      ++counters_.protocol_errors;
+      if (auto v = may_log(spdlog::level::warn))
+        log().warn("agent {}: refused the frames beyond the first {} of one "
+                   "message (the peer packs more than rdmactor does){}",
+                   link_.peer, served, suppressed_note(v.denied_before));
+      count_violation();
+      return;
+    }
+    offset += frame.frame_len;
+  }
+}
+
+pb::decode_result agent_core::on_one_frame(const local_mr& buf, size_t offset) {
   // Decoded on the thread's reused arena: no heap allocation for a frame
   // of the data path.
   pb::frame_scratch scratch;
   auto& msg = scratch.message();
-  auto frame
-      = pb::decode(buf.data(), buf.size(), link_.max_message_len_bytes, msg);
+  auto frame = pb::decode(buf.data() + offset, buf.size() - offset,
+                          link_.max_message_len_bytes, msg, true);
   if (frame.code != errc::none) {
     ++counters_.protocol_errors;
     if (auto v = may_log(spdlog::level::warn))
       log().warn("agent {}: rejected an inbound frame of {} bytes: {} ({}){}",
-                 link_.peer, buf.size(), to_string(frame.code),
+                 link_.peer, buf.size() - offset, to_string(frame.code),
                  describe(frame.code), suppressed_note(v.denied_before));
     count_violation();
     // A SendData whose length disagrees with its payload still names its
@@ -242,7 +265,8 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
                      + std::to_string(msg.request().send_data().len())
                      + " bytes but another amount arrived"),
              "SendData with a wrong length");
-    return;
+    frame.more = false; // what follows cannot be found
+    return frame;
   }
   switch (msg.body_case()) {
     case pb::Message::kRequest:
@@ -256,6 +280,12 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       break;
     case pb::Message::kGoodbye:
       live_.on_goodbye(msg.goodbye());
+      if (frame.more) {
+        // The peer's last frame: nothing may follow it.
+        ++counters_.protocol_errors;
+        count_noise("frames packed behind a Goodbye");
+        frame.more = false;
+      }
       break;
     case pb::Message::kActorMessage:
       actors_.on_message(msg.actor_message(), frame);
@@ -267,6 +297,7 @@ void agent_core::on_frame(const local_mr& buf, time_point now) {
       ++counters_.protocol_errors;
       count_noise("a frame of an unknown kind");
   }
+  return frame;
 }
 
 } // namespace rdmactor

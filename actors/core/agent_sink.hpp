@@ -55,6 +55,13 @@ public:
     post(std::move(header), local_mr{});
   }
 
+  /// The peer takes packed frames (EXT_PACKED_FRAMES): from now on small
+  /// posts may go several to one message of at most `max_bytes`
+  /// (`link::pack_sends`).  The default does nothing.
+  virtual void pack_frames(size_t max_bytes) {
+    static_cast<void>(max_bytes);
+  }
+
   /// The frame being handled is a keepalive Ping or Pong: upkeep, not
   /// traffic (`link::mark_quiet`).  The default does nothing.
   virtual void upkeep_frame() {}

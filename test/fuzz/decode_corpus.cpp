@@ -35,6 +35,16 @@ std::vector<uint8_t> frame_of(const Message& msg,
   return buf;
 }
 
+/// `first` marked as followed by `second` (packed frames).
+std::vector<uint8_t> packed(std::vector<uint8_t> first,
+                            const std::vector<uint8_t>& second) {
+  if (first.empty() || second.empty())
+    return {};
+  mark_more_frames(first.data());
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
 /// Returns every seed.
 std::vector<seed> seeds() {
   auto token = make_token(0x7f12345678000, 4096, 0x1a2b);
@@ -58,6 +68,9 @@ std::vector<seed> seeds() {
       {"send_data_response",
        frame_of(make_send_data_response(6, QUOTA_EXCEEDED, "quota"))},
       {"hello", frame_of(make_hello(protocol_version, 65536, 64))},
+      {"packed_send_data",
+       packed(frame_of(make_send_data(6, payload.size()), payload),
+              frame_of(make_send_data(5, 0)))},
   };
 }
 

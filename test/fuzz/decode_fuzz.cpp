@@ -41,6 +41,24 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // As a receiver that offered packed frames: every frame of the message,
+  // in turn, stays inside it, and only a marked one leaves room behind.
+  for (size_t offset = 0;;) {
+    Message one;
+    auto r = decode(data + offset, size - offset, max_len, one, true);
+    if (r.code != errc::none)
+      break;
+    require(r.frame_len > 0 && r.frame_len <= size - offset,
+            "a packed frame reaches outside the message");
+    require(r.payload >= data + offset && r.payload_len <= r.frame_len
+                && r.payload + r.payload_len == data + offset + r.frame_len,
+            "a packed frame's payload lies outside it");
+    require(r.more == (r.frame_len < size - offset),
+            "a frame leaves bytes behind without its mark");
+    if (!r.more)
+      break;
+    offset += r.frame_len;
+  }
   Message first;
   auto res = decode(data, size, max_len, first);
   if (res.code != errc::none) {

@@ -138,4 +138,61 @@ BOOST_AUTO_TEST_CASE(a_lease_needs_a_peer_that_offers_leases) {
   BOOST_TEST(core->stats().owned_mrs == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(packing_is_offered_and_used_once_the_peer_offers_it) {
+  BOOST_TEST((our_hello().extensions() & pb::EXT_PACKED_FRAMES) != 0u);
+  receive(hello(pb::protocol_version, true));
+  BOOST_TEST(out.pack_limit == 0u); // the peer did not offer it
+  auto h = hello(pb::protocol_version, true);
+  h.mutable_hello()->set_extensions(pb::EXT_PACKED_FRAMES);
+  receive(h);
+  BOOST_TEST(out.pack_limit == max_message_len);
+}
+
+BOOST_AUTO_TEST_CASE(every_frame_of_a_packed_message_is_served_in_order) {
+  core->on_frame(packed({{pb::make_send_data(41, 3), "abc"},
+                         {pb::make_send_data_response(99, pb::OK, ""), ""},
+                         {pb::make_send_data(42, 5), "defgh"}}),
+                 t0);
+  BOOST_REQUIRE_EQUAL(out.data.size(), 2u);
+  auto text = [](const local_mr& m) {
+    return std::string(reinterpret_cast<const char*>(m.data()), m.size());
+  };
+  BOOST_TEST(text(out.data[0]) == "abc");
+  BOOST_TEST(text(out.data[1]) == "defgh");
+  // The response in between answered nothing we asked: one noise count.
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+  BOOST_TEST(out.disconnects.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_frame_ends_the_packed_message_there) {
+  auto buf = packed(
+      {{pb::make_send_data(41, 3), "abc"}, {pb::make_send_data(42, 3), "def"}});
+  // The second frame's header now announces more than arrived.
+  auto first_len
+      = pb::frame_header_len + pb::make_send_data(41, 3).ByteSizeLong() + 3;
+  auto* second = buf.data() + first_len;
+  second[0] = 0xff;
+  second[1] = 0xff;
+  core->on_frame(buf, t0);
+  BOOST_REQUIRE_EQUAL(out.data.size(), 1u);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(frames_beyond_max_packed_frames_are_a_violation) {
+  std::vector<std::pair<pb::Message, std::string>> parts;
+  for (size_t i = 0; i <= tuning::max_packed_frames; ++i)
+    parts.emplace_back(pb::make_send_data(100 + i, 1), "x");
+  core->on_frame(packed(parts), t0);
+  BOOST_TEST(out.data.size() == tuning::max_packed_frames);
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(frames_packed_behind_a_goodbye_are_not_served) {
+  core->on_frame(packed({{pb::make_goodbye("bye"), ""},
+                         {pb::make_send_data(42, 3), "def"}}),
+                 t0);
+  BOOST_TEST(out.data.empty());
+  BOOST_TEST(core->stats().protocol_errors == 1u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

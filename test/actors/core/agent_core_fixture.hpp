@@ -86,6 +86,10 @@ public:
     ++upkeep_frames;
   }
 
+  void pack_frames(size_t max_bytes) override {
+    pack_limit = max_bytes;
+  }
+
   void deliver_data(local_mr chunk) override {
     queued_bytes += chunk.size();
     data.push_back(std::move(chunk));
@@ -221,6 +225,7 @@ public:
   size_t spilled_bytes = 0;   ///< the size of the last one
   size_t upkeep_posts = 0;    ///< of `posted`: keepalive Pings and Pongs
   size_t upkeep_frames = 0;   ///< frames received that were upkeep
+  size_t pack_limit = 0;      ///< what pack_frames said (0: not called)
   std::string published_name; ///< what find_actor finds
   actor_lookup_result published;
   int sweeps = 0;
@@ -275,6 +280,23 @@ struct fixture {
     BOOST_REQUIRE(res.header_len == header);
     if (!payload.empty())
       std::memcpy(buf->data() + header, payload.data(), payload.size());
+    return std::move(*buf);
+  }
+
+  /// The frames of `parts` (each a Message and its payload) packed into
+  /// one registered buffer, every frame but the last marked.
+  local_mr packed(
+      const std::vector<std::pair<pb::Message, std::string>>& parts) {
+    std::vector<uint8_t> bytes;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto one = frame(parts[i].first, parts[i].second);
+      if (i + 1 < parts.size())
+        pb::mark_more_frames(one.data());
+      bytes.insert(bytes.end(), one.data(), one.data() + one.size());
+    }
+    auto buf = pool->allocate(bytes.size(), 64, transport::access::local_write);
+    BOOST_REQUIRE(buf);
+    std::memcpy(buf->data(), bytes.data(), bytes.size());
     return std::move(*buf);
   }
 
