@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 #include <utility>
 
@@ -376,11 +377,14 @@ caf::error check_not_system_message(const caf::message& msg, bool peer) {
 bool banned_type_name(const std::string& name) {
   // Actor handles travel (remote_actors resolves them into proxies);
   // these do not.
-  static const char* const banned[] = {
+  // Called for every object of every message: lengths first, no strlen.
+  static constexpr std::string_view banned[] = {
       "@down",    "@downstream_msg",  "@exit",    "@group",       "@group_down",
       "@message", "@open_stream_msg", "@timeout", "@upstream_msg"};
-  for (auto* b : banned)
-    if (name == b)
+  if (name.size() < 5 || name[0] != '@')
+    return false;
+  for (auto b : banned)
+    if (name.size() == b.size() && name.compare(0, b.size(), b) == 0)
       return true;
   return false;
 }

@@ -261,4 +261,17 @@ BOOST_AUTO_TEST_CASE(system_messages_are_refused_unless_responses) {
   BOOST_TEST(!check_not_system_message(caf::message{}, true));
 }
 
+// The types that never travel (exit and down messages, groups, streams,
+// nested messages, timeouts), by CAF's portable names, and nothing else:
+// the check runs for every object of every message.
+BOOST_AUTO_TEST_CASE(banned_type_names_are_exactly_the_system_types) {
+  for (const char* name :
+       {"@down", "@downstream_msg", "@exit", "@group", "@group_down",
+        "@message", "@open_stream_msg", "@timeout", "@upstream_msg"})
+    BOOST_TEST(banned_type_name(name), name);
+  for (const char* name : {"", "@", "@exi", "@exits", "@u64", "@str", "@atom",
+                           "@actor", "@error", "down", "exit", "@Exit"})
+    BOOST_TEST(!banned_type_name(name), name);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
