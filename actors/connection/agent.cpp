@@ -402,6 +402,10 @@ agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
         s.queued_data_bytes = st.data.queued_bytes() + st.imms.queued_bytes();
         s.peer_claim_bytes = st.claimed->load();
         s.queued_imms = st.imms.queued();
+        if (st.driver.driving()) {
+          s.packed_messages_sent = st.driver.path().packed_messages();
+          s.packed_frames_sent = st.driver.path().packed_sends();
+        }
         auto f = st.actors->flow_stats();
         s.actor_buffered = f.buffered;
         s.actor_buffered_max = f.buffered_max;

@@ -73,6 +73,10 @@ struct agent_stats {
   /// dropped over peer-max-queued-bytes or past peer-partial-timeout-ms,
   /// rendezvous READs past the latter.
   uint64_t partials_dropped = 0;
+  /// Packed frames (EXT_PACKED_FRAMES): messages we sent that carried
+  /// several frames, and the frames they carried.
+  uint64_t packed_messages_sent = 0;
+  uint64_t packed_frames_sent = 0;
 };
 
 template <class Inspector>
@@ -87,7 +91,7 @@ typename Inspector::result_type inspect(Inspector& f, agent_stats& x) {
            x.actor_in_flight, x.actor_send_refused, x.actor_acks_sent,
            x.actor_acks_received, x.piggybacked_acks_sent,
            x.piggybacked_acks_received, x.partial_actor_bytes,
-           x.partials_dropped);
+           x.partials_dropped, x.packed_messages_sent, x.packed_frames_sent);
 }
 
 } // namespace rdmactor

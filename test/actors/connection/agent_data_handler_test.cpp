@@ -118,6 +118,49 @@ BOOST_AUTO_TEST_CASE(a_handler_echoes_with_the_acknowledgement_of_each_ping) {
   BOOST_TEST(echo->detaches == 0);
 }
 
+/// Answers a chunk with each of its bytes as a chunk of its own, all sent
+/// from inside the activation that read it.
+class burster final : public data_handler {
+public:
+  void on_data(data_context& ctx, local_mr chunk) override {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      auto byte = chunk.slice(i, 1);
+      if (!byte)
+        return;
+      ctx.send_data(std::move(*byte), [this](caf::expected<uint64_t> r) {
+        if (r)
+          ++acked;
+      });
+    }
+  }
+
+  size_t acked = 0;
+};
+
+// A burst of small sends from one activation leaves packed (several frames
+// to one message, EXT_PACKED_FRAMES, which both agents offer) and arrives
+// whole and in order.
+BOOST_AUTO_TEST_CASE(a_burst_of_small_sends_goes_packed_and_in_order) {
+  agent_harness h;
+  auto burst = std::make_shared<burster>();
+  subscribe(h, burst);
+  auto sub = h.collector();
+  BOOST_REQUIRE(
+      h.call<uint64_t>(h.client_conn, subscribe_data_atom::value, sub.hdl));
+  const std::string text = "0123456789";
+  send_text(h, text);
+  BOOST_REQUIRE_EQUAL(sub.chunks->size(), text.size());
+  for (size_t i = 0; i < text.size(); ++i)
+    BOOST_TEST(text_of((*sub.chunks)[i]) == text.substr(i, 1));
+  BOOST_TEST(burst->acked == text.size());
+  auto server = h.stats(h.server_conn);
+  BOOST_TEST(server.packed_messages_sent >= 1u);
+  BOOST_TEST(server.packed_frames_sent >= text.size());
+  BOOST_TEST(server.packed_messages_sent < server.packed_frames_sent);
+  BOOST_TEST(server.protocol_errors == 0u);
+  BOOST_TEST(h.stats(h.client_conn).protocol_errors == 0u);
+}
+
 // Queued chunks are handed over when it is set; receive_data is refused
 // while it is; a null handler ends it (on_detach with no error) and data
 // queues for receive_data again.
