@@ -14,8 +14,9 @@
 # (bw rows of at most 4 KiB show msgs/s) again with --window=256; raw
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
 # agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
-# 64 KiB, read lat 8 B (rdmactor verbs vs ib_send_lat, ib_write_bw,
-# ib_read_lat on rxe0 in the same VM run), and the atomics: fetch_add and
+# 64 KiB, read lat 8 B, send bw 8 B (rdmactor verbs vs ib_send_lat,
+# ib_write_bw, ib_read_lat, ib_send_bw on rxe0 in the same VM run; the
+# last is the message rate), and the atomics: fetch_add and
 # cas lat and bw (8 B; host: rdmactor soft alone, no CAF io counterpart;
 # VM: vs ib_atomic_lat / ib_atomic_bw with FETCH_AND_ADD and CMP_AND_SWAP;
 # bw rows show operations/s).  send, write and read run in data handlers
@@ -113,6 +114,19 @@ if [[ $vm_inner == 1 ]]; then
     wait "$srv" 2>/dev/null || true
     echo "$line"
   }
+  # One RESULT line from a perftest report line.  ib_*_lat: #bytes
+  # #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%; ib_*_bw:
+  # #bytes #iterations BW_peak BW_average MsgRate[Mpps].
+  perftest_lat() { # OP TOOL SIZE [ARGS...]
+    local op=$1 tool=$2 size=$3
+    perftest "$tool" "$size" "$perf_lat_iters" "${@:4}" |
+      awk -v op="$op" -v tool="$tool" -v size="$size" '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", op, $1, $2, $5, $8, $9, $4; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":%s,\"error\":\"%s failed\"}\n", op, size, tool } END { if (NR == 0) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":%s,\"error\":\"%s failed\"}\n", op, size, tool }'
+  }
+  perftest_bw() { # OP TOOL SIZE [ARGS...]
+    local op=$1 tool=$2 size=$3
+    perftest "$tool" "$size" "$perf_bw_iters" "${@:4}" |
+      awk -v op="$op" -v tool="$tool" -v size="$size" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":%s,\"error\":\"%s failed\"}\n", op, size, tool } END { if (NR == 0) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":%s,\"error\":\"%s failed\"}\n", op, size, tool }'
+  }
   run_verbs() { # IMPL ARGS...: one rdmactor-bench run, one RESULT line
     local impl=$1 res
     shift
@@ -138,23 +152,17 @@ if [[ $vm_inner == 1 ]]; then
   # table shows the medians of BENCH_VM_ROUNDS rounds, as on the host.
   for vm_round in $(seq 1 "$vm_rounds"); do
     echo "round $vm_round of $vm_rounds" >&2
-    # ib_*_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-    line=$(perftest ib_send_lat 8 "$perf_lat_iters")
-    echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"send\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_send_lat failed\"}" }'
-    line=$(perftest ib_read_lat 8 "$perf_lat_iters")
-    echo "$line" | awk '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", $1, $2, $5, $8, $9, $4; else print "RESULT {\"impl\":\"perftest\",\"op\":\"read\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_read_lat failed\"}" }'
-    # ib_write_bw: #bytes #iterations BW_peak BW_average MsgRate[Mpps]
-    line=$(perftest ib_write_bw 65536 "$perf_bw_iters")
-    echo "$line" | awk '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", $1, $2, $4, $5 * 1e6; else print "RESULT {\"impl\":\"perftest\",\"op\":\"write\",\"mode\":\"bw\",\"size\":65536,\"error\":\"ib_write_bw failed\"}" }'
+    perftest_lat send ib_send_lat 8
+    perftest_lat read ib_read_lat 8
+    perftest_bw write ib_write_bw 65536
+    # The message rate (issue 41: rdmactor's send bw 8 B against it).
+    perftest_bw send ib_send_bw 8
     # ib_atomic_lat / ib_atomic_bw (8 B): the same columns as ib_read_lat /
     # ib_write_bw; -A picks the operation.
-    for a in "fetch_add FETCH_AND_ADD" "cas CMP_AND_SWAP"; do
-      read -r op verb <<<"$a"
-      line=$(perftest ib_atomic_lat 8 "$perf_lat_iters" -A "$verb")
-      echo "$line" | awk -v op="$op" '{ if (NF >= 9) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"lat_us_p999\":%s,\"lat_us_max\":%s,\"bw_MBps\":null,\"ops_per_s\":null}\n", op, $1, $2, $5, $8, $9, $4; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"lat\",\"size\":8,\"error\":\"ib_atomic_lat failed\"}\n", op }'
-      line=$(perftest ib_atomic_bw 8 "$perf_bw_iters" -A "$verb")
-      echo "$line" | awk -v op="$op" '{ if (NF >= 5) printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"fabric\":\"verbs\",\"size\":%s,\"iters\":%s,\"lat_us_p50\":null,\"lat_us_p99\":null,\"lat_us_p999\":null,\"lat_us_max\":null,\"bw_MBps\":%s,\"ops_per_s\":%.1f}\n", op, $1, $2, $4, $5 * 1e6; else printf "RESULT {\"impl\":\"perftest\",\"op\":\"%s\",\"mode\":\"bw\",\"size\":8,\"error\":\"ib_atomic_bw failed\"}\n", op }'
-    done
+    perftest_lat fetch_add ib_atomic_lat 8 -A FETCH_AND_ADD
+    perftest_bw fetch_add ib_atomic_bw 8 -A FETCH_AND_ADD
+    perftest_lat cas ib_atomic_lat 8 -A CMP_AND_SWAP
+    perftest_bw cas ib_atomic_bw 8 -A CMP_AND_SWAP
     # rdmactor's rows (scripts/bench_rows.sh): the default completion mode
     # (adaptive) as "rdmactor", then event and busy.
     while IFS='|' read -r _ impl args; do

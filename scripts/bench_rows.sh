@@ -43,6 +43,7 @@ vm_bw_iters=$((quick == 1 ? 200 : 2000))
 vm_rows=(
   "send lat 8|rdmactor|default event busy|--op=send --mode=lat --size=8 --iters=$vm_lat_iters"
   "write bw 64K|rdmactor|default event busy|--op=write --mode=bw --size=65536 --iters=$vm_bw_iters"
+  "send bw 8|rdmactor|default|--op=send --mode=bw --size=8 --iters=$vm_bw_iters"
   "read lat 8|rdmactor|default event busy|--op=read --mode=lat --size=8 --iters=$vm_lat_iters"
   "actors send lat 8|rdmactor-actors|default|--op=send --mode=lat --size=8 --iters=$vm_lat_iters --actor-driver --actor-echo"
   "actors read lat 8|rdmactor-actors|default|--op=read --mode=lat --size=8 --iters=$vm_lat_iters --actor-driver"

@@ -172,20 +172,27 @@ private:
         require(m.bytes.empty(), "a credit-only message carries bytes");
         continue;
       }
-      pb::Message msg;
-      auto res
-          = pb::decode(m.bytes.data(), m.bytes.size(), max_message_len, msg);
-      require(res.code == errc::none, "the agent sent an invalid frame");
-      if (tracing)
-        std::fprintf(stderr, "  agent sent %s\n",
-                     msg.ShortDebugString().c_str());
-      if (msg.has_request()) {
-        auto& req = msg.request();
-        agent_requests_.emplace_back(req.request_id());
-        if (req.has_send_mr() && req.send_mr().kind() == pb::SendMR::LOCAL)
-          known_tokens_.push_back(req.send_mr().token());
-      } else if (msg.has_response()) {
-        check_response(msg.response());
+      // Several frames when the agent packs them (a fuzzed Hello may
+      // offer EXT_PACKED_FRAMES).
+      for (size_t offset = 0;;) {
+        pb::Message msg;
+        auto res = pb::decode(m.bytes.data() + offset, m.bytes.size() - offset,
+                              max_message_len, msg, true);
+        require(res.code == errc::none, "the agent sent an invalid frame");
+        if (tracing)
+          std::fprintf(stderr, "  agent sent %s\n",
+                       msg.ShortDebugString().c_str());
+        if (msg.has_request()) {
+          auto& req = msg.request();
+          agent_requests_.emplace_back(req.request_id());
+          if (req.has_send_mr() && req.send_mr().kind() == pb::SendMR::LOCAL)
+            known_tokens_.push_back(req.send_mr().token());
+        } else if (msg.has_response()) {
+          check_response(msg.response());
+        }
+        if (!res.more)
+          break;
+        offset += res.frame_len;
       }
     }
   }

@@ -255,11 +255,21 @@ private:
         continue;
       }
       ++owed_data_;
-      auto r = pb::decode(w.bytes.data(), w.bytes.size(), max_len_, f.msg);
-      BOOST_REQUIRE_MESSAGE(r.code == errc::none,
-                            "the agent sent an invalid frame");
-      f.payload.assign(r.payload, r.payload + r.payload_len);
-      inbox.push_back(std::move(f));
+      // Each frame of a packed message (a script whose Hello offers
+      // EXT_PACKED_FRAMES) enters the inbox on its own; the first carries
+      // the message's immediate value.
+      for (size_t offset = 0;;) {
+        auto r = pb::decode(w.bytes.data() + offset, w.bytes.size() - offset,
+                            max_len_, f.msg, true);
+        BOOST_REQUIRE_MESSAGE(r.code == errc::none,
+                              "the agent sent an invalid frame");
+        f.payload.assign(r.payload, r.payload + r.payload_len);
+        inbox.push_back(std::move(f));
+        if (!r.more)
+          break;
+        offset += r.frame_len;
+        f = agent_frame{};
+      }
     }
     if (return_credits && owed_data_ > 0 && credits_ > 0
         && peer_end_->out.empty() && !peer_end_->link->in_error()) {

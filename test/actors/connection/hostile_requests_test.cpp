@@ -112,6 +112,66 @@ BOOST_AUTO_TEST_CASE(a_peer_without_the_offer_gets_one_response_per_send_data) {
   BOOST_TEST(p.stats().queued_data == 4u);
 }
 
+// -- packed frames ------------------------------------------------------------
+
+namespace {
+
+/// The frames of `msgs` packed into one message (EXT_PACKED_FRAMES), each
+/// followed by `payload` bytes (a SendData's, 0 for the others).
+std::vector<uint8_t> packed(const std::vector<pb::Message>& msgs,
+                            size_t payload = 0) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    std::vector<uint8_t> buf(pb::frame_header_len + msgs[i].ByteSizeLong());
+    auto res = pb::encode(msgs[i], buf.data(), buf.size(), buf.size());
+    BOOST_REQUIRE(res.code == errc::none);
+    if (i + 1 < msgs.size())
+      pb::mark_more_frames(buf.data());
+    out.insert(out.end(), buf.begin(), buf.end());
+    out.insert(out.end(), payload, uint8_t{0x5a});
+  }
+  return out;
+}
+
+} // namespace
+
+// A peer that offers packed frames may pack its requests: each is served,
+// in order, and the answers of one activation come back packed; more than
+// max_packed_frames in one message is a violation, and the frames beyond
+// the cap are not served.
+BOOST_AUTO_TEST_CASE(packed_requests_are_served_in_order_up_to_the_cap) {
+  scripted_peer p;
+  p.send(pb::make_hello(pb::protocol_version, p.opts.max_message_len_bytes,
+                        p.opts.recv_depth, true, pb::EXT_PACKED_FRAMES));
+  std::vector<pb::Message> reqs;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(p.next_id);
+    reqs.push_back(
+        pb::make_release_mr(p.next_id++, pb::make_token(0xdead000, 64, 77)));
+  }
+  p.send_raw(packed(reqs));
+  for (auto id : ids) {
+    auto res = p.next_response();
+    BOOST_TEST(res.request_id() == id);
+    BOOST_TEST(pb::status_of(res) == pb::UNKNOWN_TOKEN);
+  }
+  auto stats = p.stats();
+  BOOST_TEST(stats.rejected_requests == 5u);
+  BOOST_TEST(stats.packed_messages_sent >= 1u);
+  BOOST_TEST(stats.protocol_errors == 0u);
+  // One frame over the cap: 1-byte SendData chunks, served up to it.
+  reqs.clear();
+  for (size_t i = 0; i <= tuning::max_packed_frames; ++i)
+    reqs.push_back(pb::make_send_data(p.next_id++, 1));
+  p.send_raw(packed(reqs, 1));
+  p.h.settle();
+  stats = p.stats();
+  BOOST_TEST(stats.protocol_errors == 1u);
+  BOOST_TEST(stats.queued_data == tuning::max_packed_frames);
+  p.expect_still_serving();
+}
+
 // -- cumulative acknowledgements ----------------------------------------------
 
 // With the offer, every SendData is acknowledged exactly once, OK, and the
