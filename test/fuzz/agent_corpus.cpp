@@ -176,6 +176,30 @@ std::vector<seed> seeds() {
     add("raw_frames_and_wrong_hello", p);
   }
   {
+    // Packed frames (EXT_PACKED_FRAMES): a Hello that offers them packed
+    // with two requests, then two more requests in one message; the
+    // agent's answers come back packed.
+    auto hello
+        = frame_of(protocol::make_hello(protocol::protocol_version, 4096, 16,
+                                        true, protocol::EXT_PACKED_FRAMES));
+    auto alloc = frame_of(protocol::make_alloc_mr(11, 64, 8));
+    auto release = frame_of(
+        protocol::make_release_mr(12, protocol::make_token(0x1000, 64, 3)));
+    std::vector<uint8_t> first;
+    for (auto* f : {&hello, &alloc, &release}) {
+      if (f != &release && !f->empty())
+        protocol::mark_more_frames(f->data());
+      first.insert(first.end(), f->begin(), f->end());
+    }
+    auto again = frame_of(protocol::make_alloc_mr(13, 128, 8));
+    auto second = frame_of(protocol::make_alloc_mr(14, 64, 8));
+    protocol::mark_more_frames(again.data());
+    again.insert(again.end(), second.begin(), second.end());
+    program p;
+    p.raw(first).raw(again).user(user_op::stats);
+    add("packed_frames", p);
+  }
+  {
     program p;
     p.user(user_op::send_data, 2000);
     p.operation(op::credits).u8(4).operation(op::credits).u8(4);

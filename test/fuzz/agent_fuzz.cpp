@@ -47,6 +47,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "common/logging.hpp"
+#include "common/tuning.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "rdmactor/config.hpp"
@@ -245,22 +246,35 @@ private:
     ++info.sent;
   }
 
-  /// The peer SENDs `frame`; decodable requests are noted first.
+  /// The peer SENDs `frame`; decodable requests are noted first: each one
+  /// of a packed message (the agent offers EXT_PACKED_FRAMES), walked as
+  /// the agent walks it (it stops at the first frame it refuses, behind a
+  /// Goodbye and after tuning::max_packed_frames).
   void deliver(const std::vector<uint8_t>& frame, std::optional<uint32_t> imm) {
-    pb::Message msg;
-    auto res = pb::decode(frame.data(), frame.size(), max_message_len, msg);
-    bool request
-        = (res.code == errc::none || res.code == errc::payload_mismatch)
-          && msg.has_request();
-    if (tracing)
-      std::fprintf(stderr, "  peer sends %zu bytes (%s): %s\n", frame.size(),
-                   to_string(res.code), msg.ShortDebugString().c_str());
+    std::vector<pb::Message> requests;
+    size_t offset = 0;
+    for (size_t n = 0; n < tuning::max_packed_frames; ++n) {
+      pb::Message msg;
+      auto res = pb::decode(frame.data() + offset, frame.size() - offset,
+                            max_message_len, msg, true);
+      if (tracing)
+        std::fprintf(stderr, "  peer sends %zu bytes (%s): %s\n",
+                     frame.size() - offset, to_string(res.code),
+                     msg.ShortDebugString().c_str());
+      bool ok = res.code == errc::none;
+      if ((ok || res.code == errc::payload_mismatch) && msg.has_request())
+        requests.push_back(std::move(msg));
+      if (!ok || !res.more || msg.has_goodbye())
+        break;
+      offset += res.frame_len;
+    }
     // A receive holds at most max_message_len bytes: longer frames end
     // the connection before the agent sees them.
     if (!link_->deliver(frame.data(), frame.size(), imm))
       return;
-    if (request && frame.size() <= max_message_len)
-      note_request(msg);
+    if (frame.size() <= max_message_len)
+      for (const auto& msg : requests)
+        note_request(msg);
   }
 
   /// Encodes `msg` with `payload_len` payload bytes behind it and sends it
