@@ -7,8 +7,8 @@
 
 #include "actors/connection/agent_state.hpp"
 #include "actors/node/remote_mr_access.hpp"
-#include "protocol/codec.hpp"
 #include "common/tuning.hpp"
+#include "protocol/codec.hpp"
 
 namespace rdmactor::agent_detail {
 

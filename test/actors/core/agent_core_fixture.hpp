@@ -285,8 +285,8 @@ struct fixture {
 
   /// The frames of `parts` (each a Message and its payload) packed into
   /// one registered buffer, every frame but the last marked.
-  local_mr packed(
-      const std::vector<std::pair<pb::Message, std::string>>& parts) {
+  local_mr
+  packed(const std::vector<std::pair<pb::Message, std::string>>& parts) {
     std::vector<uint8_t> bytes;
     for (size_t i = 0; i < parts.size(); ++i) {
       auto one = frame(parts[i].first, parts[i].second);
