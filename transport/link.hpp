@@ -393,6 +393,7 @@ private:
   bool packable(const queued_op& op) const noexcept;
   bool head_waits_for_company() const noexcept;
   bool head_packs() const noexcept;
+  bool pack_buffer_free() const noexcept;
   void post_packed();
   bool make_pack_buffers();
   void count_queued_tail();

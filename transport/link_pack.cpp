@@ -3,6 +3,7 @@
 // the peer's), for a peer that parses several frames in one message.  The
 // rest of link is in link.cpp and link_receive.cpp.
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.hpp"
@@ -12,12 +13,9 @@
 namespace rdmactor::transport {
 
 void link::pack_sends(size_t max_bytes, void (*mark_more)(uint8_t*)) {
-  if (mark_more == nullptr || pack_mem_)
-    return; // on once, with the buffers of the first call
-  // Two frames must fit, or packing never pays.
+  if (mark_more == nullptr || pack_bytes_ > 0 || pack_mem_)
+    return; // on once (and off for good once its buffers failed)
   pack_bytes_ = std::min<size_t>(max_bytes, params_.max_message_len_bytes);
-  if (pack_bytes_ < 2 * 4)
-    pack_bytes_ = 0;
   mark_more_ = mark_more;
   // The queue's tail run is counted from now on.
   packable_tail_ = 0;
@@ -53,15 +51,19 @@ void link::count_queued_tail() {
 bool link::head_waits_for_company() const noexcept {
   return posts_held_ && !flushing_ && packable_tail_ == queue_.size()
          && packable_tail_bytes_ < pack_bytes_
-         && packable_tail_ < tuning::max_packed_frames
-         && (!free_pack_slots_.empty() || !pack_mem_);
+         && packable_tail_ < tuning::max_packed_frames && pack_buffer_free();
 }
 
-/// The head and the send behind it are packable and a buffer is free (or
-/// can be made).
+/// The head and the send behind it are packable and a buffer is free.
 bool link::head_packs() const noexcept {
   return queue_.size() >= 2 && packable(queue_[0]) && packable(queue_[1])
-         && (!free_pack_slots_.empty() || !pack_mem_);
+         && pack_buffer_free();
+}
+
+/// A packed buffer is free, or none was made yet (the first pack makes
+/// them).
+bool link::pack_buffer_free() const noexcept {
+  return !free_pack_slots_.empty() || !pack_mem_;
 }
 
 bool link::make_pack_buffers() {

@@ -318,6 +318,7 @@ private:
   bool step_payload();
   bool fill_rx();
   bool recv_direct();
+  bool read_done(io_status st, int err, size_t asked, size_t got);
   void deliver(const uint8_t* src, size_t n);
   void advance(size_t n) noexcept;
   void on_frame(const wire::header& h);

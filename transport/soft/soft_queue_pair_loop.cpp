@@ -249,11 +249,19 @@ bool soft_queue_pair::fill_rx() {
   if (rx_drained_)
     return false; // this batch's last read emptied the socket
   int err = 0;
-  auto room = rx_.room();
+  auto asked = rx_.room();
   auto had = rx_.available();
   auto st = rx_.fill(sock_.get(), err);
+  return read_done(st, err, asked, rx_.available() - had);
+}
+
+/// What one read that asked for `asked` bytes and got `got` means: bytes
+/// (progress; fewer than asked: the socket had no more, the batch ends
+/// there), nothing (counted), or the end of the connection.
+bool soft_queue_pair::read_done(io_status st, int err, size_t asked,
+                                size_t got) {
   if (st == io_status::ok) {
-    rx_drained_ = rx_.available() - had < room;
+    rx_drained_ = got < asked;
     note_progress(clock_type::now());
     return true;
   }
@@ -307,16 +315,7 @@ bool soft_queue_pair::recv_direct() {
       return true;
     }
   }
-  if (st == io_status::ok) {
-    rx_drained_ = got < asked;
-    note_progress(clock_type::now());
-    return true;
-  }
-  if (st == io_status::would_block)
-    empty_reads_.fetch_add(1, std::memory_order_relaxed);
-  else
-    on_socket_end(st, err);
-  return false;
+  return read_done(st, err, asked, got);
 }
 
 void soft_queue_pair::deliver(const uint8_t* src, size_t n) {
