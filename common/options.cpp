@@ -17,6 +17,12 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.eager_message_len_bytes, "eager-message-len-bytes",
            "size of each receive buffer in bytes; larger payloads go by "
            "rendezvous (RDMA READ)")
+      .add(o.shared_receive_queue, "shared-receive-queue",
+           "connections share one receive queue per device")
+      .add(o.srq_chunk_receives, "srq-chunk-receives",
+           "shared receive queue: buffers registered at a time")
+      .add(o.srq_max_receives, "srq-max-receives",
+           "shared receive queue: buffers at most")
       .add(o.request_timeout_ms, "request-timeout-ms",
            "upper bound of every request in ms")
       .add(o.connect_timeout_ms, "connect-timeout-ms",
@@ -106,6 +112,11 @@ std::string validate(const options& o) {
     return "rdmactor.recv-depth must be in [4, 16384]";
   if (o.eager_message_len_bytes < 256 || o.eager_message_len_bytes > (1u << 30))
     return "rdmactor.eager-message-len-bytes must be in [256, 2^30]";
+  if (o.srq_chunk_receives < 4 || o.srq_chunk_receives > 65536)
+    return "rdmactor.srq-chunk-receives must be in [4, 65536]";
+  if (o.srq_max_receives < o.srq_chunk_receives
+      || o.srq_max_receives > (1u << 20))
+    return "rdmactor.srq-max-receives must be in [srq-chunk-receives, 2^20]";
   if (o.request_timeout_ms == 0)
     return "rdmactor.request-timeout-ms must be > 0";
   if (o.connect_timeout_ms == 0)

@@ -3,6 +3,7 @@
 #include "common/logging.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/options.hpp"
+#include "transport/shared_receives.hpp"
 #include "transport/soft/soft_fabric.hpp"
 #ifdef RDMACTOR_HAVE_VERBS
 #  include "transport/verbs/verbs_fabric.hpp"
@@ -58,6 +59,13 @@ caf::expected<device_ptr> open_device(const options& opts) {
   return make_error(errc::invalid_argument,
                     "fabric must be soft, verbs or auto (got '" + opts.fabric
                         + "')");
+}
+
+caf::expected<std::shared_ptr<shared_receives>>
+share_receives(const device_ptr& dev, const options& opts) {
+  return shared_receives::open(dev, {receive_buffer_bytes(opts),
+                                     opts.srq_chunk_receives,
+                                     opts.srq_max_receives});
 }
 
 caf::expected<std::pair<std::string, uint16_t>>

@@ -85,8 +85,20 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
 }
 
 link::~link() {
-  if (qp_)
-    qp_->close();
+  if (!qp_)
+    return;
+  qp_->close();
+  if (pool_ && pool_->shared) {
+    // Receives the queue pair completed and nobody polled: their slots go
+    // back to the shared queue (a queue pair's own receives die with it).
+    work_completion wcs[32];
+    while (auto n = qp_->poll_cq(wcs, 32))
+      for (size_t i = 0; i < n; ++i)
+        if (auto& wc = wcs[i]; (wc.wr_id & recv_wr_bit) != 0
+                               && (wc.wr_id & ~recv_wr_bit) < pool_->slots())
+          pool_->shared->recycle(
+              static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit));
+  }
 }
 
 void link::set_wake(std::function<void()> fn) {
@@ -505,6 +517,10 @@ void link::finish(inflight_op& op, wc_status status) {
 void link::on_completion(const work_completion& wc) {
   if (wc.wr_id & recv_wr_bit) {
     if (wc.status != wc_status::success) {
+      // A shared slot a failed receive consumed goes back to the others.
+      if (auto slot = wc.wr_id & ~recv_wr_bit;
+          pool_->shared && slot < pool_->slots())
+        pool_->shared->recycle(static_cast<uint32_t>(slot));
       // A flushed receive says only that the connection is in error: the
       // fabric may know why (the peer closed it, a reset, a timeout).
       auto why = qp_->failure_reason();

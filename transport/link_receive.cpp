@@ -26,14 +26,33 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
             + std::to_string(cp.recv_depth) + "; rdmactor needs at least "
             + std::to_string(min_recv_depth)
             + " (set recv-depth >= 4 on both sides)");
+  auto pool = std::make_shared<recv_pool>();
+  pool->depth = cp.recv_depth;
+  pool->released = std::make_unique<slot_ring>(pool->depth);
+  if (auto srq = qp.srq()) {
+    // The device's shared slots, posted already (transport/
+    // shared_receives.hpp): nothing to register or post here.
+    pool->shared = srq->buffers();
+    if (!pool->shared)
+      return make_error(errc::internal_error,
+                        "the shared receive buffers of the connection to "
+                            + qp.peer_name() + " are gone");
+    pool->slot_bytes = pool->shared->slot_bytes();
+    if (pool->slot_bytes < cp.max_message_len_bytes)
+      return make_error(
+          errc::invalid_argument,
+          "the shared receive buffers (" + std::to_string(pool->slot_bytes)
+              + " bytes) are smaller than the max message length negotiated "
+                "with "
+              + qp.peer_name() + " ("
+              + std::to_string(cp.max_message_len_bytes) + " bytes)");
+    return pool;
+  }
   // recv_depth slots of max_message_len bytes, one registration, reposted
   // as consumers release them.
-  auto pool = std::make_shared<recv_pool>();
   pool->slot_bytes = cp.max_message_len_bytes;
-  pool->depth = cp.recv_depth;
   pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
   pool->blocks.reset(new recv_pool::block_storage[pool->depth]);
-  pool->released = std::make_unique<slot_ring>(pool->depth);
   auto reg = dev.register_memory(pool->mem.get(),
                                  size_t{pool->slot_bytes} * pool->depth,
                                  access::local_write);
@@ -56,6 +75,10 @@ using detail::slot_allocator;
 // -- receiving ----------------------------------------------------------------
 
 void link::post_recv_slot(uint32_t slot) {
+  if (pool_->shared) {
+    pool_->shared->repost(slot); // also when down: the others need it
+    return;
+  }
   if (down_)
     return;
   auto sg = pool_->slot_sge(slot);
@@ -65,6 +88,16 @@ void link::post_recv_slot(uint32_t slot) {
 
 uint32_t link::repost_released() {
   auto& pool = *pool_;
+  if (pool.shared) {
+    // Reposted already by the threads that released them: only their
+    // credits are ours.
+    auto n = pool.unclaimed.load();
+    for (uint32_t i = 0; i < n; ++i)
+      credits_.on_reposted(true);
+    handed_out_ -= n;
+    pool.unclaimed.fetch_sub(n);
+    return n;
+  }
   uint32_t n = 0;
   uint32_t popped = 0;
   uint32_t slot = 0;
@@ -124,10 +157,12 @@ uint32_t link::reclaim() {
 
 void link::on_recv(const work_completion& wc) {
   auto slot = static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit);
-  if (slot >= pool_->depth) {
+  if (slot >= pool_->slots()) {
     fail(make_error(errc::internal_error, "receive wr_id out of range"));
     return;
   }
+  if (pool_->shared)
+    pool_->shared->on_consumed();
   // Every receive the peer uses counts against what it was granted.  A
   // peer beyond it ignores credits: its requests would make us queue
   // replies that can never go, so the connection ends here.  This also
@@ -171,7 +206,7 @@ void link::on_recv(const work_completion& wc) {
   ++handed_out_;
   auto block = std::allocate_shared<mr_block>(
       slot_allocator<mr_block>{pool_, slot}, pool_->slot(slot), len,
-      pool_->reg->lkey(), pool_->reg->rkey(), mr_block::release_fn{});
+      pool_->lkey(slot), pool_->rkey(slot), mr_block::release_fn{});
   if (observer_ != nullptr)
     observer_->on_message(local_mr{std::move(block)});
   // else: nobody listens; the buffer is reposted with the handle.

@@ -14,6 +14,7 @@
 
 #include "common/tuning.hpp"
 #include "rdmactor/transport/fabric.hpp"
+#include "transport/shared_receives.hpp"
 
 namespace rdmactor::transport::detail {
 
@@ -70,7 +71,8 @@ private:
   alignas(64) uint64_t head_ = 0;
 };
 
-/// The registered receive buffers of one connection.  Shared by every
+/// The receive buffers of one connection: its own registration, or slots
+/// of its device's `shared_receives` (`shared` set).  Shared by every
 /// `local_mr` that views a received message, so the memory outlives the
 /// link and its owner when users keep such handles.
 ///
@@ -80,12 +82,16 @@ private:
 /// `released`; the link drains it and reposts whenever its owner runs.
 /// The owner is woken only when it asked for a wake-up (`wake_armed`) and
 /// `wake_at` releases wait in the ring: enough for the credits they free to
-/// be due (see `link::reclaim`), not once per buffer.
+/// be due (see `link::reclaim`), not once per buffer.  With shared
+/// receives a release reposts the slot to the shared queue at once, on the
+/// releasing thread (so no slot is lost when the link is gone), and only
+/// counts the credit it frees for the link (`unclaimed`; the ring stays
+/// empty).
 struct recv_pool {
-  struct alignas(64) block_storage {
-    unsigned char bytes[slot_block_bytes];
-  };
+  using block_storage = detail::block_storage;
 
+  /// Set when the slots are the device's shared ones.
+  std::shared_ptr<shared_receives> shared;
   std::unique_ptr<uint8_t[]> mem;
   std::unique_ptr<memory_region> reg;
   uint32_t slot_bytes = 0;
@@ -102,24 +108,45 @@ struct recv_pool {
   /// Called on the releasing thread.
   std::function<void()> wake;
 
-  uint8_t* slot(uint32_t i) const {
-    return mem.get() + size_t{i} * slot_bytes;
+  /// Slot numbers a receive completion may carry.
+  uint32_t slots() const noexcept {
+    return shared ? shared->slots() : depth;
+  }
+
+  uint8_t* slot(uint32_t i) const noexcept {
+    return shared ? shared->slot(i) : mem.get() + size_t{i} * slot_bytes;
+  }
+
+  uint32_t lkey(uint32_t i) const noexcept {
+    return shared ? shared->lkey(i) : reg->lkey();
+  }
+
+  uint32_t rkey(uint32_t i) const noexcept {
+    return shared ? shared->rkey(i) : reg->rkey();
+  }
+
+  /// The storage of the message block of slot `i`.
+  unsigned char* block(uint32_t i) const noexcept {
+    return shared ? shared->block(i) : blocks[i].bytes;
   }
 
   /// The scatter element that receives into slot `i`.
   sge slot_sge(uint32_t i) const {
-    return sge{reinterpret_cast<uint64_t>(slot(i)), slot_bytes, reg->lkey()};
+    return sge{reinterpret_cast<uint64_t>(slot(i)), slot_bytes, lkey(i)};
   }
 
   /// Hands slot `i` back for reposting.  Any thread.
   void release(uint32_t i) noexcept {
+    if (shared)
+      shared->repost(i);
     // Counted before it is pushed, so the owner, which subtracts what it
     // popped, never sees fewer than the ring holds.  Sequentially
     // consistent, as the owner's side in `link::reclaim`: either this
     // thread sees the owner's new threshold and armed flag, or the owner
     // sees this release when it looks once more.
     auto n = unclaimed.fetch_add(1) + 1;
-    released->push(i);
+    if (!shared)
+      released->push(i);
     if (n >= wake_at.load() && wake_armed.exchange(false) && wake)
       wake();
   }
@@ -146,12 +173,12 @@ struct slot_allocator {
   T* allocate(size_t n) {
     if (n * sizeof(T) <= slot_block_bytes
         && alignof(T) <= alignof(recv_pool::block_storage))
-      return reinterpret_cast<T*>(pool->blocks[slot].bytes);
+      return reinterpret_cast<T*>(pool->block(slot));
     return static_cast<T*>(::operator new(n * sizeof(T)));
   }
 
   void deallocate(T* p, size_t) noexcept {
-    if (reinterpret_cast<unsigned char*>(p) != pool->blocks[slot].bytes)
+    if (reinterpret_cast<unsigned char*>(p) != pool->block(slot))
       ::operator delete(p);
     pool->release(slot);
   }
@@ -167,14 +194,12 @@ struct slot_allocator {
   }
 };
 
-/// Receive work requests carry this bit in their wr_id (the slot number in
-/// the low bits); send, one-sided and atomic work requests do not.
-constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
-
-/// Creates the receive pool of `qp` (recv_depth slots of
-/// max_message_len bytes in one registration) and posts every receive.
+/// Creates the receive pool of `qp`: with a shared receive queue, a view of
+/// its slots (`shared_receives`); otherwise recv_depth slots of
+/// max_message_len bytes in one registration, every receive posted.
 /// Fails when the connection's receive depth is below min_recv_depth, when
-/// registering fails or when a receive cannot be posted.
+/// the shared slots are smaller than the negotiated max message length or
+/// gone, when registering fails or when a receive cannot be posted.
 caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
                                                          queue_pair& qp);
 

@@ -69,8 +69,16 @@ node_core::open(caf::actor_system& sys, options opts) {
   if (!dev)
     return std::move(dev.error());
   log().info("opened fabric {} ({})", (*dev)->kind(), (*dev)->name());
+  std::shared_ptr<transport::shared_receives> receives;
+  if (opts.shared_receive_queue) {
+    auto shared = transport::share_receives(*dev, opts);
+    if (!shared)
+      return std::move(shared.error());
+    receives = std::move(*shared);
+  }
   std::shared_ptr<node_core> core{
       new node_core(sys, std::move(opts), std::move(*dev))};
+  core->receives_ = std::move(receives);
   // Closes the node when the actor system shuts down before it (a no-op
   // when the core is gone by then).
   on_shutdown(sys, [weak = std::weak_ptr<node_core>{core}] {
@@ -136,8 +144,7 @@ transport::conn_params node_core::offer() const {
   // Receive buffers of the eager size: larger payloads go by rendezvous
   // (agent_core_rendezvous.cpp), or in eager-sized chunks to a peer
   // without it.
-  return {std::min(opts_.max_message_len_bytes, opts_.eager_message_len_bytes),
-          opts_.recv_depth};
+  return {receive_buffer_bytes(opts_), opts_.recv_depth};
 }
 
 caf::expected<connection_actor>

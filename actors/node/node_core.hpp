@@ -139,6 +139,9 @@ private:
   caf::actor_system& sys_;
   options opts_;
   transport::device_ptr dev_;
+  /// The buffers of the device's shared receive queue (shared-receive-
+  /// queue=true); null otherwise.
+  std::shared_ptr<transport::shared_receives> receives_;
   memory_pool_ptr pool_;
   allocator_actor allocator_;
   std::atomic<bool> closing_{false};

@@ -48,6 +48,18 @@ struct options {
   /// registration, which at 4 KiB halved the throughput (docs/benchmarks.md,
   /// "Eager buffers and rendezvous").
   uint32_t eager_message_len_bytes = 4160;
+  /// Connections take their receives from one shared receive queue per
+  /// device (`ibv_create_srq`; the soft fabric models it) instead of
+  /// `recv_depth` buffers each: registered receive memory grows with
+  /// traffic, not with peers (docs/architecture.md, "Shared receives").
+  /// Each peer still gets `recv_depth` credits.
+  bool shared_receive_queue = false;
+  /// Shared receive queue: buffers registered at once, first and whenever
+  /// fewer than half as many are left posted.
+  uint32_t srq_chunk_receives = 64;
+  /// Shared receive queue: buffers at most (then a SEND waits for one, up
+  /// to the RNR timeout).
+  uint32_t srq_max_receives = 16384;
 
   // -- timeouts -------------------------------------------------------------
   /// Upper bound for every request to the peer or the fabric.
@@ -212,6 +224,15 @@ struct options {
   uint32_t peer_max_log_lines = 20;
   uint32_t peer_log_window_ms = 10000;
 };
+
+/// Bytes of each receive buffer a node offers and registers: the eager
+/// size, or the max message length when that is smaller.
+inline uint32_t receive_buffer_bytes(const options& o) noexcept {
+  return o.eager_message_len_bytes < o.max_message_len_bytes
+             ? o.eager_message_len_bytes
+             : o.max_message_len_bytes;
+}
+
 
 /// Binds every field of `opts` to the option set `set` under the category
 /// "rdmactor".  `opts` must outlive the parsing of the configuration.  Use

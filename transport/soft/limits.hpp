@@ -17,6 +17,8 @@ constexpr size_t max_send_wr = 65536;
 /// Receives a queue pair keeps posted at most; `post_recv` beyond it fails
 /// with `quota_exceeded`.
 constexpr size_t max_recv_wr = 65536;
+/// Receives a shared receive queue holds at most.
+constexpr uint32_t max_srq_wr = 1u << 20;
 
 /// Completions a CQ holds at most; more (the owner posts without polling)
 /// is a CQ overrun, which moves the queue pair to the error state.

@@ -8,6 +8,7 @@
 #include "transport/soft/socket_ops.hpp"
 #include "transport/soft/soft_listener.hpp"
 #include "transport/soft/soft_memory_region.hpp"
+#include "transport/soft/soft_srq.hpp"
 
 namespace rdmactor::transport::soft {
 
@@ -100,10 +101,20 @@ soft_device::start_queue_pair(unique_fd sock, std::string peer,
     std::lock_guard<std::mutex> guard{faults_mtx_};
     cfg.faults = faults_;
   }
+  cfg.srq = std::dynamic_pointer_cast<soft_srq>(srq());
   auto loop = pick_loop();
   if (!loop)
     return loop.error();
   return soft_queue_pair::make(self(), **loop, std::move(sock), std::move(cfg));
+}
+
+caf::expected<srq_ptr> soft_device::create_srq(uint32_t max_wr) {
+  if (max_wr == 0 || max_wr > limits::max_srq_wr)
+    return make_error(errc::invalid_argument,
+                      "a soft shared receive queue holds 1 to "
+                          + std::to_string(limits::max_srq_wr)
+                          + " receives; asked for " + std::to_string(max_wr));
+  return std::make_shared<soft_srq>(self(), max_wr);
 }
 
 caf::expected<event_loop*> soft_device::pick_loop() {

@@ -60,6 +60,10 @@ public:
   connect(const std::string& host, uint16_t port, const conn_params& offer,
           std::chrono::milliseconds timeout) override;
 
+  /// A `soft_srq` of up to `max_wr` receives (at most
+  /// `limits::max_srq_wr`).
+  caf::expected<srq_ptr> create_srq(uint32_t max_wr) override;
+
   /// Returns the protection domain.
   protection_domain& pd() noexcept {
     return pd_;

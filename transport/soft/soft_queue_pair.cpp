@@ -14,29 +14,6 @@
 
 namespace rdmactor::transport::soft {
 
-namespace {
-
-caf::error check_sg(const sge* sg, size_t n) {
-  if (n > max_sge)
-    return make_error(errc::invalid_argument,
-                      "a work request takes at most " + std::to_string(max_sge)
-                          + " scatter/gather elements, got "
-                          + std::to_string(n));
-  if (n > 0 && sg == nullptr)
-    return make_error(errc::invalid_argument,
-                      "null scatter/gather list with n > 0");
-  return {};
-}
-
-uint64_t total_of(const sge* sg, size_t n) noexcept {
-  uint64_t sum = 0;
-  for (size_t i = 0; i < n; ++i)
-    sum += sg[i].length;
-  return sum;
-}
-
-} // namespace
-
 // -- construction and destruction --------------------------------------------
 
 soft_queue_pair::soft_queue_pair(std::shared_ptr<soft_device> dev,
@@ -46,8 +23,10 @@ soft_queue_pair::soft_queue_pair(std::shared_ptr<soft_device> dev,
       rnr_timeout_(cfg.rnr_timeout), transport_timeout_(cfg.transport_timeout),
       owed_ack_limit_(std::clamp<uint32_t>(cfg.params.recv_depth / 4, 1,
                                            limits::max_owed_acks)),
+      srq_(std::move(cfg.srq)), srq_waiter_(std::make_shared<srq_waiter>()),
       rx_(limits::rx_buffer_bytes), loop_id_(loop.thread_id()) {
   tx_.set_faults(cfg.faults);
+  srq_waiter_->qp = this;
   note_progress(clock_type::now());
 }
 
@@ -62,6 +41,11 @@ soft_queue_pair::make(std::shared_ptr<soft_device> dev, event_loop& loop,
 }
 
 soft_queue_pair::~soft_queue_pair() {
+  {
+    // The shared receive queue wakes nobody that is gone.
+    std::lock_guard<std::mutex> guard{srq_waiter_->mtx};
+    srq_waiter_->qp = nullptr;
+  }
   {
     std::lock_guard<std::mutex> guard{mutex_};
     destroying_ = true;
@@ -79,21 +63,7 @@ soft_queue_pair::~soft_queue_pair() {
 
 bool soft_queue_pair::resolve_local(const sge* sg, size_t n, uint32_t needed,
                                     range_list& out) const {
-  for (size_t i = 0; i < n; ++i) {
-    if (sg[i].length == 0)
-      continue;
-    auto reg
-        = dev_->pd().find_local(sg[i].lkey, sg[i].addr, sg[i].length, needed);
-    if (!reg)
-      return false;
-    auto offset = sg[i].addr - reinterpret_cast<uintptr_t>(reg->base);
-    guarded_range range;
-    range.ptr = reg->base + offset;
-    range.len = sg[i].length;
-    range.reg = std::move(reg);
-    out.items[out.size++] = std::move(range);
-  }
-  return true;
+  return soft::resolve_local(dev_->pd(), sg, n, needed, out);
 }
 
 caf::error soft_queue_pair::qp_error() const {
@@ -169,10 +139,12 @@ caf::error soft_queue_pair::ring_doorbell() {
 caf::error soft_queue_pair::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
   if (auto err = check_sg(sg, n))
     return err;
-  posted_recv r;
-  r.wr_id = wr_id;
-  r.valid = resolve_local(sg, n, access::local_write, r.ranges);
-  r.capacity = total_of(sg, n);
+  if (srq_)
+    return make_error(errc::unsupported,
+                      "the queue pair to " + peer_
+                          + " takes its receives from a shared receive "
+                            "queue; post them there");
+  auto r = make_posted_recv(dev_->pd(), wr_id, sg, n);
   std::lock_guard<std::mutex> guard{mutex_};
   if (phase_.load() != phase::running)
     return qp_error();
@@ -527,10 +499,14 @@ void soft_queue_pair::fail_locked(failure f) {
   unreaped_ = 0;
   transmitted_ = 0;
   sq_blocked_ = false;
-  for (auto& r : rq_)
-    complete_locked(
-        make_wc(r.wr_id, wc_status::work_request_flushed, wc_opcode::recv));
-  rq_.clear();
+  if (srq_) {
+    srq_->give_back(rq_); // for the other queue pairs, as on hardware
+  } else {
+    for (auto& r : rq_)
+      complete_locked(
+          make_wc(r.wr_id, wc_status::work_request_flushed, wc_opcode::recv));
+    rq_.clear();
+  }
   pending_.clear();
   pending_bytes_ = 0;
   rnr_deadline_.reset();

@@ -17,6 +17,7 @@
 #include "transport/soft/faults.hpp"
 #include "transport/soft/outbound_stream.hpp"
 #include "transport/soft/rx_buffer.hpp"
+#include "transport/soft/soft_srq.hpp"
 #include "transport/soft/unique_fd.hpp"
 #include "transport/soft/work_requests.hpp"
 
@@ -88,6 +89,8 @@ public:
     /// How long requests may stay outstanding without a byte from the peer.
     std::chrono::milliseconds transport_timeout{12000};
     fault_plan faults;
+    /// Where receives come from; null: `post_recv`.
+    std::shared_ptr<soft_srq> srq;
   };
 
   /// Starts a queue pair on the connected, handshaken socket `sock`, served
@@ -112,6 +115,14 @@ public:
   }
 
   caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) override;
+
+  std::shared_ptr<shared_receive_queue> srq() const override {
+    return srq_;
+  }
+
+  /// The shared receive queue got a receive: a request waiting for one
+  /// runs now.  Caller: the queue (see soft_srq).
+  void on_shared_receive();
 
   caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
                        std::optional<uint32_t> imm, bool signaled) override;
@@ -285,6 +296,9 @@ private:
   uint8_t take_owed_acks_locked() noexcept;
   bool on_acks_locked(uint32_t n);
   void drain_pending_locked(time_point now);
+  /// Whether a receive is at hand in `rq_`: posted there, or taken from
+  /// the shared receive queue now (which wakes us when it gets one).
+  bool have_recv_locked();
   void execute_buffered_locked(inbound_request& req, time_point now);
   /// The range the peer's WRITE or READ `h` names, in a registration that
   /// grants `needed` (empty for a zero-length one); false when none does.
@@ -347,6 +361,10 @@ private:
   /// ACKs held back at most (limits::max_owed_acks, or fewer for a small
   /// receive depth).
   const uint32_t owed_ack_limit_;
+  /// Where receives come from instead of `post_recv`; may be null.
+  const std::shared_ptr<soft_srq> srq_;
+  /// Our mark in `srq_` while we wait for a receive.
+  const std::shared_ptr<srq_waiter> srq_waiter_;
 
   // -- guarded by mutex_ ---------------------------------------------------
 
@@ -366,6 +384,8 @@ private:
   /// The owner holds the doorbell (`hold_doorbell`): requests it posts are
   /// queued in `tx_` and written at `ring_doorbell`.  Guarded by `mutex_`.
   bool doorbell_held_ = false;
+  /// Posted receives; with `srq_`, the one taken from it for the request
+  /// being executed.
   ring_deque<posted_recv> rq_;
   ring_deque<inbound_request> pending_;
   uint64_t pending_bytes_ = 0;

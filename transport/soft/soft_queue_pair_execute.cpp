@@ -92,7 +92,7 @@ bool soft_queue_pair::complete_write_imm_locked(const wire::header& h) {
 void soft_queue_pair::drain_pending_locked(time_point now) {
   while (phase_.load() == phase::running && !pending_.empty()) {
     auto& head = pending_.front();
-    if (consumes_receive(head.hdr) && rq_.empty()) {
+    if (consumes_receive(head.hdr) && !have_recv_locked()) {
       if (!rnr_deadline_) {
         rnr_deadline_ = now + rnr_timeout_;
         wake(); // the loop recomputes its timeout
@@ -106,6 +106,28 @@ void soft_queue_pair::drain_pending_locked(time_point now) {
     execute_buffered_locked(req, now);
   }
   if (stalled_.load())
+    wake();
+}
+
+bool soft_queue_pair::have_recv_locked() {
+  if (!rq_.empty())
+    return true;
+  if (!srq_)
+    return false;
+  posted_recv r;
+  if (!srq_->take(r, srq_waiter_))
+    return false;
+  rq_.push_back(std::move(r));
+  return true;
+}
+
+void soft_queue_pair::on_shared_receive() {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (phase_.load() != phase::running)
+    return;
+  if (!pending_.empty())
+    drain_pending_locked(clock_type::now());
+  else if (stalled_.load())
     wake();
 }
 

@@ -466,7 +466,7 @@ void soft_queue_pair::decide_request(time_point now) {
   uint64_t payload = wire::payload_bytes(h);
   // An atomic runs once its operands are read: through the buffer, which
   // executes it at once when nothing waits ahead of it.
-  if (pending_.empty() && (!needs_recv || !rq_.empty())
+  if (pending_.empty() && (!needs_recv || have_recv_locked())
       && !wire::is_atomic(h.type)) {
     stalled_.store(false);
     rnr_deadline_.reset();

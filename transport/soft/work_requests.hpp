@@ -56,6 +56,27 @@ inline work_completion make_wc(uint64_t wr_id, wc_status status,
   return wc;
 }
 
+class protection_domain;
+
+/// Checks the shape of a scatter/gather list: at most `max_sge` elements,
+/// not null when there are any (`invalid_argument` otherwise).
+caf::error check_sg(const sge* sg, size_t n);
+
+/// Returns the sum of the lengths of `sg[0..n)`.
+uint64_t total_of(const sge* sg, size_t n) noexcept;
+
+/// Resolves the non-empty elements of `sg[0..n)` to registered ranges of
+/// `pd` that grant `needed`, appending them to `out`; false when one lies
+/// outside every such registration.
+bool resolve_local(const protection_domain& pd, const sge* sg, size_t n,
+                   uint32_t needed, range_list& out);
+
+/// A receive of `sg[0..n)` as `post_recv` (of a queue pair or a shared
+/// receive queue) queues it: resolved now, failing when consumed if an
+/// element is not registered with local_write.
+posted_recv make_posted_recv(const protection_domain& pd, uint64_t wr_id,
+                             const sge* sg, size_t n);
+
 /// Returns true when `h` consumes a receive on the responder (SEND, WRITE
 /// with immediate).
 constexpr bool consumes_receive(const wire::header& h) noexcept {

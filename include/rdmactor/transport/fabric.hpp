@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -188,6 +189,8 @@ private:
   uint32_t access_;
 };
 
+class shared_receive_queue;
+
 /// A connected reliable queue pair with its own completion queue.
 ///
 /// Lifecycle: created connected by `device::connect` or `listener::accept`.
@@ -212,8 +215,16 @@ public:
   /// Posts a receive with scatter list `sg[0..n)`.  The oldest posted
   /// receive takes the next inbound SEND.  Caller: the owner (transport
   /// actor).  Fails with `qp_error` in the error state, `invalid_argument`
-  /// for n > max_sge.
+  /// for n > max_sge, `unsupported` on a queue pair that takes its
+  /// receives from a shared receive queue (post them there).
   virtual caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) = 0;
+
+  /// The shared receive queue this queue pair takes its receives from
+  /// (see `device::share_receives`); null when it has its own.  Any
+  /// thread.
+  virtual std::shared_ptr<shared_receive_queue> srq() const {
+    return nullptr;
+  }
 
   /// Posts a SEND of the gather list `sg[0..n)` (zero copy: the memory must
   /// stay valid until completion).  With `signaled == false` a successful
@@ -365,6 +376,47 @@ protected:
 
 using queue_pair_ptr = std::unique_ptr<queue_pair>;
 
+/// The receive buffers of a shared receive queue, managed above the fabric
+/// (transport/shared_receives.hpp; opaque here).
+class shared_receives;
+
+/// A shared receive queue (`ibv_create_srq`): receives that every queue
+/// pair created with it consumes, the oldest first, whichever connection a
+/// message arrives on.  Its receive completions show in the CQ of the queue
+/// pair that consumed them, with the `wr_id` posted here.  When it is
+/// empty, a SEND waits as for a queue pair without a posted receive
+/// (receiver not ready: the sender retries, soft buffers and waits, both
+/// up to the RNR timeout).  A queue pair that enters the error state
+/// leaves the receives it did not consume here for the others.
+class shared_receive_queue {
+public:
+  virtual ~shared_receive_queue() = default;
+
+  /// Posts a receive with scatter list `sg[0..n)`.  Any thread.  Fails
+  /// with `invalid_argument` for n > max_sge, `quota_exceeded` when
+  /// `max_wr()` receives are posted.
+  virtual caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) = 0;
+
+  /// The most receives it holds at once.
+  virtual uint32_t max_wr() const noexcept = 0;
+
+  /// Who posts the buffers: set once by that owner before the queue is
+  /// shared (`device::share_receives`), read by each connection's link.
+  void set_buffers(std::weak_ptr<shared_receives> owner) noexcept {
+    buffers_ = std::move(owner);
+  }
+
+  /// The owner `set_buffers` named; null once it is gone.
+  std::shared_ptr<shared_receives> buffers() const noexcept {
+    return buffers_.lock();
+  }
+
+private:
+  std::weak_ptr<shared_receives> buffers_;
+};
+
+using srq_ptr = std::shared_ptr<shared_receive_queue>;
+
 /// A passive endpoint accepting connections on host:port.
 class listener {
 public:
@@ -441,6 +493,33 @@ public:
           std::chrono::milliseconds timeout)
       = 0;
 
+  /// Creates a shared receive queue that holds up to `max_wr` receives.
+  /// Fails with `unsupported` where the device has none (the default).
+  /// Any thread.
+  virtual caf::expected<srq_ptr> create_srq(uint32_t max_wr) {
+    static_cast<void>(max_wr);
+    return make_error(errc::unsupported,
+                      std::string{"the "} + kind()
+                          + " fabric has no shared receive queue; set "
+                            "shared-receive-queue=false");
+  }
+
+  /// Queue pairs this device makes from now on (`connect`, `accept`) take
+  /// their receives from `srq` (null: each its own again).  The device
+  /// holds it weakly: its owner (`shared_receives`) and the queue pairs
+  /// made with it keep it.  Any thread.
+  void share_receives(const srq_ptr& srq) {
+    std::lock_guard<std::mutex> guard{shared_mtx_};
+    srq_ = srq;
+  }
+
+  /// The shared receive queue new queue pairs take their receives from;
+  /// null when each has its own.  Any thread.
+  srq_ptr srq() const {
+    std::lock_guard<std::mutex> guard{shared_mtx_};
+    return srq_.lock();
+  }
+
   /// Returns the bytes registered on this device right now: the sum of the
   /// lengths of its live memory regions (the node's arenas, every
   /// connection's receive buffers and header slots).  Any thread.
@@ -469,6 +548,8 @@ public:
 private:
   std::atomic<uint64_t> registered_bytes_{0};
   std::atomic<uint64_t> registrations_{0};
+  mutable std::mutex shared_mtx_;
+  std::weak_ptr<shared_receive_queue> srq_;
 };
 
 using device_ptr = std::shared_ptr<device>;
@@ -476,6 +557,15 @@ using device_ptr = std::shared_ptr<device>;
 /// Opens the fabric that `opts.fabric` names ("soft", "verbs", or "auto":
 /// verbs when an RDMA device is present, else soft).
 caf::expected<device_ptr> open_device(const options& opts);
+
+/// Gives `dev` a shared receive queue whose buffers (of
+/// `receive_buffer_bytes(opts)`, `opts.srq_chunk_receives` registered at a
+/// time, up to `opts.srq_max_receives`) every queue pair it makes from now
+/// on takes its receives from.  Hold the result while the device makes
+/// connections (the device holds the queue weakly).  Fails where the
+/// device has no shared receive queue or registering fails.
+caf::expected<std::shared_ptr<shared_receives>>
+share_receives(const device_ptr& dev, const options& opts);
 
 /// Splits "HOST:PORT" (IPv6 as "[::1]:7471"); `invalid_address` otherwise.
 caf::expected<std::pair<std::string, uint16_t>>

@@ -1,0 +1,132 @@
+// The shared receive queue (fabric.hpp, `shared_receive_queue`), written
+// against the fabric interface only: the verbs suite runs it too.
+
+#include <cstring>
+
+#include "test/transport/fabric_fixture.hpp"
+
+using namespace rdmactor;
+using namespace rdmactor::test;
+
+namespace {
+
+constexpr uint32_t slot = 4096;
+
+/// A device whose queue pairs share `srq`, and its receive buffers.
+struct srq_fixture : fabric_fixture {
+  transport::srq_ptr srq;
+  std::optional<reg_buffer> dst;
+
+  void open_shared(uint32_t max_wr, uint32_t rnr_timeout_ms = 2000) {
+    auto& d = open(rnr_timeout_ms);
+    srq = value_or_throw(d.create_srq(max_wr), "create_srq");
+    d.share_receives(srq);
+    dst = make_buffer(d, size_t{slot} * max_wr, local_write, 0xEE);
+  }
+
+  void post_shared(uint64_t wr_id, size_t index) {
+    auto sg = dst->sge_of(index * slot, slot);
+    auto err = srq->post_recv(wr_id, &sg, 1);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+  }
+
+  /// Sends `len` bytes of the pattern `seed` from `from`.
+  void send(transport::queue_pair& from, reg_buffer& src, uint32_t seed,
+            size_t len, uint64_t wr_id) {
+    fill_pattern(src.data(), len, seed);
+    auto sg = src.sge_of(0, len);
+    auto err = from.post_send(wr_id, &sg, 1);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+    auto wc = one_completion(from);
+    BOOST_TEST(wc.status == wc_status::success);
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(fabric_srq, srq_fixture)
+
+// Two connections of one device take their receives from one queue: each
+// message lands in the oldest receive, whichever connection it came on, and
+// completes in the CQ of that connection.
+BOOST_AUTO_TEST_CASE(connections_take_the_oldest_shared_receive) {
+  open_shared(8);
+  conn_params offer{slot, 16};
+  auto a = connect_pair(*dev, offer);
+  auto b = connect_pair(*dev, offer);
+  BOOST_TEST(a.server->srq() == srq);
+  BOOST_TEST(b.server->srq() == srq);
+  for (uint64_t i = 0; i < 3; ++i)
+    post_shared(100 + i, i);
+  auto src = make_buffer(*dev, slot, 0);
+  send(*a.client, src, 1, 100, 1);
+  auto wc = one_completion(*a.server);
+  BOOST_TEST(wc.status == wc_status::success);
+  BOOST_TEST(wc.opcode == wc_opcode::recv);
+  BOOST_TEST(wc.wr_id == 100u);
+  BOOST_TEST(wc.byte_len == 100u);
+  BOOST_TEST(has_pattern(dst->data(), 100, 1));
+  send(*b.client, src, 2, 200, 2);
+  wc = one_completion(*b.server);
+  BOOST_TEST(wc.wr_id == 101u);
+  BOOST_TEST(wc.byte_len == 200u);
+  BOOST_TEST(has_pattern(dst->data() + slot, 200, 2));
+  send(*a.client, src, 3, 300, 3);
+  wc = one_completion(*a.server);
+  BOOST_TEST(wc.wr_id == 102u);
+  BOOST_TEST(has_pattern(dst->data() + 2 * slot, 300, 3));
+  // Nothing else completed on either side.
+  std::vector<work_completion> rest;
+  BOOST_TEST(drain_cq(*a.server, rest) == 0u);
+  BOOST_TEST(drain_cq(*b.server, rest) == 0u);
+}
+
+// A queue pair with a shared receive queue has no receive queue of its own.
+BOOST_AUTO_TEST_CASE(a_queue_pair_with_a_shared_queue_refuses_its_own_receives) {
+  open_shared(4);
+  auto p = connect_pair(*dev, conn_params{slot, 16});
+  auto sg = dst->sge_of(0, slot);
+  auto err = p.server->post_recv(7, &sg, 1);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(err.code() == static_cast<uint8_t>(errc::unsupported));
+  BOOST_TEST(!p.server->in_error());
+}
+
+// With the queue empty a SEND waits for a receive (receiver not ready) and
+// lands as soon as one is posted to the shared queue.
+BOOST_AUTO_TEST_CASE(an_empty_shared_queue_holds_a_send_until_a_receive_comes) {
+  open_shared(4, 5000);
+  auto p = connect_pair(*dev, conn_params{slot, 16});
+  auto src = make_buffer(*dev, slot, 0);
+  fill_pattern(src.data(), 64, 9);
+  auto sg = src.sge_of(0, 64);
+  BOOST_REQUIRE(!p.client->post_send(1, &sg, 1));
+  std::this_thread::sleep_for(100ms);
+  std::vector<work_completion> none;
+  BOOST_TEST(drain_cq(*p.server, none) == 0u);
+  post_shared(300, 2);
+  auto wc = one_completion(*p.server);
+  BOOST_TEST(wc.status == wc_status::success);
+  BOOST_TEST(wc.wr_id == 300u);
+  BOOST_TEST(has_pattern(dst->data() + 2 * slot, 64, 9));
+  BOOST_TEST(one_completion(*p.client).status == wc_status::success);
+}
+
+// A connection that ends leaves the receives it did not fill to the others.
+BOOST_AUTO_TEST_CASE(a_closed_connection_leaves_its_receives_to_the_others) {
+  open_shared(4);
+  conn_params offer{slot, 16};
+  auto a = connect_pair(*dev, offer);
+  auto b = connect_pair(*dev, offer);
+  post_shared(400, 0);
+  a.server->close();
+  a.client->close();
+  auto src = make_buffer(*dev, slot, 0);
+  send(*b.client, src, 4, 48, 1);
+  auto wc = one_completion(*b.server);
+  BOOST_TEST(wc.status == wc_status::success);
+  BOOST_TEST(wc.wr_id == 400u);
+  BOOST_TEST(has_pattern(dst->data(), 48, 4));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

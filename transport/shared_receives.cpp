@@ -1,0 +1,101 @@
+#include "transport/shared_receives.hpp"
+
+#include <string>
+#include <utility>
+
+#include "common/logging.hpp"
+#include "common/rate_limiter.hpp"
+#include "rdmactor/error.hpp"
+
+namespace rdmactor::transport {
+
+caf::expected<std::shared_ptr<shared_receives>>
+shared_receives::open(const device_ptr& dev, layout l) {
+  if (l.slot_bytes == 0 || l.chunk_slots == 0 || l.max_slots < l.chunk_slots)
+    return make_error(errc::invalid_argument,
+                      "shared receives need slots of at least 1 byte, at "
+                      "least 1 slot per chunk and srq-max-receives >= "
+                      "srq-chunk-receives");
+  // The queue holds every slot the buffers may ever have.
+  l.max_slots -= l.max_slots % l.chunk_slots;
+  auto srq = dev->create_srq(l.max_slots);
+  if (!srq)
+    return std::move(srq.error());
+  std::shared_ptr<shared_receives> self{
+      new shared_receives(dev, std::move(*srq), l)};
+  {
+    std::lock_guard<std::mutex> guard{self->grow_mtx_};
+    if (auto err = self->grow_locked())
+      return err;
+  }
+  self->srq_->set_buffers(self);
+  dev->share_receives(self->srq_);
+  return self;
+}
+
+shared_receives::shared_receives(device_ptr dev, srq_ptr srq, layout l)
+    : dev_(std::move(dev)), srq_(std::move(srq)), layout_(l),
+      max_chunks_(l.max_slots / l.chunk_slots),
+      chunks_(new std::unique_ptr<chunk>[max_chunks_]) {}
+
+shared_receives::~shared_receives() = default;
+
+bool shared_receives::post_slot(uint32_t i) noexcept {
+  auto sg = sge{reinterpret_cast<uint64_t>(slot(i)), layout_.slot_bytes,
+                lkey(i)};
+  if (auto err = srq_->post_recv(detail::recv_wr_bit | i, &sg, 1)) {
+    // Cannot happen (the queue holds every slot); the slot stays out.
+    warn_within("data path", "shared receive queue: reposting slot "
+                                 + std::to_string(i)
+                                 + " failed: " + to_string(err));
+    return false;
+  }
+  return true;
+}
+
+void shared_receives::repost(uint32_t i) noexcept {
+  if (post_slot(i))
+    posted_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void shared_receives::on_consumed() noexcept {
+  auto left = posted_.fetch_sub(1, std::memory_order_relaxed) - 1;
+  if (left >= int64_t{layout_.chunk_slots / 2}
+      || chunk_count_.load(std::memory_order_relaxed) >= max_chunks_
+      || grow_failed_.load(std::memory_order_relaxed))
+    return;
+  std::lock_guard<std::mutex> guard{grow_mtx_};
+  if (posted_.load(std::memory_order_relaxed)
+          >= int64_t{layout_.chunk_slots / 2}
+      || chunk_count_.load(std::memory_order_relaxed) >= max_chunks_)
+    return;
+  if (auto err = grow_locked()) {
+    grow_failed_.store(true);
+    warn_within("data path",
+                "shared receive queue: adding "
+                    + std::to_string(layout_.chunk_slots)
+                    + " receives failed (" + to_string(err) + "); it stays at "
+                    + std::to_string(slots())
+                    + " (raise the memlock limit, or lower srq-max-receives)");
+  }
+}
+
+caf::error shared_receives::grow_locked() {
+  auto index = chunk_count_.load(std::memory_order_relaxed);
+  auto c = std::make_unique<chunk>();
+  auto bytes = size_t{layout_.slot_bytes} * layout_.chunk_slots;
+  c->mem.reset(new uint8_t[bytes]);
+  c->blocks.reset(new detail::block_storage[layout_.chunk_slots]);
+  auto reg = dev_->register_memory(c->mem.get(), bytes, access::local_write);
+  if (!reg)
+    return std::move(reg.error());
+  c->reg = std::move(*reg);
+  chunks_[index] = std::move(c);
+  chunk_count_.store(index + 1, std::memory_order_release);
+  auto first = index * layout_.chunk_slots;
+  for (uint32_t i = first; i < first + layout_.chunk_slots; ++i)
+    repost(i);
+  return {};
+}
+
+} // namespace rdmactor::transport

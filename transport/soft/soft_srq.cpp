@@ -1,0 +1,67 @@
+#include "transport/soft/soft_srq.hpp"
+
+#include <string>
+#include <utility>
+
+#include "rdmactor/error.hpp"
+#include "transport/soft/soft_device.hpp"
+#include "transport/soft/soft_queue_pair.hpp"
+
+namespace rdmactor::transport::soft {
+
+soft_srq::soft_srq(std::shared_ptr<soft_device> dev, uint32_t max_wr)
+    : dev_(std::move(dev)), max_wr_(max_wr) {}
+
+caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
+  if (auto err = check_sg(sg, n))
+    return err;
+  auto r = make_posted_recv(dev_->pd(), wr_id, sg, n);
+  std::vector<std::shared_ptr<srq_waiter>> woken;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (rq_.size() >= max_wr_)
+      return make_error(errc::quota_exceeded,
+                        "shared receive queue full: " + std::to_string(max_wr_)
+                            + " receives posted");
+    rq_.push_back(std::move(r));
+    woken.swap(waiters_);
+    for (auto& w : woken)
+      w->queued = false;
+  }
+  // Every waiter looks again; whoever finds the queue empty again waits
+  // again.  Outside the queue's mutex: a queue pair takes its own mutex.
+  for (auto& w : woken) {
+    std::lock_guard<std::mutex> guard{w->mtx};
+    if (w->qp != nullptr)
+      w->qp->on_shared_receive();
+  }
+  return {};
+}
+
+bool soft_srq::take(posted_recv& out, const std::shared_ptr<srq_waiter>& w) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (rq_.empty()) {
+    if (!w->queued) {
+      w->queued = true;
+      waiters_.push_back(w);
+    }
+    return false;
+  }
+  out = std::move(rq_.front());
+  rq_.pop_front();
+  return true;
+}
+
+void soft_srq::give_back(ring_deque<posted_recv>& taken) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto i = taken.size(); i > 0; --i)
+    rq_.push_front(std::move(taken[i - 1]));
+  taken.clear();
+}
+
+size_t soft_srq::posted() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return rq_.size();
+}
+
+} // namespace rdmactor::transport::soft

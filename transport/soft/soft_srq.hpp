@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/ring_deque.hpp"
+#include "rdmactor/transport/fabric.hpp"
+#include "transport/soft/work_requests.hpp"
+
+namespace rdmactor::transport::soft {
+
+class soft_device;
+class soft_queue_pair;
+
+/// A queue pair's mark in a shared receive queue that it waits for a
+/// receive.  The queue pair owns it and clears `qp` (under `mtx`) before it
+/// goes, so the queue never calls a queue pair that is gone.
+struct srq_waiter {
+  std::mutex mtx;
+  soft_queue_pair* qp = nullptr;
+  /// In the queue's list of waiters; guarded by the queue's mutex.
+  bool queued = false;
+};
+
+/// The soft fabric's shared receive queue: receives, posted by anyone,
+/// that the queue pairs created with it take one at a time, the oldest
+/// first, when a SEND or a WRITE with immediate data arrives.  A queue pair
+/// that finds it empty waits as it does without a posted receive (buffers,
+/// stalls, fails at its RNR timer); the next `post_recv` wakes every queue
+/// pair waiting.  A queue pair that fails gives back the receives it took
+/// and did not fill.
+///
+/// Locks: a queue pair calls `take` and `give_back` with its own mutex
+/// held (queue pair, then this queue); `post_recv` wakes the waiters after
+/// it released this queue's mutex (waiter, then queue pair).
+class soft_srq final : public shared_receive_queue {
+public:
+  soft_srq(std::shared_ptr<soft_device> dev, uint32_t max_wr);
+
+  caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) override;
+
+  uint32_t max_wr() const noexcept override {
+    return max_wr_;
+  }
+
+  /// Moves the oldest receive into `out`.  When there is none, `w` is
+  /// woken at the next post (once) and false returned.  Caller: a queue
+  /// pair with its mutex held.
+  bool take(posted_recv& out, const std::shared_ptr<srq_waiter>& w);
+
+  /// Puts receives a failing queue pair took and did not fill back at the
+  /// front, in their order.  Caller: a queue pair with its mutex held.
+  void give_back(ring_deque<posted_recv>& taken);
+
+  /// Receives posted and not taken.  Any thread.
+  size_t posted() const;
+
+private:
+  std::shared_ptr<soft_device> dev_;
+  const uint32_t max_wr_;
+  mutable std::mutex mtx_;
+  ring_deque<posted_recv> rq_;
+  std::vector<std::shared_ptr<srq_waiter>> waiters_;
+};
+
+} // namespace rdmactor::transport::soft
