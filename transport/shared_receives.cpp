@@ -28,7 +28,7 @@ shared_receives::open(const device_ptr& dev, layout l) {
     if (auto err = self->grow_locked())
       return err;
   }
-  self->srq_->set_buffers(self);
+  self->srq_->set_buffers(self, l.slot_bytes);
   dev->share_receives(self->srq_);
   return self;
 }

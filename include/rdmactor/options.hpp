@@ -53,7 +53,7 @@ struct options {
   /// `recv_depth` buffers each: registered receive memory grows with
   /// traffic, not with peers (docs/architecture.md, "Shared receives").
   /// Each peer still gets `recv_depth` credits.
-  bool shared_receive_queue = false;
+  bool shared_receive_queue = true;
   /// Shared receive queue: buffers registered at once, first and whenever
   /// fewer than half as many are left posted.
   uint32_t srq_chunk_receives = 64;

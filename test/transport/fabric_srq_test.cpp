@@ -20,6 +20,7 @@ struct srq_fixture : fabric_fixture {
   void open_shared(uint32_t max_wr, uint32_t rnr_timeout_ms = 2000) {
     auto& d = open(rnr_timeout_ms);
     srq = value_or_throw(d.create_srq(max_wr), "create_srq");
+    srq->set_buffers({}, slot);
     d.share_receives(srq);
     dst = make_buffer(d, size_t{slot} * max_wr, local_write, 0xEE);
   }
@@ -81,6 +82,22 @@ BOOST_AUTO_TEST_CASE(connections_take_the_oldest_shared_receive) {
   BOOST_TEST(drain_cq(*b.server, rest) == 0u);
 }
 
+// A connection whose messages may be larger than the shared receives
+// takes receives of its own.
+BOOST_AUTO_TEST_CASE(a_connection_with_larger_messages_keeps_its_own_receives) {
+  open_shared(4);
+  auto p = connect_pair(*dev, conn_params{2 * slot, 16});
+  BOOST_TEST(!p.server->srq());
+  auto own = make_buffer(*dev, 2 * slot, local_write);
+  post_recv(*p.server, 9, own);
+  auto src = make_buffer(*dev, 2 * slot, 0);
+  send(*p.client, src, 5, 2 * slot, 1);
+  auto wc = one_completion(*p.server);
+  BOOST_TEST(wc.wr_id == 9u);
+  BOOST_TEST(wc.byte_len == 2 * slot);
+  BOOST_TEST(has_pattern(own.data(), 2 * slot, 5));
+}
+
 // A queue pair with a shared receive queue has no receive queue of its own.
 BOOST_AUTO_TEST_CASE(a_queue_pair_with_a_shared_queue_refuses_its_own_receives) {
   open_shared(4);
@@ -127,6 +144,25 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_leaves_its_receives_to_the_others) {
   BOOST_TEST(wc.status == wc_status::success);
   BOOST_TEST(wc.wr_id == 400u);
   BOOST_TEST(has_pattern(dst->data(), 48, 4));
+}
+
+// A queue pair without receives of its own says it entered the error state
+// with one completion of the reserved srq_error_wr_id (a peer that goes
+// away is noticed without traffic of ours).
+BOOST_AUTO_TEST_CASE(the_error_state_completes_the_reserved_wr_id) {
+  open_shared(4);
+  auto p = connect_pair(*dev, conn_params{slot, 16});
+  post_shared(500, 0);
+  p.client->close();
+  auto wcs = wait_completions(*p.server, 1);
+  BOOST_REQUIRE_EQUAL(wcs.size(), 1u);
+  BOOST_TEST(wcs[0].wr_id == transport::srq_error_wr_id);
+  BOOST_TEST(wcs[0].status == wc_status::work_request_flushed);
+  BOOST_TEST(p.server->in_error());
+  // Once: nothing else follows.
+  std::this_thread::sleep_for(50ms);
+  std::vector<work_completion> rest;
+  BOOST_TEST(drain_cq(*p.server, rest) == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -101,7 +101,9 @@ soft_device::start_queue_pair(unique_fd sock, std::string peer,
     std::lock_guard<std::mutex> guard{faults_mtx_};
     cfg.faults = faults_;
   }
-  cfg.srq = std::dynamic_pointer_cast<soft_srq>(srq());
+  if (auto shared = srq();
+      shared && params.max_message_len_bytes <= shared->receive_bytes())
+    cfg.srq = std::dynamic_pointer_cast<soft_srq>(std::move(shared));
   auto loop = pick_loop();
   if (!loop)
     return loop.error();

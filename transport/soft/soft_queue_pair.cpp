@@ -501,6 +501,8 @@ void soft_queue_pair::fail_locked(failure f) {
   sq_blocked_ = false;
   if (srq_) {
     srq_->give_back(rq_); // for the other queue pairs, as on hardware
+    complete_locked(make_wc(srq_error_wr_id, wc_status::work_request_flushed,
+                            wc_opcode::recv));
   } else {
     for (auto& r : rq_)
       complete_locked(

@@ -387,7 +387,8 @@ class shared_receives;
 /// empty, a SEND waits as for a queue pair without a posted receive
 /// (receiver not ready: the sender retries, soft buffers and waits, both
 /// up to the RNR timeout).  A queue pair that enters the error state
-/// leaves the receives it did not consume here for the others.
+/// leaves the receives it did not consume here for the others and
+/// completes `srq_error_wr_id` instead.
 class shared_receive_queue {
 public:
   virtual ~shared_receive_queue() = default;
@@ -400,10 +401,13 @@ public:
   /// The most receives it holds at once.
   virtual uint32_t max_wr() const noexcept = 0;
 
-  /// Who posts the buffers: set once by that owner before the queue is
-  /// shared (`device::share_receives`), read by each connection's link.
-  void set_buffers(std::weak_ptr<shared_receives> owner) noexcept {
+  /// Who posts the buffers, and the bytes each receive holds: set once by
+  /// that owner before the queue is shared (`device::share_receives`),
+  /// read by each connection's link.
+  void set_buffers(std::weak_ptr<shared_receives> owner,
+                   uint32_t receive_bytes) noexcept {
     buffers_ = std::move(owner);
+    receive_bytes_ = receive_bytes;
   }
 
   /// The owner `set_buffers` named; null once it is gone.
@@ -411,11 +415,24 @@ public:
     return buffers_.lock();
   }
 
+  /// The bytes every posted receive holds.  A connection whose negotiated
+  /// max message length is larger takes receives of its own instead.
+  uint32_t receive_bytes() const noexcept {
+    return receive_bytes_;
+  }
+
 private:
   std::weak_ptr<shared_receives> buffers_;
+  uint32_t receive_bytes_ = 0;
 };
 
 using srq_ptr = std::shared_ptr<shared_receive_queue>;
+
+/// The wr_id of the one completion (status `work_request_flushed`) with
+/// which a queue pair that takes its receives from a shared receive queue
+/// says it entered the error state: it has no receives of its own whose
+/// flushing would say so.  Reserved: never post work with it.
+constexpr uint64_t srq_error_wr_id = ~uint64_t{0};
 
 /// A passive endpoint accepting connections on host:port.
 class listener {
@@ -505,7 +522,8 @@ public:
   }
 
   /// Queue pairs this device makes from now on (`connect`, `accept`) take
-  /// their receives from `srq` (null: each its own again).  The device
+  /// their receives from `srq` (null: each its own again), unless their
+  /// negotiated max message length exceeds its `receive_bytes()`.  The device
   /// holds it weakly: its owner (`shared_receives`) and the queue pairs
   /// made with it keep it.  Any thread.
   void share_receives(const srq_ptr& srq) {
