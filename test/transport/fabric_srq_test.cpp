@@ -99,7 +99,8 @@ BOOST_AUTO_TEST_CASE(a_connection_with_larger_messages_keeps_its_own_receives) {
 }
 
 // A queue pair with a shared receive queue has no receive queue of its own.
-BOOST_AUTO_TEST_CASE(a_queue_pair_with_a_shared_queue_refuses_its_own_receives) {
+BOOST_AUTO_TEST_CASE(
+    a_queue_pair_with_a_shared_queue_refuses_its_own_receives) {
   open_shared(4);
   auto p = connect_pair(*dev, conn_params{slot, 16});
   auto sg = dst->sge_of(0, slot);
@@ -163,6 +164,33 @@ BOOST_AUTO_TEST_CASE(the_error_state_completes_the_reserved_wr_id) {
   std::this_thread::sleep_for(50ms);
   std::vector<work_completion> rest;
   BOOST_TEST(drain_cq(*p.server, rest) == 0u);
+}
+
+// A queue holds at least the receives asked for (a device may round up)
+// and refuses one more than it holds; its size is checked on creation.
+BOOST_AUTO_TEST_CASE(a_full_shared_queue_refuses_more_receives) {
+  open_shared(4);
+  for (auto bad : {uint32_t{0}, UINT32_MAX}) {
+    auto none = dev->create_srq(bad);
+    BOOST_REQUIRE(!none);
+    BOOST_TEST(none.error().code()
+               == static_cast<uint8_t>(errc::invalid_argument));
+  }
+  BOOST_TEST_MESSAGE("create_srq(4) holds " << srq->max_wr() << " receives");
+  BOOST_REQUIRE(srq->max_wr() >= 4u);
+  BOOST_REQUIRE(srq->max_wr() <= 4096u);
+  // Never filled: one slot serves every receive.
+  for (uint32_t i = 0; i < srq->max_wr(); ++i)
+    post_shared(500 + i, 0);
+  auto sg = dst->sge_of(0, slot);
+  auto err = srq->post_recv(1, &sg, 1);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(err.code() == static_cast<uint8_t>(errc::quota_exceeded),
+             render(err));
+  sge many[transport::max_sge + 1] = {};
+  err = srq->post_recv(2, many, transport::max_sge + 1);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(err.code() == static_cast<uint8_t>(errc::invalid_argument));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

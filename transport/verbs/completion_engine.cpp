@@ -1,6 +1,7 @@
 #include "transport/verbs/completion_engine.hpp"
 
 #include <cerrno>
+#include <new>
 #include <system_error>
 
 #include <poll.h>
@@ -92,6 +93,29 @@ void completion_engine::remove(uint64_t id) noexcept {
   guard.unlock();
   // `old` goes here, outside the lock (when the engine thread holds no
   // copy of it, this destroys the function).
+}
+
+void completion_engine::release(std::shared_ptr<void> last) noexcept {
+  if (!on_engine_thread() || last.use_count() != 1)
+    return; // `last` goes here (and with it, maybe, this engine)
+  // On the heap first: should no thread start, nothing drops it here.
+  if (auto* kept = new (std::nothrow) std::shared_ptr<void>(std::move(last))) {
+    try {
+      std::thread{[kept] { delete kept; }}.detach();
+      return;
+    } catch (const std::exception& e) {
+      log().error("verbs: cannot start a thread to release {} ({})",
+                  device_name_, e.what());
+      last = std::move(*kept);
+      delete kept;
+    }
+  }
+  log().error("verbs: {} stays open: its last reference went on the "
+              "completion engine's thread, which cannot release it",
+              device_name_);
+  // A cycle on purpose (the device owns this engine): it stays open.
+  std::lock_guard<std::mutex> guard{mtx_};
+  stranded_ = std::move(last);
 }
 
 void completion_engine::dispatch(uint64_t id) {

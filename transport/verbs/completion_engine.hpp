@@ -143,6 +143,14 @@ public:
     return std::this_thread::get_id() == thread_id_;
   }
 
+  /// Drops `last`, a reference to the device that owns this engine: on a
+  /// short-lived thread when it is the last one and this is the engine
+  /// thread (a notify function dropped the last holder of a queue pair or
+  /// a shared receive queue), because the device's destructor joins the
+  /// engine; at once otherwise.  Where no thread can be started the device
+  /// stays open (leaked on purpose).  Any thread.
+  void release(std::shared_ptr<void> last) noexcept;
+
 private:
   completion_engine() = default;
 
@@ -163,6 +171,8 @@ private:
   std::unordered_map<uint64_t, std::shared_ptr<const notify_fn>> fns_;
   uint64_t next_id_ = 1; ///< guarded by mtx_
   uint64_t running_ = 0; ///< id whose function runs now, 0: none; mtx_
+  /// The device `release` could not release; guarded by mtx_.
+  std::shared_ptr<void> stranded_;
   std::thread::id thread_id_;
   std::thread thread_;
 };

@@ -75,6 +75,16 @@ struct cq_deleter {
 };
 using cq_ptr = std::unique_ptr<ibv_cq, cq_deleter>;
 
+/// Destroys a shared receive queue (EBUSY while a queue pair still uses
+/// it: destroy those first).  Not `srq_ptr`: that names the fabric's
+/// `shared_ptr<shared_receive_queue>`.
+struct srq_deleter {
+  void operator()(ibv_srq* p) const noexcept {
+    detail::log_release_failure("ibv_destroy_srq", ibv_destroy_srq(p));
+  }
+};
+using ibv_srq_ptr = std::unique_ptr<ibv_srq, srq_deleter>;
+
 /// Destroys a queue pair.
 struct qp_deleter {
   void operator()(ibv_qp* p) const noexcept {

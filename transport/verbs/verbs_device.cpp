@@ -489,6 +489,7 @@ verbs_device::connect(const std::string& host, uint16_t port,
   param.flow_control = 1;
   param.retry_count = static_cast<uint8_t>(opts_.verbs_retry_count);
   param.rnr_retry_count = rnr_retry_;
+  param.srq = qp->srq() ? 1 : 0;
   param.qp_num = qp->qp_num();
   if (rdma_connect(id, &param) != 0)
     return fail(errc::connect_failed,
@@ -665,6 +666,11 @@ void verbs_device::handle_async_event(const ibv_async_event& ev) {
     case IBV_EVENT_CQ_ERR:
       for (auto qp : qps_)
         if (qp->owns_cq(ev.element.cq))
+          qp->fail(what);
+      break;
+    case IBV_EVENT_SRQ_ERR:
+      for (auto qp : qps_)
+        if (qp->uses_srq(ev.element.srq))
           qp->fail(what);
       break;
     case IBV_EVENT_PORT_ERR:

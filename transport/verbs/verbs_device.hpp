@@ -62,6 +62,11 @@ public:
   connect(const std::string& host, uint16_t port, const conn_params& offer,
           std::chrono::milliseconds timeout) override;
 
+  /// A `verbs_srq` (`ibv_create_srq` on the protection domain) of at least
+  /// `max_wr` receives, at most the device's `max_srq_wr`; `unsupported`
+  /// where `max_srq` is 0.  Defined in verbs_srq.cpp.
+  caf::expected<srq_ptr> create_srq(uint32_t max_wr) override;
+
   // -- internal interface of queue pairs and listeners ----------------------
 
   /// Returns a shared pointer to this device.

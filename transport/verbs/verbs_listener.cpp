@@ -214,6 +214,7 @@ void verbs_listener::on_request(const cm_event_info& ev) {
   param.initiator_depth = initiator_depth;
   param.flow_control = 1;
   param.rnr_retry_count = dev_->rnr_retry();
+  param.srq = qp->srq() ? 1 : 0;
   param.qp_num = qp->qp_num();
   if (rdma_accept(raw, &param) != 0) {
     warn_within("connections", "verbs: rdma_accept for "

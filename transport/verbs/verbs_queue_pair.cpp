@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <system_error>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
@@ -14,6 +12,7 @@
 #include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 #include "transport/verbs/verbs_device.hpp"
+#include "transport/verbs/verbs_srq.hpp"
 
 namespace rdmactor::transport::verbs {
 
@@ -58,9 +57,8 @@ uint64_t total_length(const sge* sg, size_t n) noexcept {
   return sum;
 }
 
-/// Copies the non-empty elements of `sg[0..n)` into `out`; returns how many.
-/// Zero-length elements are dropped: some devices read a length of 0 as
-/// 2 GiB.
+} // namespace
+
 int to_ibv_sges(const sge* sg, size_t n, ibv_sge* out) noexcept {
   int count = 0;
   for (size_t i = 0; i < n; ++i)
@@ -68,8 +66,6 @@ int to_ibv_sges(const sge* sg, size_t n, ibv_sge* out) noexcept {
       out[count++] = ibv_sge{sg[i].addr, sg[i].length, sg[i].lkey};
   return count;
 }
-
-} // namespace
 
 verbs_queue_pair::verbs_queue_pair(std::shared_ptr<verbs_device> dev,
                                    cm_id_ptr id)
@@ -82,27 +78,22 @@ verbs_queue_pair::~verbs_queue_pair() {
     dev_->remove(this);
   // On the completion engine's thread (inside a notify function), the last
   // reference to the device must not go here: its destructor joins that
-  // thread.  A short-lived thread releases it then.
-  if (dev_.use_count() == 1 && dev_->engine().on_engine_thread()) {
-    // Release everything but the device first, in the order of members.
+  // thread.  Release everything but the device first, in the order of
+  // members (the shared receive queue holds the device too), then let the
+  // engine release the device.
+  if (dev_->engine().on_engine_thread()) {
     qp_.reset();
+    srq_.reset();
     recv_cq_.reset();
     send_cq_.reset();
     notify_.reset();
     cq_event_fd_.reset();
     id_.reset();
-    try {
-      std::thread{[dev = std::move(dev_)]() mutable { dev.reset(); }}.detach();
-    } catch (const std::system_error& e) {
-      log().error("verbs: cannot release the device off the completion "
-                  "engine's thread ({}); it stays open",
-                  e.what());
-      // Leaked on purpose: joining the engine from itself would abort.
-      static_cast<void>(new std::shared_ptr<verbs_device>(std::move(dev_)));
-    }
+    auto& engine = dev_->engine();
+    engine.release(std::move(dev_));
   }
-  // Members release the QP, CQs, notify registration, eventfd, cm id and
-  // device reference in reverse order of acquisition.
+  // Members release the QP, shared receive queue, CQs, notify registration,
+  // eventfd, cm id and device reference in reverse order of acquisition.
 }
 
 // -- set-up --------------------------------------------------------------
@@ -142,15 +133,27 @@ caf::error verbs_queue_pair::init(const conn_params& offer) {
   if (!recv_cq_)
     return fail("ibv_create_cq (receive, " + std::to_string(recv_depth) + ")",
                 errno);
+  // Receives from the device's shared receive queue, if it shares one:
+  // then the QP has no receive queue (the receive CQ still takes the
+  // completions; credits bound them to recv_depth as before).
+  if (auto shared = dev_->srq()) {
+    srq_ = std::dynamic_pointer_cast<verbs_srq>(shared);
+    if (!srq_ || !srq_->made_by(dev_.get()))
+      return make_error(errc::invalid_argument,
+                        "the shared receive queue that " + dev_->name()
+                            + " shares was made by another device; share "
+                              "one that this device's create_srq made");
+  }
   ibv_qp_init_attr init{};
   init.send_cq = send_cq_.get();
   init.recv_cq = recv_cq_.get();
+  init.srq = srq_ ? srq_->get() : nullptr;
   init.qp_type = IBV_QPT_RC;
   init.sq_sig_all = 0;
   init.cap.max_send_wr = send_depth;
-  init.cap.max_recv_wr = recv_depth;
+  init.cap.max_recv_wr = srq_ ? 0 : recv_depth;
   init.cap.max_send_sge = static_cast<uint32_t>(max_sge);
-  init.cap.max_recv_sge = static_cast<uint32_t>(max_sge);
+  init.cap.max_recv_sge = srq_ ? 0 : static_cast<uint32_t>(max_sge);
   init.cap.max_inline_data = wanted_inline_bytes;
   qp_.reset(ibv_create_qp(dev_->pd(), &init));
   if (!qp_) {
@@ -160,7 +163,9 @@ caf::error verbs_queue_pair::init(const conn_params& offer) {
   }
   if (!qp_)
     return fail("ibv_create_qp (send " + std::to_string(send_depth)
-                    + ", receive " + std::to_string(recv_depth) + ")",
+                    + (srq_ ? std::string{", shared receive queue"}
+                            : ", receive " + std::to_string(recv_depth))
+                    + ")",
                 errno);
   max_inline_ = init.cap.max_inline_data;
   send_depth_ = send_depth;
@@ -313,6 +318,11 @@ caf::error verbs_queue_pair::check_post(const sge* sg, size_t n,
 
 caf::error verbs_queue_pair::post_recv(uint64_t wr_id, const sge* sg,
                                        size_t n) {
+  if (srq_)
+    return make_error(errc::unsupported,
+                      "the queue pair to " + peer_
+                          + " takes its receives from a shared receive "
+                            "queue; post them there");
   if (auto err = check_post(sg, n, max_sge))
     return err;
   ibv_sge list[max_sge];
@@ -334,6 +344,14 @@ caf::error verbs_queue_pair::post_recv(uint64_t wr_id, const sge* sg,
         "ibv_post_recv to " + peer_ + " failed: " + errno_text(rc)
             + (rc == ENOMEM ? "; the receive queue is full" : ""));
   return {};
+}
+
+std::shared_ptr<shared_receive_queue> verbs_queue_pair::srq() const {
+  return srq_;
+}
+
+bool verbs_queue_pair::uses_srq(const ibv_srq* srq) const noexcept {
+  return srq_ && srq != nullptr && srq_->get() == srq;
 }
 
 caf::error verbs_queue_pair::post_sq(ibv_send_wr& wr, const sge* sg, size_t n,
@@ -599,7 +617,9 @@ int verbs_queue_pair::cq_fd() const noexcept {
 
 caf::error verbs_queue_pair::do_arm_cq(cq_events which) {
   // Receives: the receive CQ alone.  A QP that fails flushes its posted
-  // receives there, so failures still notify.
+  // receives there, so failures still notify; not one with a shared
+  // receive queue, whose receives stay there (it notifies of a failure
+  // only with a failed or flushed send-queue request once armed for all).
   auto* send_cq = which == cq_events::all ? send_cq_.get() : nullptr;
   for (auto cq : {send_cq, recv_cq_.get()}) {
     if (cq == nullptr)

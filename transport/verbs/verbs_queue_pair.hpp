@@ -18,6 +18,12 @@
 namespace rdmactor::transport::verbs {
 
 class verbs_device;
+class verbs_srq;
+
+/// Copies the non-empty elements of `sg[0..n)` (n <= max_sge) into `out`;
+/// returns how many.  Zero-length elements are dropped: some devices read
+/// a length of 0 as 2 GiB.
+int to_ibv_sges(const sge* sg, size_t n, ibv_sge* out) noexcept;
 
 /// A reliable-connected queue pair on a verbs device (internal).
 ///
@@ -45,6 +51,12 @@ class verbs_device;
 /// on the engine thread (inside `fn`, when `fn` dropped the last reference
 /// to the QP's owner): then it does not wait for that call, its caller.
 ///
+/// Shared receives: a QP that `init` finds its device sharing a receive
+/// queue (`device::srq`) is created with that queue and no receive queue
+/// of its own (`post_recv` refuses) and holds it until the QP is gone.  Its
+/// receive completions still come on its receive CQ, but a QP that fails
+/// flushes no receives there: they stay in the shared queue.
+///
 /// Set-up sequence (connect or accept): construct with the cm id, `init`,
 /// `ready` (RTR, RTS), then `establish` once rdma_cm reports the connection
 /// (registers with the device and moves the id to the device's channel).
@@ -60,8 +72,8 @@ public:
   // -- set-up ---------------------------------------------------------------
 
   /// Registers with the completion engine, creates the CQs (on the device's
-  /// completion channel) and the QP sized for `offer`, and moves the QP to
-  /// INIT.
+  /// completion channel) and the QP sized for `offer` (with the device's
+  /// shared receive queue, if it shares one), and moves the QP to INIT.
   caf::error init(const conn_params& offer);
 
   /// Moves the QP to RTR and RTS.  `responder_resources` and
@@ -85,6 +97,8 @@ public:
   bool owns_cq(const ibv_cq* cq) const noexcept {
     return cq != nullptr && (cq == send_cq_.get() || cq == recv_cq_.get());
   }
+  /// Whether this QP takes its receives from `srq`.
+  bool uses_srq(const ibv_srq* srq) const noexcept;
 
   // -- events (device event thread, under the registry lock) ----------------
 
@@ -98,7 +112,9 @@ public:
 
   const conn_params& params() const noexcept override;
   std::string peer_name() const override;
+  /// `unsupported` on a QP with a shared receive queue.
   caf::error post_recv(uint64_t wr_id, const sge* sg, size_t n) override;
+  std::shared_ptr<shared_receive_queue> srq() const override;
   caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
                        std::optional<uint32_t> imm, bool signaled) override;
   caf::error post_write(uint64_t wr_id, const sge* sg, size_t n,
@@ -176,6 +192,7 @@ private:
   completion_engine::registration notify_;
   cq_ptr send_cq_;
   cq_ptr recv_cq_;
+  std::shared_ptr<verbs_srq> srq_; ///< null: the QP has its own receives
   qp_ptr qp_;
   uint32_t max_inline_ = 0;
   uint32_t send_depth_ = 0;
