@@ -52,6 +52,10 @@ completion_engine::start(ibv_context* ctx, std::string device_name) {
 
 completion_engine::~completion_engine() {
   if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopping_ = true;
+    }
     uint64_t one = 1;
     if (::write(stop_fd_.get(), &one, sizeof(one)) < 0)
       log().error("verbs: cannot stop the completion engine: {}",
@@ -93,6 +97,17 @@ void completion_engine::remove(uint64_t id) noexcept {
   guard.unlock();
   // `old` goes here, outside the lock (when the engine thread holds no
   // copy of it, this destroys the function).
+}
+
+void completion_engine::notify_soon(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    soon_.push_back(id);
+  }
+  uint64_t one = 1;
+  if (::write(stop_fd_.get(), &one, sizeof(one)) < 0)
+    log().error("verbs: cannot wake the completion engine of {}: {}",
+                device_name_, errno_text(errno));
 }
 
 void completion_engine::release(std::shared_ptr<void> last) noexcept {
@@ -152,8 +167,23 @@ void completion_engine::run() {
                   device_name_, errno_text(errno));
       return;
     }
-    if (fds[1].revents != 0)
-      return;
+    if (fds[1].revents != 0) {
+      // Stop, or ids `notify_soon` asked for.
+      uint64_t count = 0;
+      if (::read(stop_fd_.get(), &count, sizeof(count)) < 0 && errno != EAGAIN)
+        log().debug("verbs: completion engine of {}: reading its wake-up "
+                    "failed: {}",
+                    device_name_, errno_text(errno));
+      std::vector<uint64_t> soon;
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        if (stopping_)
+          return;
+        soon.swap(soon_);
+      }
+      for (auto id : soon)
+        dispatch(id);
+    }
     if ((fds[0].revents & (POLLERR | POLLNVAL)) != 0) {
       log().error("verbs: completion engine of {}: the completion channel "
                   "reported an error; no more CQ notifications",

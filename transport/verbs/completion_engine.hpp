@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -91,6 +92,11 @@ public:
       if (engine_ != nullptr)
         engine_->set(id_, std::move(fn));
     }
+    /// Calls the function soon (see `completion_engine::notify_soon`).
+    void notify_soon() {
+      if (engine_ != nullptr)
+        engine_->notify_soon(id_);
+    }
     void reset() noexcept {
       if (engine_ != nullptr)
         engine_->remove(id_);
@@ -133,6 +139,11 @@ public:
   /// thread.
   void remove(uint64_t id) noexcept;
 
+  /// Makes the engine thread call the function of `id` as for a CQ event
+  /// (nothing when `id` is gone by then): how a queue pair notifies of
+  /// news that no CQ carries.  Any thread.
+  void notify_soon(uint64_t id);
+
   /// Returns the `cq_context` that encodes `id`.
   static void* context_of(uint64_t id) noexcept {
     return reinterpret_cast<void*>(static_cast<uintptr_t>(id));
@@ -171,6 +182,10 @@ private:
   std::unordered_map<uint64_t, std::shared_ptr<const notify_fn>> fns_;
   uint64_t next_id_ = 1; ///< guarded by mtx_
   uint64_t running_ = 0; ///< id whose function runs now, 0: none; mtx_
+  /// Ids `notify_soon` asked for, not dispatched yet; guarded by mtx_.
+  std::vector<uint64_t> soon_;
+  /// The destructor asked the thread to end; guarded by mtx_.
+  bool stopping_ = false;
   /// The device `release` could not release; guarded by mtx_.
   std::shared_ptr<void> stranded_;
   std::thread::id thread_id_;

@@ -136,7 +136,8 @@ caf::error verbs_queue_pair::init(const conn_params& offer) {
   // Receives from the device's shared receive queue, if it shares one:
   // then the QP has no receive queue (the receive CQ still takes the
   // completions; credits bound them to recv_depth as before).
-  if (auto shared = dev_->srq()) {
+  if (auto shared = dev_->srq();
+      shared && offer.max_message_len_bytes <= shared->receive_bytes()) {
     srq_ = std::dynamic_pointer_cast<verbs_srq>(shared);
     if (!srq_ || !srq_->made_by(dev_.get()))
       return make_error(errc::invalid_argument,
@@ -280,6 +281,16 @@ void verbs_queue_pair::to_error() noexcept {
   if (auto rc = ibv_modify_qp(qp_.get(), &qa, IBV_QP_STATE))
     log().warn("verbs: cannot move the QP to {} to the error state: {}", peer_,
                errno_text(rc));
+  if (srq_) {
+    // No receive of ours flushes to say so: `poll_cq` completes
+    // srq_error_wr_id, and the owner hears of it as of a completion.
+    srq_error_due_ = true;
+    try {
+      notify_.notify_soon();
+    } catch (const std::exception&) {
+      // Out of memory: the owner learns it at its next poll.
+    }
+  }
 }
 
 void verbs_queue_pair::disconnect() noexcept {
@@ -608,7 +619,15 @@ size_t verbs_queue_pair::poll_cq(work_completion* out, size_t max) {
   if (out == nullptr || max == 0 || !qp_)
     return 0;
   auto n = poll_one_cq(send_cq_.get(), true, out, max);
-  return n + poll_one_cq(recv_cq_.get(), false, out + n, max - n);
+  n += poll_one_cq(recv_cq_.get(), false, out + n, max - n);
+  if (n < max && srq_error_due_.exchange(false)) {
+    auto& x = out[n++];
+    x = work_completion{};
+    x.wr_id = srq_error_wr_id;
+    x.status = wc_status::work_request_flushed;
+    x.opcode = wc_opcode::recv;
+  }
+  return n;
 }
 
 int verbs_queue_pair::cq_fd() const noexcept {
@@ -617,9 +636,9 @@ int verbs_queue_pair::cq_fd() const noexcept {
 
 caf::error verbs_queue_pair::do_arm_cq(cq_events which) {
   // Receives: the receive CQ alone.  A QP that fails flushes its posted
-  // receives there, so failures still notify; not one with a shared
-  // receive queue, whose receives stay there (it notifies of a failure
-  // only with a failed or flushed send-queue request once armed for all).
+  // receives there, so failures still notify; one with a shared receive
+  // queue, whose receives stay there, notifies through `to_error` (and
+  // completes srq_error_wr_id) instead.
   auto* send_cq = which == cq_events::all ? send_cq_.get() : nullptr;
   for (auto cq : {send_cq, recv_cq_.get()}) {
     if (cq == nullptr)

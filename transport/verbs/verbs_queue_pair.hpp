@@ -205,6 +205,9 @@ private:
   bool doorbell_held_ = false;        ///< owner thread only
   std::atomic<bool> error_{false};
   std::atomic<bool> flushed_{false};
+  /// With a shared receive queue: the error state is not reported yet
+  /// (`poll_cq` completes `srq_error_wr_id` once).
+  std::atomic<bool> srq_error_due_{false};
   std::atomic<bool> disconnected_{false};
   std::atomic<bool> closed_{false};
 };
