@@ -110,6 +110,10 @@ constexpr size_t max_peer_proxies = size_t{1} << 16;
 /// and `mr_block` of the message it holds (no allocation per receive).
 constexpr size_t slot_block_bytes = 256;
 
+/// Header slots a link registers at a time (256 B each), first when it
+/// opens and then as sends need more, up to one per send-queue entry.
+constexpr uint32_t header_slot_chunk = 32;
+
 /// Send-queue entries of a connection with `recv_depth` receives: one per
 /// credit each way, plus credit-only messages.
 constexpr uint32_t send_queue_depth(uint32_t recv_depth) {

@@ -59,16 +59,9 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   auto& l = *result;
   l.pool_ = std::move(*pool);
   l.pool_->wake_at.store(tuning::credit_return_threshold(l.pool_->depth));
-  // Header slots: one per send-queue entry.
-  l.header_mem_bytes_ = size_t{l.send_queue_depth_} * max_send_header_bytes;
-  l.header_mem_.reset(new uint8_t[l.header_mem_bytes_]);
-  auto hreg
-      = l.dev_->register_memory(l.header_mem_.get(), l.header_mem_bytes_, 0);
-  if (!hreg)
-    return std::move(hreg.error());
-  l.header_reg_ = std::move(*hreg);
-  for (auto i = static_cast<int32_t>(l.send_queue_depth_); i > 0; --i)
-    l.free_header_slots_.push_back(i - 1);
+  // Header slots: the first chunk now (the rest as sends need them).
+  if (auto err = l.add_header_slots())
+    return err;
   // Old values of atomics: registered only where the device has atomics.
   if (l.dev_->supports_atomics()) {
     l.atomic_mem_.resize(l.send_queue_depth_);
@@ -99,6 +92,37 @@ link::~link() {
           pool_->shared->recycle(
               static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit));
   }
+}
+
+caf::error link::add_header_slots() {
+  auto n = std::min(tuning::header_slot_chunk,
+                    send_queue_depth_ - header_slots_made_);
+  if (n == 0)
+    return make_error(errc::internal_error, "every header slot is made");
+  header_chunk c;
+  // A full chunk whatever n: slot i lives at i % chunk in chunk i / chunk.
+  auto bytes = size_t{tuning::header_slot_chunk} * max_send_header_bytes;
+  c.mem.reset(new uint8_t[bytes]);
+  auto reg = dev_->register_memory(c.mem.get(), bytes, 0);
+  if (!reg)
+    return std::move(reg.error());
+  c.reg = std::move(*reg);
+  header_chunks_.push_back(std::move(c));
+  for (auto i = header_slots_made_ + n; i > header_slots_made_; --i)
+    free_header_slots_.push_back(static_cast<int32_t>(i - 1));
+  header_slots_made_ += n;
+  return {};
+}
+
+int32_t link::take_header_slot(caf::error& err) {
+  if (free_header_slots_.empty()) {
+    err = add_header_slots();
+    if (err)
+      return -1;
+  }
+  auto slot = free_header_slots_.back();
+  free_header_slots_.pop_back();
+  return slot;
 }
 
 void link::set_wake(std::function<void()> fn) {
@@ -237,7 +261,7 @@ bool link::next_can_follow() const {
   if (!credits_.can_send_data(head.consumes_recv() ? 1 : 0))
     return false;
   auto slots_after
-      = free_header_slots_.size()
+      = header_slots_available()
         - (head.kind == op_kind::send && !head.header.empty() ? 1 : 0);
   return next.kind != op_kind::send || next.header.empty() || slots_after > 0;
 }
@@ -316,7 +340,7 @@ void link::try_post() {
       // Keep one credit in reserve for credit-only messages.
       if (!credits_.can_send_data()
           || (op.kind == op_kind::send && !op.header.empty()
-              && free_header_slots_.empty()))
+              && header_slots_available() == 0))
         break;
     }
     // Atomics need a slot for their old value; one per send-queue entry,
@@ -345,19 +369,21 @@ void link::try_post() {
                              op.compare_add, op.swap);
     } else if (op.kind == op_kind::send) {
       if (!op.header.empty()) {
-        slot = free_header_slots_.back();
-        free_header_slots_.pop_back();
-        auto* dst = header_mem_.get() + size_t(slot) * max_send_header_bytes;
-        std::memcpy(dst, op.header.data(), op.header.size());
-        sg[n++]
-            = sge{reinterpret_cast<uint64_t>(dst),
-                  static_cast<uint32_t>(op.header.size()), header_reg_->lkey()};
+        slot = take_header_slot(err);
+        if (slot >= 0) {
+          auto* dst = header_slot_ptr(slot);
+          std::memcpy(dst, op.header.data(), op.header.size());
+          sg[n++] = sge{reinterpret_cast<uint64_t>(dst),
+                        static_cast<uint32_t>(op.header.size()),
+                        header_slot_lkey(slot)};
+        }
       }
       if (op.local.size() > 0)
         sg[n++] = op.local.to_sge();
       // A failed post fails the connection: the credit is not needed back.
-      err = qp_->post_send(wr_id, sg, n, credits_.take_for_send(false),
-                           signaled);
+      if (!err)
+        err = qp_->post_send(wr_id, sg, n, credits_.take_for_send(false),
+                             signaled);
     } else {
       sg[n++] = op.local.to_sge();
       if (op.kind == op_kind::write && op.imm) {

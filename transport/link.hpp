@@ -417,14 +417,42 @@ private:
   /// back (`repost_released`) yet; `receive_buffers_held` subtracts the
   /// releases waiting in the ring.
   uint32_t handed_out_ = 0;
-  /// Header slots, one per send-queue entry.  Default-initialized (not a
-  /// zero-filled vector): an idle connection's pages stay untouched, so they
-  /// cost no RSS until headers are written (32 KiB per connection at the
-  /// defaults; issue 13's RSS per idle peer).
-  std::unique_ptr<uint8_t[]> header_mem_;
-  size_t header_mem_bytes_ = 0;
-  std::unique_ptr<memory_region> header_reg_;
+  /// Header slots, up to one per send-queue entry, registered in chunks of
+  /// `tuning::header_slot_chunk` as sends need them (an idle connection
+  /// registers one chunk: 8 KiB, not 32).  Default-initialized (not
+  /// zero-filled): untouched pages cost no RSS until headers are written.
+  struct header_chunk {
+    std::unique_ptr<uint8_t[]> mem;
+    std::unique_ptr<memory_region> reg;
+  };
+  std::vector<header_chunk> header_chunks_;
+  uint32_t header_slots_made_ = 0;
   std::vector<int32_t> free_header_slots_;
+
+  /// Header slots free now or yet to be made.
+  size_t header_slots_available() const noexcept {
+    return free_header_slots_.size() + (send_queue_depth_ - header_slots_made_);
+  }
+
+  /// Registers the next chunk of header slots; an error when registering
+  /// fails or every slot is made.
+  caf::error add_header_slots();
+
+  /// Takes a free header slot, making more when none is free; -1 (and
+  /// `err` set) when that fails.
+  int32_t take_header_slot(caf::error& err);
+
+  uint8_t* header_slot_ptr(int32_t slot) const noexcept {
+    auto i = static_cast<uint32_t>(slot);
+    return header_chunks_[i / tuning::header_slot_chunk].mem.get()
+           + size_t{i % tuning::header_slot_chunk} * max_send_header_bytes;
+  }
+
+  uint32_t header_slot_lkey(int32_t slot) const noexcept {
+    return header_chunks_[static_cast<uint32_t>(slot)
+                          / tuning::header_slot_chunk]
+        .reg->lkey();
+  }
   /// Header buffers whose bytes went into a slot (`take_header_buffer`).
   std::vector<std::vector<uint8_t>> spare_headers_;
   /// One 8-byte slot per send-queue entry for the old values of atomics,

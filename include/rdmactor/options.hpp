@@ -32,16 +32,16 @@ struct options {
   // -- connection parameters (negotiated: each side takes the minimum) ------
   /// Largest message (frame header + Message + payload) on the wire.
   uint32_t max_message_len_bytes = 64 * 1024;
-  /// Receive buffers posted per connection (= credits of the peer).  63:
-  /// with the default eager size, 63 x 4160 B = 255.9 KiB of registered
-  /// receive memory per connection (issue 13: at most 256 KiB).
+  /// Credits of the peer: receives it may use before we report some free
+  /// again; without a shared receive queue also the receive buffers posted
+  /// per connection (63 x 4160 B = 255.9 KiB registered per connection).
   uint32_t recv_depth = 63;
   /// Size of each receive buffer (the eager size): the largest frame a peer
   /// may SEND us, offered to the transport instead of max_message_len_bytes
   /// when smaller.  Payloads that do not fit go by rendezvous to peers whose
   /// Hello offers it (the receiver reads them with RDMA READ, in pieces of
   /// up to max_message_len_bytes) and in eager-sized chunks to peers that do
-  /// not.  Registered receive memory per connection = recv_depth x this.
+  /// not.
   /// >= max_message_len_bytes: no rendezvous, buffers of max_message_len_bytes
   /// (the behaviour before it existed).  4160 = a 4 KiB payload plus room
   /// for its frame header: a rendezvous costs a READ round trip and a
@@ -232,7 +232,6 @@ inline uint32_t receive_buffer_bytes(const options& o) noexcept {
              ? o.eager_message_len_bytes
              : o.max_message_len_bytes;
 }
-
 
 /// Binds every field of `opts` to the option set `set` under the category
 /// "rdmactor".  `opts` must outlive the parsing of the configuration.  Use

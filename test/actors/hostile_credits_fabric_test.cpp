@@ -15,7 +15,8 @@
 using namespace rdmactor;
 using namespace rdmactor::test;
 
-// -- credits are a contract ----------------------------------------------------
+// -- credits are a contract
+// ----------------------------------------------------
 
 BOOST_FIXTURE_TEST_SUITE(credits_contract, system_holder)
 
@@ -112,12 +113,19 @@ BOOST_AUTO_TEST_CASE(a_peer_that_ignores_credits_is_cut_off_and_others_served) {
   caf::error reason;
   acceptor->receive([&](caf::down_msg& dm) { reason = dm.reason; },
                     caf::after(std::chrono::seconds(10)) >> [] {});
-  // The connection reports the peer gone, naming the link's failure.
+  // The connection reports the peer gone, naming the link's failure.  On
+  // verbs with shared receives the peer is not held back by a receive
+  // queue of its own: it may overflow the receive CQ before the link polled
+  // the receive past its grant, which ends it too (a CQ error).
   BOOST_TEST(code_of(reason) == errc::peer_gone, render(reason));
-  BOOST_TEST(render(reason).find("quota_exceeded") != std::string::npos,
-             render(reason));
-  BOOST_TEST(render(reason).find("ignores credits") != std::string::npos,
-             render(reason));
+  bool cq_overflow = opts.fabric == "verbs" && opts.shared_receive_queue
+                     && render(reason).find("qp_error") != std::string::npos;
+  if (!cq_overflow) {
+    BOOST_TEST(render(reason).find("quota_exceeded") != std::string::npos,
+               render(reason));
+    BOOST_TEST(render(reason).find("ignores credits") != std::string::npos,
+               render(reason));
+  }
   // Another client is served.
   auto other = node::open(sys, opts);
   BOOST_REQUIRE(other);

@@ -82,6 +82,32 @@ BOOST_AUTO_TEST_CASE(a_posted_header_buffer_comes_back_for_the_next_send) {
   BOOST_TEST((f.peer->sent[0].bytes == std::vector<uint8_t>{9, 8, 7}));
 }
 
+// An idle link registers one chunk of header slots; a burst of sends makes
+// more as it needs them (up to one per send-queue entry), and every header
+// reaches the wire intact.
+BOOST_AUTO_TEST_CASE(header_slots_are_registered_as_sends_need_them) {
+  fixture f{64};
+  // The receive pool and the first chunk of header slots.
+  BOOST_TEST(f.dev->registry->size() == 2u);
+  const size_t burst = tuning::header_slot_chunk + 8;
+  for (size_t i = 0; i < burst; ++i)
+    f.l->submit(op_kind::send,
+                std::vector<uint8_t>(16, static_cast<uint8_t>(i)), local_mr{},
+                mr_token{}, i + 1);
+  BOOST_REQUIRE_EQUAL(f.peer->sent.size(), burst);
+  BOOST_TEST(f.dev->registry->size() == 3u);
+  for (size_t i = 0; i < burst; ++i) {
+    BOOST_REQUIRE_EQUAL(f.peer->sent[i].bytes.size(), 16u);
+    BOOST_TEST(f.peer->sent[i].bytes[0] == static_cast<uint8_t>(i));
+  }
+  // Slots come back and are used again: no more registrations.
+  f.settle();
+  for (size_t i = 0; i < 8; ++i)
+    f.send(0, 16);
+  f.settle();
+  BOOST_TEST(f.dev->registry->size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(atomics_on_a_device_without_them_are_refused) {
   fixture f; // the fake device has no atomics (supports_atomics: false)
   BOOST_REQUIRE(!f.dev->supports_atomics());

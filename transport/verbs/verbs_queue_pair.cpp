@@ -24,6 +24,10 @@ constexpr uint32_t wanted_inline_bytes = 128;
 /// Send-queue slots beyond the receive depth (writes and reads).
 constexpr uint32_t extra_send_slots = 64;
 
+/// Receive-CQ entries beyond the receive depth of a queue pair on a shared
+/// receive queue (see `init`).
+constexpr uint32_t srq_cq_headroom = 64;
+
 /// Completions taken from a CQ per ibv_poll_cq call.
 constexpr int poll_batch = 16;
 
@@ -123,15 +127,26 @@ caf::error verbs_queue_pair::init(const conn_params& offer) {
                                         static_cast<uint32_t>(attr.max_qp_wr),
                                         static_cast<uint32_t>(attr.max_cqe)});
   auto recv_depth = offer.recv_depth; // checked against the limits
+  // With a shared receive queue, a peer that ignores its credits is not
+  // stopped by a receive queue of recv_depth: its receive CQ gets room to
+  // spare (the link ends such a peer at its first receive past the grant;
+  // a CQ that overflows first ends it too, with a CQ error).
+  auto recv_cq_depth = recv_depth;
+  if (auto shared = dev_->srq();
+      shared && offer.max_message_len_bytes <= shared->receive_bytes())
+    recv_cq_depth = std::min<uint32_t>(
+        std::max(2 * recv_depth, recv_depth + srq_cq_headroom),
+        static_cast<uint32_t>(attr.max_cqe));
   send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(send_depth),
                                notify_.cq_context(), channel, 0));
   if (!send_cq_)
     return fail("ibv_create_cq (send, " + std::to_string(send_depth) + ")",
                 errno);
-  recv_cq_.reset(ibv_create_cq(ctx, static_cast<int>(recv_depth),
+  recv_cq_.reset(ibv_create_cq(ctx, static_cast<int>(recv_cq_depth),
                                notify_.cq_context(), channel, 0));
   if (!recv_cq_)
-    return fail("ibv_create_cq (receive, " + std::to_string(recv_depth) + ")",
+    return fail("ibv_create_cq (receive, " + std::to_string(recv_cq_depth)
+                    + ")",
                 errno);
   // Receives from the device's shared receive queue, if it shares one:
   // then the QP has no receive queue (the receive CQ still takes the
