@@ -177,9 +177,9 @@ uint64_t registered_per_connection(bool shared) {
   }
   // The server's ends register when their transports start (asynchronously
   // to the accept): wait for all of them (a connection registers at least
-  // its header slots).
-  const uint64_t slots = uint64_t{tuning::send_queue_depth(o.recv_depth)}
-                         * transport::max_send_header_bytes;
+  // its first chunk of header slots).
+  const uint64_t slots
+      = uint64_t{tuning::header_slot_chunk} * transport::max_send_header_bytes;
   BOOST_TEST(eventually([&] {
     return connection_registrations(*t.server) - before >= more * slots;
   }));
