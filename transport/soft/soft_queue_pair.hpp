@@ -121,8 +121,9 @@ public:
   }
 
   /// The shared receive queue got a receive: a request waiting for one
-  /// runs now.  Caller: the queue (see soft_srq).
-  void on_shared_receive();
+  /// runs now.  Returns false when none waits (the queue wakes another).
+  /// Caller: the queue (see soft_srq).
+  bool on_shared_receive();
 
   caf::error post_send(uint64_t wr_id, const sge* sg, size_t n,
                        std::optional<uint32_t> imm, bool signaled) override;

@@ -121,14 +121,19 @@ bool soft_queue_pair::have_recv_locked() {
   return true;
 }
 
-void soft_queue_pair::on_shared_receive() {
+bool soft_queue_pair::on_shared_receive() {
   std::lock_guard<std::mutex> guard{mutex_};
   if (phase_.load() != phase::running)
-    return;
-  if (!pending_.empty())
+    return false;
+  if (!pending_.empty()) {
     drain_pending_locked(clock_type::now());
-  else if (stalled_.load())
-    wake();
+    return true;
+  }
+  if (stalled_.load()) {
+    wake(); // the loop takes it when it reads on
+    return true;
+  }
+  return false;
 }
 
 void soft_queue_pair::execute_buffered_locked(inbound_request& req,

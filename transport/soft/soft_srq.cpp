@@ -16,7 +16,6 @@ caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
   if (auto err = check_sg(sg, n))
     return err;
   auto r = make_posted_recv(dev_->pd(), wr_id, sg, n);
-  std::vector<std::shared_ptr<srq_waiter>> woken;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (rq_.size() >= max_wr_)
@@ -24,18 +23,25 @@ caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
                         "shared receive queue full: " + std::to_string(max_wr_)
                             + " receives posted");
     rq_.push_back(std::move(r));
-    woken.swap(waiters_);
-    for (auto& w : woken)
+  }
+  // One receive, one waiter (the oldest) woken: with thousands waiting, a
+  // post that woke them all would cost thousands of wake-ups.  A waiter
+  // that no longer waits passes the receive on to the next.  Outside the
+  // queue's mutex: a queue pair takes its own mutex.
+  for (;;) {
+    std::shared_ptr<srq_waiter> w;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (waiters_.empty() || rq_.empty())
+        return {};
+      w = std::move(waiters_.front());
+      waiters_.pop_front();
       w->queued = false;
-  }
-  // Every waiter looks again; whoever finds the queue empty again waits
-  // again.  Outside the queue's mutex: a queue pair takes its own mutex.
-  for (auto& w : woken) {
+    }
     std::lock_guard<std::mutex> guard{w->mtx};
-    if (w->qp != nullptr)
-      w->qp->on_shared_receive();
+    if (w->qp != nullptr && w->qp->on_shared_receive())
+      return {};
   }
-  return {};
 }
 
 bool soft_srq::take(posted_recv& out, const std::shared_ptr<srq_waiter>& w) {

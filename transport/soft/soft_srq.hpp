@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include "common/ring_deque.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -28,9 +27,9 @@ struct srq_waiter {
 /// that the queue pairs created with it take one at a time, the oldest
 /// first, when a SEND or a WRITE with immediate data arrives.  A queue pair
 /// that finds it empty waits as it does without a posted receive (buffers,
-/// stalls, fails at its RNR timer); the next `post_recv` wakes every queue
-/// pair waiting.  A queue pair that fails gives back the receives it took
-/// and did not fill.
+/// stalls, fails at its RNR timer); each `post_recv` wakes the one that
+/// waited longest (or, when that one waits no more, the next).  A queue pair
+/// that fails gives back the receives it took and did not fill.
 ///
 /// Locks: a queue pair calls `take` and `give_back` with its own mutex
 /// held (queue pair, then this queue); `post_recv` wakes the waiters after
@@ -62,7 +61,8 @@ private:
   const uint32_t max_wr_;
   mutable std::mutex mtx_;
   ring_deque<posted_recv> rq_;
-  std::vector<std::shared_ptr<srq_waiter>> waiters_;
+  /// Queue pairs waiting for a receive, the oldest first.
+  ring_deque<std::shared_ptr<srq_waiter>> waiters_;
 };
 
 } // namespace rdmactor::transport::soft
