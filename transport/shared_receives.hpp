@@ -6,9 +6,11 @@
 // fabric.hpp).  Not installed.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "common/tuning.hpp"
 #include "rdmactor/transport/fabric.hpp"
@@ -34,8 +36,10 @@ constexpr uint64_t recv_wr_bit = uint64_t{1} << 63;
 /// queue, and reposted by whoever drops the last handle of a message.
 ///
 /// Sized by traffic, not by peers: it starts with one chunk and adds one
-/// (registers and posts it) whenever a consumed receive leaves fewer than
-/// half a chunk posted, up to `max_slots`.  Beyond that a peer's SEND waits
+/// (registers and posts it, on its own thread) whenever fewer than half a
+/// chunk are posted, up to `max_slots`: the fabric says so (the queue's low
+/// watermark, where it has one: soft), or a link that counts what it
+/// consumed does.  Beyond that a peer's SEND waits
 /// for a receive as on any queue pair (receiver not ready, up to the RNR
 /// timeout).  Credits still bound what each peer can take: a connection
 /// grants its peer `recv_depth` receives and returns one only when a
@@ -93,8 +97,8 @@ public:
 
   /// The buffer of slot `i` (below `slots()`).
   uint8_t* slot(uint32_t i) const noexcept {
-    return chunk_of(i).mem.get() + size_t{i % layout_.chunk_slots}
-                                       * layout_.slot_bytes;
+    return chunk_of(i).mem.get()
+           + size_t{i % layout_.chunk_slots} * layout_.slot_bytes;
   }
 
   uint32_t lkey(uint32_t i) const noexcept {
@@ -120,8 +124,8 @@ public:
     post_slot(i);
   }
 
-  /// Counts a receive a link polled; adds a chunk when few are left.
-  /// Caller: a link's owner.
+  /// Counts a receive a link polled; asks for a chunk more when few are
+  /// left.  Caller: a link's owner.
   void on_consumed() noexcept;
 
 private:
@@ -143,6 +147,16 @@ private:
   /// Registers and posts one more chunk.  With grow_mtx_ held.
   caf::error grow_locked();
 
+  /// Asks the grower thread for a chunk more.  Takes only signal_mtx_: the
+  /// fabric may call it with its locks held.
+  void want_more() noexcept;
+
+  /// Arms the queue's low watermark (half a chunk) to call `want_more`.
+  void arm_low_watermark();
+
+  /// Body of the grower thread.
+  void grow_when_asked();
+
   device_ptr dev_;
   srq_ptr srq_;
   const layout layout_;
@@ -154,6 +168,11 @@ private:
   std::mutex grow_mtx_;
   /// Growing failed once (registration refused): no more tries.
   std::atomic<bool> grow_failed_{false};
+  std::mutex signal_mtx_;
+  std::condition_variable signal_;
+  bool due_ = false;  ///< guarded by signal_mtx_
+  bool stop_ = false; ///< guarded by signal_mtx_
+  std::thread grower_;
 };
 
 } // namespace rdmactor::transport

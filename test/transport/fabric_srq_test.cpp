@@ -1,6 +1,7 @@
 // The shared receive queue (fabric.hpp, `shared_receive_queue`), written
 // against the fabric interface only: the verbs suite runs it too.
 
+#include <atomic>
 #include <cstring>
 
 #include "test/transport/fabric_fixture.hpp"
@@ -191,6 +192,34 @@ BOOST_AUTO_TEST_CASE(a_full_shared_queue_refuses_more_receives) {
   err = srq->post_recv(2, many, transport::max_sge + 1);
   BOOST_REQUIRE(err);
   BOOST_TEST(err.code() == static_cast<uint8_t>(errc::invalid_argument));
+}
+
+// The low watermark calls its function once when fewer receives than the
+// limit are left posted (where the fabric has one: soft).
+BOOST_AUTO_TEST_CASE(the_low_watermark_fires_once_below_its_limit) {
+  open_shared(8);
+  for (uint64_t i = 0; i < 3; ++i)
+    post_shared(600 + i, i);
+  std::atomic<int> fired{0};
+  if (!srq->set_low_watermark(2, [&] { ++fired; })) {
+    BOOST_TEST_MESSAGE("this fabric has no low watermark");
+    return;
+  }
+  BOOST_TEST(fired == 0);
+  auto p = connect_pair(*dev, conn_params{slot, 16});
+  auto src = make_buffer(*dev, slot, 0);
+  send(*p.client, src, 1, 8, 1);
+  BOOST_TEST(one_completion(*p.server).wr_id == 600u);
+  BOOST_TEST(fired == 0); // two left
+  send(*p.client, src, 2, 8, 2);
+  BOOST_TEST(one_completion(*p.server).wr_id == 601u);
+  BOOST_TEST(fired == 1); // one left: below 2
+  send(*p.client, src, 3, 8, 3);
+  BOOST_TEST(one_completion(*p.server).wr_id == 602u);
+  BOOST_TEST(fired == 1); // once until armed again
+  BOOST_TEST(srq->set_low_watermark(2, [&] { ++fired; }));
+  BOOST_TEST(fired == 2); // armed below its limit: at once
+  BOOST_TEST(srq->set_low_watermark(0, {}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -44,18 +44,38 @@ caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
   }
 }
 
+bool soft_srq::set_low_watermark(uint32_t limit, std::function<void()> fn) {
+  std::function<void()> now;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    limit_ = limit;
+    low_ = std::move(fn);
+    if (limit_ > 0 && rq_.size() < limit_) {
+      limit_ = 0;
+      now = low_;
+    }
+  }
+  if (now)
+    now();
+  return true;
+}
+
 bool soft_srq::take(posted_recv& out, const std::shared_ptr<srq_waiter>& w) {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (rq_.empty()) {
-    if (!w->queued) {
-      w->queued = true;
-      waiters_.push_back(w);
-    }
-    return false;
+  bool got = !rq_.empty();
+  if (got) {
+    out = std::move(rq_.front());
+    rq_.pop_front();
+  } else if (!w->queued) {
+    w->queued = true;
+    waiters_.push_back(w);
   }
-  out = std::move(rq_.front());
-  rq_.pop_front();
-  return true;
+  if (limit_ > 0 && rq_.size() < limit_) {
+    limit_ = 0; // fired: armed again by its owner
+    if (low_)
+      low_(); // only signals (see fabric.hpp)
+  }
+  return got;
 }
 
 void soft_srq::give_back(ring_deque<posted_recv>& taken) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -44,6 +45,8 @@ public:
     return max_wr_;
   }
 
+  bool set_low_watermark(uint32_t limit, std::function<void()> fn) override;
+
   /// Moves the oldest receive into `out`.  When there is none, `w` is
   /// woken at the next post (once) and false returned.  Caller: a queue
   /// pair with its mutex held.
@@ -61,6 +64,9 @@ private:
   const uint32_t max_wr_;
   mutable std::mutex mtx_;
   ring_deque<posted_recv> rq_;
+  /// The armed low watermark (0: none) and what it calls.
+  uint32_t limit_ = 0;
+  std::function<void()> low_;
   /// Queue pairs waiting for a receive, the oldest first.
   ring_deque<std::shared_ptr<srq_waiter>> waiters_;
 };

@@ -401,6 +401,17 @@ public:
   /// The most receives it holds at once.
   virtual uint32_t max_wr() const noexcept = 0;
 
+  /// Arms the low watermark (`ibv_modify_srq` with IBV_SRQ_LIMIT): once
+  /// fewer than `limit` receives are posted, the fabric calls `fn` once
+  /// (re-arm by calling again).  `fn` may run with the fabric's locks held
+  /// on any of its threads: it must only signal.  Returns false where the
+  /// fabric cannot tell (the default).  Any thread.
+  virtual bool set_low_watermark(uint32_t limit, std::function<void()> fn) {
+    static_cast<void>(limit);
+    static_cast<void>(fn);
+    return false;
+  }
+
   /// Who posts the buffers, and the bytes each receive holds: set once by
   /// that owner before the queue is shared (`device::share_receives`),
   /// read by each connection's link.
