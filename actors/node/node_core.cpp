@@ -72,9 +72,14 @@ node_core::open(caf::actor_system& sys, options opts) {
   std::shared_ptr<transport::shared_receives> receives;
   if (opts.shared_receive_queue) {
     auto shared = transport::share_receives(*dev, opts);
-    if (!shared)
+    if (shared)
+      receives = std::move(*shared);
+    else if (code_of(shared.error()) == errc::unsupported)
+      // A device without shared receive queues: each connection its own.
+      log().info("{}; connections register receive buffers of their own",
+                 render(shared.error()));
+    else
       return std::move(shared.error());
-    receives = std::move(*shared);
   }
   std::shared_ptr<node_core> core{
       new node_core(sys, std::move(opts), std::move(*dev))};
