@@ -230,6 +230,10 @@ const transport::device_ptr& node::device() const noexcept {
   return core_->device();
 }
 
+uint64_t node::shared_receive_bytes() const noexcept {
+  return core_->shared_receive_bytes();
+}
+
 bool node::closed() const noexcept {
   return core_->closing();
 }

@@ -17,6 +17,7 @@
 #include "common/rate_limiter.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/system_hook.hpp"
+#include "transport/shared_receives.hpp"
 
 namespace rdmactor {
 
@@ -99,6 +100,10 @@ node_core::node_core(caf::actor_system& sys, options opts,
   pool_ = std::make_shared<memory_pool>(dev_, opts_.arena_size_bytes,
                                         opts_.max_alloc_bytes);
   allocator_ = spawn_allocator(sys_, pool_);
+}
+
+uint64_t node_core::shared_receive_bytes() const noexcept {
+  return receives_ ? receives_->registered_bytes() : 0;
 }
 
 node_core::~node_core() {

@@ -93,6 +93,9 @@ public:
     return dev_;
   }
 
+  /// Returns the bytes of the shared receive buffers (0 without).
+  uint64_t shared_receive_bytes() const noexcept;
+
   /// Stops listening, closes every connection and the allocator.
   /// Idempotent, and safe while other threads connect or listen: a
   /// connect() that finishes after close() began closes its new queue pair

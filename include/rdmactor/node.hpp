@@ -142,6 +142,11 @@ public:
   /// Returns the opened device ("soft0", "rxe0", ...).
   const transport::device_ptr& device() const noexcept;
 
+  /// Returns the bytes of receive buffers the node's connections share
+  /// (`shared-receive-queue`; 0 without).  They grow with traffic and stay
+  /// until the node closes.  Any thread.
+  uint64_t shared_receive_bytes() const noexcept;
+
   /// Returns true once the node is closed or closing (by close(), through
   /// its actor, or by the actor system's shutdown).
   bool closed() const noexcept;

@@ -35,9 +35,11 @@ inline size_t chunk_max(const options& o) {
 }
 
 /// Bytes the connections of `n` hold registered: everything the device has
-/// registered except the node's arenas (receive buffers, header slots).
+/// registered except the node's arenas and shared receive buffers (which
+/// grow with traffic and stay): their own receive buffers, header slots.
 inline uint64_t connection_registrations(node& n) {
-  return n.device()->registered_bytes() - n.pool()->stats().registered_bytes;
+  return n.device()->registered_bytes() - n.pool()->stats().registered_bytes
+         - n.shared_receive_bytes();
 }
 
 /// Sends `value` as 8 bytes on `from` and takes them on `to`.

@@ -28,6 +28,9 @@ BOOST_AUTO_TEST_CASE(peers_share_the_receive_buffers_and_leave_them) {
   send_value(t.sys, first_client, first_server, 1, 0);
   auto before = connection_registrations(*t.server);
   auto memory_before = t.server->memory_stats().bytes_in_use;
+  // The node's shared buffers: at least the first chunk.
+  BOOST_TEST(t.server->shared_receive_bytes()
+             >= uint64_t{o.srq_chunk_receives} * receive_buffer_bytes(o));
   const size_t peers = 40;
   // What a connection registers besides receive buffers: its send-header
   // slots and the slots for atomics' old values.
@@ -117,6 +120,7 @@ BOOST_AUTO_TEST_CASE(without_shared_receives_a_connection_has_its_own) {
   auto o = test_options();
   o.shared_receive_queue = false;
   two_nodes t{o};
+  BOOST_TEST(t.server->shared_receive_bytes() == 0u);
   auto before = connection_registrations(*t.server);
   std::vector<connection_actor> keep{t.client_conn, t.server_conn};
   t.connect();
