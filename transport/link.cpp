@@ -87,10 +87,8 @@ link::~link() {
     work_completion wcs[32];
     while (auto n = qp_->poll_cq(wcs, 32))
       for (size_t i = 0; i < n; ++i)
-        if (auto& wc = wcs[i]; (wc.wr_id & recv_wr_bit) != 0
-                               && (wc.wr_id & ~recv_wr_bit) < pool_->slots())
-          pool_->shared->recycle(
-              static_cast<uint32_t>(wc.wr_id & ~recv_wr_bit));
+        if ((wcs[i].wr_id & recv_wr_bit) != 0)
+          recycle_shared(wcs[i].wr_id);
   }
 }
 
@@ -123,6 +121,12 @@ int32_t link::take_header_slot(caf::error& err) {
   auto slot = free_header_slots_.back();
   free_header_slots_.pop_back();
   return slot;
+}
+
+void link::recycle_shared(uint64_t recv_wr_id) noexcept {
+  auto slot = recv_wr_id & ~recv_wr_bit;
+  if (pool_ && pool_->shared && slot < pool_->slots())
+    pool_->shared->recycle(static_cast<uint32_t>(slot));
 }
 
 void link::set_wake(std::function<void()> fn) {
@@ -544,9 +548,7 @@ void link::on_completion(const work_completion& wc) {
   if (wc.wr_id & recv_wr_bit) {
     if (wc.status != wc_status::success) {
       // A shared slot a failed receive consumed goes back to the others.
-      if (auto slot = wc.wr_id & ~recv_wr_bit;
-          pool_->shared && slot < pool_->slots())
-        pool_->shared->recycle(static_cast<uint32_t>(slot));
+      recycle_shared(wc.wr_id);
       // A flushed receive says only that the connection is in error: the
       // fabric may know why (the peer closed it, a reset, a timeout).
       auto why = qp_->failure_reason();

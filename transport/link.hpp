@@ -408,6 +408,10 @@ private:
   void ring_doorbell_held();
   size_t poll_held();
   void on_recv(const work_completion& wc);
+  /// Gives the shared slot a receive completion names back to the shared
+  /// queue when nobody counted it (a failed receive, one left unpolled);
+  /// nothing for a connection's own slots or srq_error_wr_id.
+  void recycle_shared(uint64_t recv_wr_id) noexcept;
   void finish(inflight_op& op, wc_status status);
 
   device_ptr dev_;

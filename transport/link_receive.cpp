@@ -28,7 +28,6 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
             + " (set recv-depth >= 4 on both sides)");
   auto pool = std::make_shared<recv_pool>();
   pool->depth = cp.recv_depth;
-  pool->released = std::make_unique<slot_ring>(pool->depth);
   if (auto srq = qp.srq()) {
     // The device's shared slots, posted already (transport/
     // shared_receives.hpp): nothing to register or post here.
@@ -44,8 +43,8 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
           "the shared receive buffers (" + std::to_string(pool->slot_bytes)
               + " bytes) are smaller than the max message length negotiated "
                 "with "
-              + qp.peer_name() + " ("
-              + std::to_string(cp.max_message_len_bytes) + " bytes)");
+              + qp.peer_name() + " (" + std::to_string(cp.max_message_len_bytes)
+              + " bytes)");
     return pool;
   }
   // recv_depth slots of max_message_len bytes, one registration, reposted
@@ -53,6 +52,7 @@ caf::expected<std::shared_ptr<recv_pool>> make_recv_pool(device& dev,
   pool->slot_bytes = cp.max_message_len_bytes;
   pool->mem.reset(new uint8_t[size_t{pool->slot_bytes} * pool->depth]);
   pool->blocks.reset(new recv_pool::block_storage[pool->depth]);
+  pool->released = std::make_unique<slot_ring>(pool->depth);
   auto reg = dev.register_memory(pool->mem.get(),
                                  size_t{pool->slot_bytes} * pool->depth,
                                  access::local_write);

@@ -97,6 +97,8 @@ struct recv_pool {
   uint32_t slot_bytes = 0;
   uint32_t depth = 0;
   std::unique_ptr<block_storage[]> blocks;
+  /// Slots released for reposting (own slots only: shared ones are reposted
+  /// by whoever releases them).
   std::unique_ptr<slot_ring> released;
   std::atomic<bool> wake_armed{true};
   /// Releases in `released` the owner has not drained yet.

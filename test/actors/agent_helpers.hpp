@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "protocol/codec.hpp"
 #include "test/actors/fixture.hpp"
@@ -57,6 +58,26 @@ inline void send_value(caf::actor_system& sys, const connection_actor& from,
   uint64_t x = 0;
   std::memcpy(&x, got->data(), 8);
   BOOST_REQUIRE_EQUAL(x, value);
+}
+
+/// Ends every client (user_shutdown) and returns how many of `servers`,
+/// their peers' ends on the server, went down within 30 s (times the
+/// scale).  `clients` is emptied.
+inline size_t
+end_clients_and_count_downs(two_nodes& t,
+                            std::vector<connection_actor>& clients,
+                            const std::vector<connection_actor>& servers) {
+  caf::scoped_actor watcher{t.server_side.sys};
+  for (auto& s : servers)
+    watcher->monitor(s);
+  for (auto& c : clients)
+    caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+  clients.clear();
+  size_t down = 0;
+  watcher->receive_for(down, servers.size())(
+      [](caf::down_msg&) {},
+      caf::after(std::chrono::seconds(30 * timeout_scale())) >> [] {});
+  return down;
 }
 
 } // namespace rdmactor::test

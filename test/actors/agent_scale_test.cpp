@@ -108,17 +108,7 @@ BOOST_AUTO_TEST_CASE(hundreds_of_peers_each_answered_then_all_returned) {
       send_value(t.sys, servers[i], clients[i], 2000000 + i, i);
     }
     // The clients go; each server end learns it from its peer.
-    caf::scoped_actor watcher{t.server_side.sys};
-    for (auto& s : servers)
-      watcher->monitor(s);
-    for (auto& c : clients)
-      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
-    clients.clear();
-    size_t down = 0;
-    watcher->receive_for(down, peers)(
-        [](caf::down_msg&) {},
-        caf::after(std::chrono::seconds(30 * timeout_scale())) >> [] {});
-    BOOST_TEST(down == peers);
+    BOOST_TEST(end_clients_and_count_downs(t, clients, servers) == peers);
   }
   // Everything but the first connection's buffers returns.
   BOOST_TEST(eventually([&] {

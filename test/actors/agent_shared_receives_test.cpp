@@ -53,17 +53,7 @@ BOOST_AUTO_TEST_CASE(peers_share_the_receive_buffers_and_leave_them) {
                                          << " bytes");
     // Header slots only: no receive buffers of their own.
     BOOST_TEST(grown <= peers * slots);
-    caf::scoped_actor watcher{t.server_side.sys};
-    for (auto& s : servers)
-      watcher->monitor(s);
-    for (auto& c : clients)
-      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
-    clients.clear();
-    size_t down = 0;
-    watcher->receive_for(down, peers)(
-        [](caf::down_msg&) {},
-        caf::after(std::chrono::seconds(30 * timeout_scale())) >> [] {});
-    BOOST_TEST(down == peers);
+    BOOST_TEST(end_clients_and_count_downs(t, clients, servers) == peers);
   }
   BOOST_TEST(eventually([&] {
     return connection_registrations(*t.server) == before
