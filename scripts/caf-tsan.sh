@@ -9,10 +9,11 @@
 #   RDMACTOR_CAF_TSAN_DIR=DIR      use DIR instead of build-caf-tsan/
 #
 # Only libcaf_core and libcaf_io (the bench and rdmactor-kv link CAF::io)
-# are built: gcc, -O1 -g, shared libraries, as a unity build; no examples, tools, unit
-# tests, OpenSSL, OpenCL or Python.  The upstream tarball is Debian's .orig.tar.gz, checked
-# against the sha256 in its .dsc, plus the one-line fix Debian's headers
-# carry (see below).  Prints the prefix on its last line.
+# are built: gcc, -O1 -g1 (line tables: what a report needs), shared
+# libraries, as a unity build; no examples, tools, unit tests, OpenSSL,
+# OpenCL or Python.  The upstream tarball is Debian's .orig.tar.gz,
+# checked against the sha256 in its .dsc, plus the one-line fix Debian's
+# headers carry (see below).  Prints the prefix on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,12 +78,12 @@ grep -q 'native_socket.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION' \
 # caf/detail/build_config.hpp.
 flags="-std=c++11 -fsanitize=thread -fno-omit-frame-pointer"
 jobs=${RDMACTOR_JOBS:-$(nproc)}
-echo "caf-tsan: configuring CAF $version (gcc, -fsanitize=thread -O1 -g)"
+echo "caf-tsan: configuring CAF $version (gcc, -fsanitize=thread -O1 -g1)"
 CC=gcc CXX=g++ cmake -S "$src" -B "$dir/build" -G Ninja \
   -Wno-dev \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
   -DCMAKE_INSTALL_PREFIX="$prefix" \

@@ -22,10 +22,6 @@ namespace {
 /// actor answers within its timeouts unless the scheduler is starved.
 constexpr auto call_slack = std::chrono::seconds{10};
 
-caf::error closed_error() {
-  return make_error(errc::closed, "the node was closed; open a new node");
-}
-
 /// Sends `xs...` to the node actor and waits for the answer, at most
 /// `timeout`.  Errors that are not rdmactor's (CAF's own request timeout,
 /// a dead actor) are translated into rdmactor errors.
@@ -33,9 +29,9 @@ template <class T, class... Ts>
 caf::expected<T> ask(caf::actor_system& sys, const node_actor& hdl,
                      std::chrono::milliseconds timeout, Ts&&... xs) {
   if (!hdl)
-    return closed_error();
+    return node_core::closed_error();
   caf::scoped_actor self{sys, true};
-  caf::expected<T> result{closed_error()};
+  caf::expected<T> result{node_core::closed_error()};
   self->request(hdl, timeout, std::forward<Ts>(xs)...)
       .receive([&](T& x) { result = std::move(x); },
                [&](caf::error& err) { result = std::move(err); });
@@ -45,7 +41,7 @@ caf::expected<T> ask(caf::actor_system& sys, const node_actor& hdl,
                         "the node actor did not answer within "
                             + std::to_string(timeout.count())
                             + " ms; the CAF scheduler may be starved");
-    return closed_error();
+    return node_core::closed_error();
   }
   return result;
 }
@@ -108,12 +104,12 @@ node::~node() {
 
 caf::expected<connection_actor> node::connect(const std::string& host_port) {
   if (core_->closing()) // the actor system may be gone: do not touch it
-    return closed_error();
+    return node_core::closed_error();
   auto timeout = std::chrono::milliseconds{core_->opts().connect_timeout_ms}
                  + call_slack;
   auto hdl = actor();
   if (!hdl)
-    return closed_error();
+    return node_core::closed_error();
   return ask<connection_actor>(sys_, hdl, timeout, connect_atom::value,
                                host_port);
 }
@@ -121,12 +117,12 @@ caf::expected<connection_actor> node::connect(const std::string& host_port) {
 caf::expected<uint16_t> node::listen(const std::string& host_port,
                                      acceptor_actor acceptor) {
   if (core_->closing())
-    return closed_error();
+    return node_core::closed_error();
   auto timeout = std::chrono::milliseconds{core_->opts().request_timeout_ms}
                  + call_slack;
   auto hdl = actor();
   if (!hdl)
-    return closed_error();
+    return node_core::closed_error();
   return ask<uint16_t>(sys_, hdl, timeout, listen_atom::value, host_port,
                        std::move(acceptor));
 }
@@ -141,7 +137,7 @@ caf::expected<uint16_t> node::listen(const std::string& host_port) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (!hdl_)
-      return closed_error();
+      return node_core::closed_error();
     if (!keeper_)
       keeper_ = sys_.spawn<caf::hidden>(connection_keeper, hdl_);
     keeper = keeper_;
@@ -161,7 +157,7 @@ node::lookup_remote(const std::string& host_port, const std::string& name,
                  + call_slack;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (core_->closing())
-      return closed_error();
+      return node_core::closed_error();
     connection_actor conn;
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -178,11 +174,11 @@ node::lookup_remote(const std::string& host_port, const std::string& name,
       fresh = true;
       std::lock_guard<std::mutex> guard{mtx_};
       if (!hdl_)
-        return closed_error();
+        return node_core::closed_error();
       remote_conns_[host_port] = conn;
     }
     caf::scoped_actor self{sys_, true};
-    caf::expected<caf::actor> result{closed_error()};
+    caf::expected<caf::actor> result{node_core::closed_error()};
     auto on_value = [&](caf::actor& x) { result = std::move(x); };
     auto on_error = [&](caf::error& err) { result = std::move(err); };
     if (interface.empty())
@@ -199,7 +195,7 @@ node::lookup_remote(const std::string& host_port, const std::string& name,
     if (i != remote_conns_.end() && i->second == conn)
       remote_conns_.erase(i);
   }
-  return closed_error();
+  return node_core::closed_error();
 }
 
 caf::expected<bool> node::publish(const std::string& name, caf::actor actor) {

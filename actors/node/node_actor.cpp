@@ -48,7 +48,7 @@ using connect_helper = caf::typed_actor<
 /// its own and answers the close request delegated to it.
 using close_helper = caf::typed_actor<caf::replies_to<close_atom>::with<bool>>;
 
-caf::error closed_error() {
+caf::error actor_closed_error() {
   return make_error(errc::closed,
                     "the node actor was closed; spawn a new node");
 }
@@ -59,7 +59,7 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
       [self](connect_atom,
              const std::string& host_port) -> caf::result<connection_actor> {
         if (!self->state.nd || self->state.nd->closing())
-          return closed_error();
+          return actor_closed_error();
         // node_core::connect blocks for up to connect_timeout_ms: on a
         // thread of its own (a detached helper), never on a CAF worker.
         // The request is delegated: the helper answers the caller itself,
@@ -86,7 +86,7 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
       [self](listen_atom, const std::string& host_port,
              const acceptor_actor& acceptor) -> caf::result<uint16_t> {
         if (!self->state.nd)
-          return closed_error();
+          return actor_closed_error();
         if (!acceptor)
           return make_error(errc::invalid_argument,
                             "listen needs an acceptor actor; pass a live "
@@ -100,7 +100,7 @@ node_actor::behavior_type node_impl(node_self self, core_ptr nd) {
       },
       [self](stats_atom) -> caf::result<allocator_stats> {
         if (!self->state.nd)
-          return closed_error();
+          return actor_closed_error();
         return self->state.nd->memory_stats();
       },
       [self](close_atom) -> caf::result<bool> {

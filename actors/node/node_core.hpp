@@ -33,6 +33,9 @@ namespace rdmactor {
 /// registers itself there and closes when the system shuts down.
 class node_core {
 public:
+  /// The error of every call made after close(): names the remedy.
+  static caf::error closed_error();
+
   /// Opens the fabric named by `opts.fabric` and spawns the allocator.
   /// Errors: `fabric_unavailable`, `device_not_found`, `invalid_argument`
   /// (options out of range; the message names the option).
@@ -131,8 +134,6 @@ private:
   /// Spawns the connection actor of `qp` and keeps its address for
   /// close(); fails with `closed` once the node is closing (`qp` closes).
   caf::expected<connection_actor> adopt(transport::queue_pair_ptr qp);
-
-  static caf::error closed_error();
 
   struct acceptor {
     std::unique_ptr<transport::listener> listener;

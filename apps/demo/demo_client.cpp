@@ -15,8 +15,6 @@ namespace rdmactor::demo {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-constexpr auto op_timeout = std::chrono::seconds(30);
-
 /// Runs one blocking request; returns the value or the error.
 template <class T, class... Ts>
 caf::expected<T> call(caf::scoped_actor& self, const connection_actor& conn,

@@ -14,8 +14,6 @@ namespace rdmactor::demo {
 
 namespace {
 
-constexpr auto op_timeout = std::chrono::seconds(30);
-
 struct server_state {
   connection_actor conn;
   bool done = false;

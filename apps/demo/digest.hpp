@@ -1,9 +1,13 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
 namespace rdmactor::demo {
+
+/// How long either side of the demo waits for one operation.
+constexpr auto op_timeout = std::chrono::seconds(30);
 
 /// FNV-1a over `len` bytes: the checksum both sides of the demo compare.
 inline uint64_t fnv1a(const uint8_t* data, size_t len) {

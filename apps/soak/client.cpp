@@ -20,8 +20,6 @@ namespace rdmactor::soak {
 
 namespace {
 
-constexpr auto op_timeout = std::chrono::seconds(60);
-
 /// Regions a worker holds on the server at most.
 constexpr size_t max_held = 8;
 

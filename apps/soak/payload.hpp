@@ -5,12 +5,16 @@
 // seed and their offset, so a receiver checks content without being told
 // what to expect, whole or chunk by chunk.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 namespace rdmactor::soak {
+
+/// How long either side of the soak waits for one operation.
+constexpr auto op_timeout = std::chrono::seconds(60);
 
 /// "SOAK", little endian.
 constexpr uint32_t payload_magic = 0x4b414f53;

@@ -14,8 +14,6 @@ namespace rdmactor::soak {
 
 namespace {
 
-constexpr auto op_timeout = std::chrono::seconds(60);
-
 struct service_state {
   connection_actor conn;
   std::shared_ptr<server_counters> counters;
