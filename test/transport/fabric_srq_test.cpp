@@ -1,6 +1,7 @@
 // The shared receive queue (fabric.hpp, `shared_receive_queue`), written
 // against the fabric interface only: the verbs suite runs it too.
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -129,6 +130,69 @@ BOOST_AUTO_TEST_CASE(an_empty_shared_queue_holds_a_send_until_a_receive_comes) {
   BOOST_TEST(wc.wr_id == 300u);
   BOOST_TEST(has_pattern(dst->data() + 2 * slot, 64, 9));
   BOOST_TEST(one_completion(*p.client).status == wc_status::success);
+}
+
+// Connections that wait their turn on a shared queue which keeps being
+// posted to wait past the RNR timer: on soft it counts from the last
+// receive posted to the queue, so a burst of many peers on a busy but
+// working node ends no connection.  (On verbs the sender's RNR retries
+// bound each wait, whatever the queue does.)
+BOOST_AUTO_TEST_CASE(waiters_on_a_moving_shared_queue_outlast_the_rnr_timer) {
+  if (fabric_options().fabric != "soft") {
+    BOOST_TEST_MESSAGE("soft only: verbs bounds the wait by RNR retries");
+    return;
+  }
+  open_shared(8, 300);
+  conn_params offer{slot, 16};
+  constexpr size_t n = 6;
+  std::vector<qp_pair> pairs;
+  for (size_t i = 0; i < n; ++i)
+    pairs.push_back(connect_pair(*dev, offer));
+  auto src = make_buffer(*dev, slot, 0);
+  fill_pattern(src.data(), 64, 11);
+  auto sg = src.sge_of(0, 64);
+  for (size_t i = 0; i < n; ++i)
+    BOOST_REQUIRE(!pairs[i].client->post_send(i, &sg, 1));
+  // One receive every 100 ms: the last in line waits 600 ms, twice the
+  // RNR timeout.
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    std::this_thread::sleep_for(100ms);
+    post_shared(700 + i, i);
+  }
+  std::vector<work_completion> wcs;
+  for (auto& p : pairs) {
+    auto wc = one_completion(*p.server);
+    BOOST_TEST(wc.status == wc_status::success);
+    BOOST_TEST(wc.byte_len == 64u);
+    wcs.push_back(wc);
+    BOOST_TEST(one_completion(*p.client).status == wc_status::success);
+  }
+  BOOST_TEST(ms_since(start) >= 600);
+  for (size_t i = 0; i < n; ++i)
+    BOOST_TEST(has_pattern(dst->data() + (wcs[i].wr_id - 700) * slot, 64, 11));
+}
+
+// A shared queue that nobody posts to fails a waiting SEND at the RNR
+// timer, as a connection's own empty receive queue does.
+BOOST_AUTO_TEST_CASE(a_shared_queue_nobody_posts_to_fails_the_send_in_time) {
+  open_shared(4, 200);
+  auto p = connect_pair(*dev, conn_params{slot, 16});
+  auto src = make_buffer(*dev, slot, 0);
+  auto sg = src.sge_of(0, 64);
+  auto start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(!p.client->post_send(1, &sg, 1));
+  // The SEND's completion, and the client's own srq_error_wr_id (it takes
+  // its receives from the same queue).
+  auto wcs = wait_completions(*p.client, 2, 10s);
+  auto elapsed = ms_since(start);
+  auto send = std::find_if(wcs.begin(), wcs.end(),
+                           [](const auto& wc) { return wc.wr_id == 1u; });
+  BOOST_REQUIRE(send != wcs.end());
+  BOOST_TEST(send->status == wc_status::rnr_retry_exceeded);
+  BOOST_TEST(elapsed >= 100);
+  BOOST_TEST(elapsed < 5000);
+  BOOST_TEST(wait_error(*p.client));
 }
 
 // A connection that ends leaves the receives it did not fill to the others.

@@ -10,7 +10,8 @@
 namespace rdmactor::transport::soft {
 
 soft_srq::soft_srq(std::shared_ptr<soft_device> dev, uint32_t max_wr)
-    : dev_(std::move(dev)), max_wr_(max_wr) {}
+    : dev_(std::move(dev)), max_wr_(max_wr),
+      last_post_(std::chrono::steady_clock::now().time_since_epoch().count()) {}
 
 caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
   if (auto err = check_sg(sg, n))
@@ -24,6 +25,8 @@ caf::error soft_srq::post_recv(uint64_t wr_id, const sge* sg, size_t n) {
                             + " receives posted");
     rq_.push_back(std::move(r));
   }
+  last_post_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                   std::memory_order_relaxed);
   // One receive, one waiter (the oldest) woken: with thousands waiting, a
   // post that woke them all would cost thousands of wake-ups.  A waiter
   // that no longer waits passes the receive on to the next.  Outside the

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,9 +61,18 @@ public:
   /// Receives posted and not taken.  Any thread.
   size_t posted() const;
 
+  /// When the last receive was posted (the queue's creation before any).
+  /// A queue pair waiting for a receive fails at its RNR timer only when
+  /// this is older than the timeout.  Any thread.
+  std::chrono::steady_clock::time_point last_post() const noexcept {
+    return std::chrono::steady_clock::time_point{
+        std::chrono::steady_clock::duration{last_post_.load()}};
+  }
+
 private:
   std::shared_ptr<soft_device> dev_;
   const uint32_t max_wr_;
+  std::atomic<std::chrono::steady_clock::rep> last_post_;
   mutable std::mutex mtx_;
   ring_deque<posted_recv> rq_;
   /// The armed low watermark (0: none) and what it calls.
