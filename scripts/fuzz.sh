@@ -16,6 +16,7 @@
 # and can be replayed with: build-fuzz/test/fuzz/rdmactor_fuzz_NAME FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/generator.sh
 
 seconds=${1:-60}
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
@@ -33,7 +34,8 @@ scripts/setup.sh --no-vm
 # config_option::check, called from actor_system_config::set).
 echo "== configure (clang, libFuzzer, ASan+UBSan) in $build"
 # -O1: fuzzing at -O0 spends most of its time in unoptimized CAF templates.
-cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+cmake -S . -B "$build" $(cmake_generator "$build") \
+  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DRDMACTOR_FUZZ=ON \
   -DRDMACTOR_UNITY_BUILD=OFF \
   -DRDMACTOR_BUILD_TESTS=OFF -DRDMACTOR_BUILD_APPS=OFF -DRDMACTOR_VERBS=OFF \

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 build_pkgs=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libcaf-dev
   libprotobuf-dev protobuf-compiler
   libboost-test-dev

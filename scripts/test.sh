@@ -42,6 +42,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+source scripts/generator.sh
 
 sanitize=""
 if [[ "${1:-}" == --sanitize=* ]]; then
@@ -93,12 +94,14 @@ if [[ -n "$sanitize" ]]; then
     select=("$@")
   fi
   echo "== configure (Debug, -fsanitize=$sanitize) in $build"
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
+  cmake -S . -B "$build" $(cmake_generator "$build") -DCMAKE_BUILD_TYPE=Debug \
     -DRDMACTOR_SANITIZE="$sanitize" "${cmake_extra[@]}" >/dev/null
   # Build what the selected tests run: the executables named in their
   # add_test lines (CTestTestfile.cmake) are targets of the same name.
   abs=$(cd "$build" && pwd)
-  known=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+  # Make lists "... name", Ninja "name: phony".
+  known=$(cmake --build "$build" --target help \
+    | sed -n -e 's/^\.\.\. \([^ ]*\).*/\1/p' -e 's/^\([^ :]*\): phony$/\1/p')
   names=$(ctest --test-dir "$build" -N "${select[@]}" 2>/dev/null \
     | sed -n 's/^ *Test *#[0-9]*: *//p')
   targets=$(for n in $names; do
@@ -136,7 +139,8 @@ build_type=${RDMACTOR_BUILD_TYPE:-Debug}
 jobs=${RDMACTOR_JOBS:-$(nproc)}
 
 echo "== configure ($build_type) in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+cmake -S . -B "$build" $(cmake_generator "$build") \
+  -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 echo "== build"
 cmake --build "$build" -j"$jobs"
 
