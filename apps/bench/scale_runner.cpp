@@ -74,7 +74,12 @@ void progress(uint32_t done, uint32_t total, const char* what) {
 }
 
 /// Sends 8 bytes flagged `echo_flag` on every connection and waits until
-/// each echo came back (pushed to `self` as its data subscriber).
+/// each echo came back (pushed to `self` as its data subscriber).  The
+/// subscriptions and sends go out without waiting for their answers, and
+/// answers and echoes are taken as they come: a client that waited for
+/// each answer in turn would leave the echoes unread in its mailbox, and
+/// with a shared receive queue the echoes nobody reads hold its receives
+/// (at twenty thousand peers, more than the queue may grow to).
 void echo_on_each(caf::actor_system& sys, node& client,
                   const std::vector<connection_actor>& conns,
                   std::chrono::milliseconds timeout, connect_outcome& x) {
@@ -88,23 +93,23 @@ void echo_on_each(caf::actor_system& sys, node& client,
   caf::scoped_actor self{sys};
   auto sub = caf::actor_cast<data_subscriber>(self);
   for (auto& conn : conns) {
-    caf::error err;
-    self->request(conn, timeout, subscribe_data_atom::value, sub)
-        .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
-    if (!err)
-      self->request(conn, timeout, send_data_atom::value, *chunk)
-          .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
-    if (err) {
-      x.err = std::move(err);
-      return;
-    }
+    self->send(conn, subscribe_data_atom::value, sub);
+    self->send(conn, send_data_atom::value, *chunk);
   }
+  // Two answers (subscribed, sent) and one echo per connection.
+  size_t answers = 0;
   bool late = false;
-  self->receive_for(x.echoes, conns.size())(
-      [](data_atom, local_mr&) {
-        // counted by receive_for
-      },
-      caf::after(timeout) >> [&] { late = true; });
+  caf::error err;
+  self->receive_while([&] {
+    return !late && !err
+           && (answers < 2 * conns.size() || x.echoes < conns.size());
+  })([&](data_atom, local_mr&) { ++x.echoes; }, [&](uint64_t) { ++answers; },
+     [&](caf::error& e) { err = std::move(e); },
+     caf::after(timeout) >> [&] { late = true; });
+  if (err) {
+    x.err = std::move(err);
+    return;
+  }
   x.echo_ms_total = ms_since(t0);
   if (late || x.echoes < conns.size())
     x.err = make_error(errc::request_timeout,
