@@ -567,15 +567,15 @@ void soft_queue_pair::check_timers_locked(time_point now) {
     // On a shared queue a wait is flow control while the queue moves (the
     // waiters take its receives in turn): the timer counts from the last
     // receive posted to it, so only a receiver that stopped fails us.
-    if (srq_ && srq_->last_post() + rnr_timeout_ > now) {
-      rnr_deadline_ = srq_->last_post() + rnr_timeout_;
+    auto moved = srq_ ? srq_->last_post() + rnr_timeout_ : now;
+    if (moved > now) {
+      rnr_deadline_ = moved;
     } else {
       fail_locked(
           {"receiver not ready: no receive posted "
                + std::string{srq_ ? "to the shared receive queue " : ""}
                + "within rnr_timeout_ms=" + std::to_string(rnr_timeout_.count())
-               + "; the owner must post receives before the peer "
-                 "sends",
+               + "; the owner must post receives before the peer sends",
            wc_status::work_request_flushed, wc_status::rnr_retry_exceeded});
       return;
     }
