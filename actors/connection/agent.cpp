@@ -182,11 +182,13 @@ namespace {
 agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
                                       link_params link, memory_pool_ptr pool,
                                       allocator_actor allocator, options opts,
-                                      actor_directory_ptr node_actors) {
+                                      actor_directory_ptr node_actors,
+                                      uint64_t node) {
   auto& st = self->state;
   st.transport = std::move(lent.transport);
   st.allocator = std::move(allocator);
   st.core.emplace(st.sink, std::move(opts), std::move(link), std::move(pool));
+  st.core->live().set_node(node);
   st.driver.init(transport::usable_polling(self->home_system(), lent.how),
                  &st.runner_flags->wanted);
   if (lent.link != nullptr)
@@ -458,17 +460,18 @@ public:
 
   agent_runner(caf::actor_config& cfg, lent_link transport, link_params link,
                memory_pool_ptr pool, allocator_actor allocator, options opts,
-               actor_directory_ptr node_actors)
+               actor_directory_ptr node_actors, uint64_t node)
       : super(cfg), transport_(std::move(transport)), link_(std::move(link)),
         pool_(std::move(pool)), allocator_(std::move(allocator)),
-        opts_(std::move(opts)), node_actors_(std::move(node_actors)) {}
+        opts_(std::move(opts)), node_actors_(std::move(node_actors)),
+        node_(node) {}
 
   behavior_type make_behavior() override {
     state.runner_flags = &polls();
     state.direct = transport::direct_wake_for(home_system(), this);
     return agent_impl(this, std::move(transport_), std::move(link_),
                       std::move(pool_), std::move(allocator_), std::move(opts_),
-                      std::move(node_actors_));
+                      std::move(node_actors_), node_);
   }
 
   void begin_activation() {
@@ -500,6 +503,7 @@ private:
   allocator_actor allocator_;
   options opts_;
   actor_directory_ptr node_actors_;
+  uint64_t node_;
 };
 
 } // namespace
@@ -509,10 +513,10 @@ private:
 agent_actor spawn_agent(caf::actor_system& sys, transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
-                        actor_directory_ptr node_actors) {
+                        actor_directory_ptr node_actors, uint64_t node) {
   return sys.spawn<agent_detail::agent_runner>(
       std::move(transport), std::move(link), std::move(pool),
-      std::move(allocator), opts, std::move(node_actors));
+      std::move(allocator), opts, std::move(node_actors), node);
 }
 
 } // namespace rdmactor

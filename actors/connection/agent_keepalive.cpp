@@ -23,9 +23,10 @@ void arm_keepalive(self_ptr self, clock_type::time_point at) {
   if (st.keepalive_armed || at == clock_type::time_point::max())
     return;
   st.keepalive_armed = true;
+  const auto& live = st.core->live();
   keepalive_timer::instance().schedule(
-      caf::actor_cast<caf::weak_actor_ptr>(self), at, st.heard_at,
-      st.core->live().silence());
+      caf::actor_cast<caf::weak_actor_ptr>(self), at, live.group(),
+      live.silence(), live.period());
 }
 
 } // namespace

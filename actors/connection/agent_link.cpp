@@ -39,7 +39,6 @@ void link_events::on_message(local_mr msg) {
     return; // the buffer is reposted with `msg`
   auto now = self_->clock().now();
   st.core->on_frame(msg, now);
-  st.heard_at->store(now.time_since_epoch().count(), std::memory_order_relaxed);
   st.frames_seen = true;
 }
 

@@ -229,11 +229,6 @@ struct agent_state {
   /// holds us weakly: a delayed message to ourselves would keep a
   /// connection whose last handle went open until it is due).
   bool keepalive_armed = false;
-  /// When the peer was last heard from, for the keepalive timer (which
-  /// then skips checks that would find nothing to do): set with every
-  /// frame (actors/connection/keepalive_timer.hpp).
-  std::shared_ptr<keepalive_timer::heard_clock> heard_at
-      = std::make_shared<keepalive_timer::heard_clock>(0);
   receive_box<local_mr> data;
   /// Takes every chunk as it arrives instead of `data` (subscribe_data).
   data_subscriber subscriber;

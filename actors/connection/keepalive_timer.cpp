@@ -38,8 +38,9 @@ keepalive_timer::~keepalive_timer() {
 }
 
 void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at,
-                               std::shared_ptr<const heard_clock> heard,
-                               clock_type::duration silence) {
+                               node_liveness_ptr group,
+                               clock_type::duration silence,
+                               clock_type::duration period) {
   bool wake;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -47,8 +48,9 @@ void keepalive_timer::schedule(caf::weak_actor_ptr agent, time_point at,
       return;
     if (!thread_.joinable())
       thread_ = std::thread{[this] { run(); }};
-    wake = queue_.add(entry{std::move(agent), std::move(heard), silence},
-                      decltype(queue_)::round_up(at, tick_for(silence)));
+    wake
+        = queue_.add(entry{std::move(agent), std::move(group), silence, period},
+                     decltype(queue_)::round_up(at, tick_for(silence)));
   }
   if (wake)
     cv_.notify_one();
@@ -74,14 +76,14 @@ void keepalive_timer::run() {
     auto now = clock_type::now();
     queue_.take_due(now, due);
     for (auto& e : due) {
-      if (e.heard) {
-        // Heard from since: the check would find nothing to do yet.
-        auto again = time_point{clock_type::duration{
-                         e.heard->load(std::memory_order_relaxed)}}
-                     + e.silence;
-        if (again > now) {
+      // An agent nobody holds any more is gone (or going): drop it.
+      if (!e.agent || e.agent.get()->strong_refs.load() == 0)
+        continue;
+      if (e.group) {
+        auto plan = e.group->check(now, e.silence, e.period, e.agent.get());
+        if (!plan.wake) {
           auto tick = tick_for(e.silence);
-          queue_.add(std::move(e), decltype(queue_)::round_up(again, tick));
+          queue_.add(std::move(e), decltype(queue_)::round_up(plan.at, tick));
           continue;
         }
       }

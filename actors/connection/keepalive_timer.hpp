@@ -16,6 +16,8 @@
 
 #include <caf/actor_control_block.hpp>
 
+#include "actors/core/node_liveness.hpp"
+
 namespace rdmactor {
 
 /// Deadlines rounded up to a tick, each holding what is due then (oldest
@@ -75,17 +77,19 @@ private:
 
 /// The process's keepalive timer: one thread, one `deadline_queue` of
 /// agents (deadlines in ticks: `tick_for`), held weakly so that a connection
-/// nobody holds goes away while it waits.  When an agent is due it gets
-/// `transport::tick_atom` (its keepalive check, `on_keepalive`), unless
-/// its peer was heard from since it armed the check: then the check is
-/// due again `silence` after that, and the timer waits for it without
-/// waking the agent (the agent's activation was the cost of a check that
-/// found nothing to do: of two ends, the one that does not ping hears
-/// the other's Ping before each of its checks).  A timer per connection
-/// (a delayed message through its transport actor and CAF's clock) cost
-/// three actor activations and a wake of the clock thread per check; here
-/// a check costs at most the agent's own activation, and the agents due
-/// in one tick share one wake-up.
+/// nobody holds goes away while it waits.  When an agent is due, the
+/// `node_liveness` of its peer node decides (`node_liveness::check`):
+/// while the node was heard from (on any connection of the group) or a
+/// Ping of the group waits for its answer, the check is due again later
+/// and the agent is not woken (its activation was the cost of a check
+/// that found nothing to do); otherwise the agent gets
+/// `transport::tick_atom` (its keepalive check, `on_keepalive`), and of
+/// the connections to a silent node only the first due is woken to ping.
+/// A timer per connection (a delayed message through its transport actor
+/// and CAF's clock) cost three actor activations and a wake of the clock
+/// thread per check; here an idle peer node costs one Ping per period,
+/// whatever the number of connections to it, and the checks due in one
+/// tick share one wake-up of the timer's thread.
 class keepalive_timer {
 public:
   using clock_type = std::chrono::steady_clock;
@@ -102,21 +106,18 @@ public:
   /// Stops the thread (what waits is dropped).
   ~keepalive_timer();
 
-  /// When the agent last heard from its peer (`time_point`'s count since
-  /// the epoch), written by the agent, read by the timer.
-  using heard_clock = std::atomic<clock_type::rep>;
-
   /// The tick a connection's deadlines are rounded up to, for a peer that
   /// may be silent for `silence` (tuning::keepalive_ticks_per_period).
   static clock_type::duration tick_for(clock_type::duration silence) noexcept;
 
   /// Sends `tick_atom` to `agent` at `at` (rounded up to `tick_for
-  /// (silence)`), if it still lives then and, when `heard` is set, its
-  /// peer was silent since: `*heard + silence` not after the due time;
-  /// otherwise it is due then.  Thread-safe.
+  /// (silence)`) if it still lives then and, when `group` is set, its
+  /// check says so (`group->check(now, silence, period, agent)`);
+  /// otherwise at the time the check names.  Thread-safe.
   void schedule(caf::weak_actor_ptr agent, time_point at,
-                std::shared_ptr<const heard_clock> heard = nullptr,
-                clock_type::duration silence = {});
+                node_liveness_ptr group = nullptr,
+                clock_type::duration silence = {},
+                clock_type::duration period = {});
 
   /// Agents waiting (for tests).
   size_t waiting() const;
@@ -124,8 +125,9 @@ public:
 private:
   struct entry {
     caf::weak_actor_ptr agent;
-    std::shared_ptr<const heard_clock> heard;
+    node_liveness_ptr group;
     clock_type::duration silence;
+    clock_type::duration period;
   };
 
   void run();

@@ -114,6 +114,7 @@ void agent_core::start() {
   // We take Goodbye and answer Ping (whatever our own keepalive-ms).
   hello.mutable_hello()->set_goodbye(true);
   hello.mutable_hello()->set_keepalive(true);
+  hello.mutable_hello()->set_node(live_.node());
   if (opts_.remote_actors) {
     hello.mutable_hello()->set_actor_window_messages(
         opts_.actor_window_messages);
@@ -126,6 +127,7 @@ void agent_core::close(const caf::error& err) {
   if (closed_)
     return;
   closed_ = true;
+  live_.closing();
   requests_.fail_all(err);
   hello_waiters_.fail_all(err);
   // Rendezvous chunks and actor messages being read or waiting behind

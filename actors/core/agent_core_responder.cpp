@@ -190,7 +190,7 @@ void agent_core::on_response(const pb::Response& res) {
 }
 
 void agent_core::on_hello(const pb::Hello& hello) {
-  live_.offered(hello.goodbye(), hello.keepalive());
+  live_.offered(hello.goodbye(), hello.keepalive(), hello.node());
   hello_seen_ = true;
   peer_extensions_ = hello.extensions();
   // A peer reads our rendezvous chunks only if it said how much at once.

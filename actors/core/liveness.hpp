@@ -3,9 +3,13 @@
 // Internal to the agent: whether the peer is alive (keepalive) and whether
 // it closed on purpose (Goodbye).  Not installed.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "actors/core/node_liveness.hpp"
 
 namespace rdmactor {
 
@@ -15,8 +19,12 @@ namespace rdmactor {
 /// its reason), both offered in Hello.  Any frame from the peer is a sign
 /// of life and postpones the Ping, so of two ends that both run keepalive
 /// the one with the shorter silence pings and the other only answers
-/// (see `staggered`).  CAF-free and clock-free: the caller passes the time
-/// and sends the Ping; single-threaded.
+/// (see `staggered`).  A connection that joined the `node_liveness` of its
+/// peer node (`join`) counts every frame from that node, on any of the
+/// node's connections to it, and waits for a Ping another of them sent
+/// (dead when it stays unanswered for a period), so one connection per
+/// peer node pings.  CAF-free and clock-free: the caller passes the time
+/// and sends the Ping; single-threaded (the shared part is thread-safe).
 class liveness {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -73,13 +81,29 @@ public:
 
   // -- keepalive -------------------------------------------------------------
 
+  /// From now on, shares liveness with the other connections to the same
+  /// peer node through `group` (what this connection heard goes with it).
+  void join(node_liveness_ptr group) noexcept {
+    group->heard(last_heard_);
+    group_ = std::move(group);
+  }
+
+  /// What this connection shares with the others to its peer node (one
+  /// of its own until `join`).
+  const node_liveness_ptr& group() const noexcept {
+    return group_;
+  }
+
   /// A frame (any) arrived from the peer at `now`.
   void heard(time_point now) noexcept {
     last_heard_ = now;
+    group_->heard(now);
   }
 
+  /// When the peer node was last heard from, here or on another connection
+  /// of its group.
   time_point last_heard() const noexcept {
-    return last_heard_;
+    return std::max(last_heard_, group_->last_heard());
   }
 
   /// What `tick` found.
@@ -109,6 +133,16 @@ public:
     ping_id_ = id;
     ping_sent_ = now;
     awaiting_pong_ = true;
+    group_->pinged(now);
+  }
+
+  /// The connection closes: a Ping of ours still unanswered is no sign of
+  /// a silent peer node for the others of the group (unless `tick` found
+  /// the node dead with it).
+  void closing() noexcept {
+    if (awaiting_pong_ && !dead_)
+      group_->withdraw_ping(ping_sent_);
+    awaiting_pong_ = false;
   }
 
   /// Whether a Pong with `id` answers our Ping (then it is answered; one
@@ -153,6 +187,9 @@ private:
   uint64_t ping_id_ = 0;
   time_point ping_sent_{};
   bool awaiting_pong_ = false;
+  /// `tick` found the peer dead.
+  bool dead_ = false;
+  node_liveness_ptr group_ = std::make_shared<node_liveness>();
 };
 
 } // namespace rdmactor

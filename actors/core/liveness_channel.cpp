@@ -15,6 +15,17 @@ liveness_channel::liveness_channel(core_port& core, uint64_t random)
             liveness::staggered(
                 std::chrono::milliseconds{core.opts().keepalive_ms}, random)) {}
 
+void liveness_channel::offered(bool goodbye, bool keepalive,
+                               uint64_t peer_node) {
+  live_.offered(goodbye, keepalive);
+  // Once: a second Hello (noise) does not move the connection.
+  if (joined_ || node_ == 0 || peer_node == 0 || !live_.keepalive_on())
+    return;
+  joined_ = true;
+  live_.join(node_liveness_registry::instance().join(
+      node_, peer_node, node_liveness_registry::host_of(core_.link().peer)));
+}
+
 // -- graceful close -----------------------------------------------------------
 
 caf::expected<std::vector<uint8_t>>

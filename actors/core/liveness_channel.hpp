@@ -66,6 +66,33 @@ public:
     return live_.silence();
   }
 
+  /// keepalive-ms: how long a Ping waits for its answer.
+  std::chrono::milliseconds period() const noexcept {
+    return live_.period();
+  }
+
+  /// Our node's identity, which our Hello carries (0: none); set before
+  /// the Hello goes.  A peer whose Hello names its node shares liveness
+  /// with our other connections to that node (`offered`).
+  void set_node(uint64_t node) noexcept {
+    node_ = node;
+  }
+
+  uint64_t node() const noexcept {
+    return node_;
+  }
+
+  /// What the connections of our node to the peer's node share (this
+  /// connection's own when either node has no identity).
+  const node_liveness_ptr& group() const noexcept {
+    return live_.group();
+  }
+
+  /// The connection closes (a Ping of ours no longer waits for its answer).
+  void closing() noexcept {
+    live_.closing();
+  }
+
   // -- graceful close ---------------------------------------------------------
 
   /// The peer's Hello offered Goodbye.
@@ -94,10 +121,11 @@ public:
 
   // -- the peer's frames (from the core's responder) --------------------------
 
-  /// The peer's Hello: whether it takes Goodbye and answers Ping.
-  void offered(bool goodbye, bool keepalive) noexcept {
-    live_.offered(goodbye, keepalive);
-  }
+  /// The peer's Hello: whether it takes Goodbye and answers Ping, and its
+  /// node (0: none).  With keepalive on, a node on both sides and a host
+  /// in the peer's name, this connection joins the liveness of our node's
+  /// connections to that node (node_liveness_registry).
+  void offered(bool goodbye, bool keepalive, uint64_t peer_node = 0);
 
   /// A frame arrived at `now`: the peer's agent is alive.
   void heard(time_point now) noexcept {
@@ -111,6 +139,8 @@ public:
 private:
   core_port& core_;
   liveness live_;
+  uint64_t node_ = 0;
+  bool joined_ = false;
 };
 
 } // namespace rdmactor

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <random>
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -97,6 +98,11 @@ node_core::open(caf::actor_system& sys, options opts) {
 node_core::node_core(caf::actor_system& sys, options opts,
                      transport::device_ptr dev)
     : sys_(sys), opts_(std::move(opts)), dev_(std::move(dev)) {
+  // The node's identity in Hello: random, never 0 (none).
+  std::random_device rd;
+  do
+    id_ = (uint64_t{rd()} << 32) | rd();
+  while (id_ == 0);
   pool_ = std::make_shared<memory_pool>(dev_, opts_.arena_size_bytes,
                                         opts_.max_alloc_bytes);
   allocator_ = spawn_allocator(sys_, pool_);
@@ -117,7 +123,7 @@ caf::expected<connection_actor> node_core::adopt(transport::queue_pair_ptr qp) {
   if (closing_)
     return closed_error();
   auto conn = spawn_connection(sys_, dev_, std::move(qp), pool_, allocator_,
-                               opts_, published_);
+                               opts_, published_, id_);
   // Forget connections that are gone already.
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
                                     [](const caf::actor_addr& a) {

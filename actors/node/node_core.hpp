@@ -143,6 +143,10 @@ private:
   caf::actor_system& sys_;
   options opts_;
   transport::device_ptr dev_;
+  /// The node's identity, which every connection's Hello carries: the
+  /// connections of this node to one peer node share keepalive
+  /// (actors/core/node_liveness.hpp).
+  uint64_t id_ = 0;
   /// The buffers of the device's shared receive queue (shared-receive-
   /// queue=true); null otherwise.
   std::shared_ptr<transport::shared_receives> receives_;

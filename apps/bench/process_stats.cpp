@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace rdmactor::bench {
@@ -45,6 +47,17 @@ process_stats read_process_stats() {
 }
 
 double cpu_seconds(int pid) {
+  if (pid == 0) {
+    // Microseconds, where /proc/PID/stat counts clock ticks (10 ms).
+    rusage ru{};
+    if (::getrusage(RUSAGE_SELF, &ru) != 0)
+      return 0;
+    auto sec = [](const timeval& tv) {
+      return static_cast<double>(tv.tv_sec)
+             + static_cast<double>(tv.tv_usec) * 1e-6;
+    };
+    return sec(ru.ru_utime) + sec(ru.ru_stime);
+  }
   auto path = pid == 0 ? std::string{"/proc/self/stat"}
                        : "/proc/" + std::to_string(pid) + "/stat";
   auto* f = std::fopen(path.c_str(), "r");
@@ -69,6 +82,14 @@ double cpu_seconds(int pid) {
   return ticks > 0
              ? static_cast<double>(utime + stime) / static_cast<double>(ticks)
              : 0;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return static_cast<double>(ts.tv_sec)
+         + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 } // namespace rdmactor::bench

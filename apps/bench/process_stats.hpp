@@ -23,4 +23,10 @@ process_stats read_process_stats();
 /// cannot be read (a process that is gone).
 double cpu_seconds(int pid = 0);
 
+/// CPU time of the calling thread so far, in seconds
+/// (CLOCK_THREAD_CPUTIME_ID): what a monitoring loop subtracts so that it
+/// does not count itself (reading /proc/self/fd with thousands of sockets
+/// costs more than the idle connections it watches).
+double thread_cpu_seconds();
+
 } // namespace rdmactor::bench

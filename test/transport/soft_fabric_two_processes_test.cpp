@@ -186,7 +186,12 @@ BOOST_AUTO_TEST_CASE(peer_killed_mid_transfer) {
   BOOST_TEST(wait_child(child) == -1);
 }
 
-BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
+namespace {
+
+/// A send to a stopped peer fails with transport_retry_exceeded after the
+/// transport timeout (request-timeout-ms + the peer's RNR timeout); posted
+/// after `idle` without any work on the queue pair.
+void stopped_peer_case(std::chrono::milliseconds idle) {
   auto opts = soft_options(100);
   opts.request_timeout_ms = 500;
   auto dev = open_soft(opts);
@@ -202,6 +207,14 @@ BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
     ::raise(SIGSTOP);
     return 0;
   });
+  // A failed check must not leave the stopped child behind (it holds the
+  // test's output open).
+  struct reaper {
+    pid_t pid;
+    ~reaper() {
+      ::kill(pid, SIGKILL);
+    }
+  } reap{child};
   auto qp = value_or_throw(lst->accept(10s), "accept");
   // Wait for the child to stop.
   bool stopped = false;
@@ -213,6 +226,7 @@ BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
       std::this_thread::sleep_for(10ms);
   }
   BOOST_REQUIRE(stopped);
+  std::this_thread::sleep_for(idle);
   auto src = make_buffer(*dev, 100, 0);
   auto sg = src.whole();
   auto start = std::chrono::steady_clock::now();
@@ -227,6 +241,19 @@ BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
   BOOST_TEST(elapsed < 10000);
   ::kill(child, SIGKILL);
   BOOST_TEST(wait_child(child) == -1);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(stopped_peer_ends_in_transport_retry_exceeded) {
+  stopped_peer_case(0ms);
+}
+
+// A queue pair idle for half its transport timeout keeps no timer in the
+// event loop (an idle connection costs it nothing); the post that gives it
+// work wakes the loop, so the transport timer still runs.
+BOOST_AUTO_TEST_CASE(a_post_after_a_long_idle_still_runs_the_transport_timer) {
+  stopped_peer_case(1500ms);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -87,8 +87,13 @@ caf::error soft_queue_pair::post_request(uint64_t wr_id, wc_opcode opcode,
                             "the last signaled completion; wait for "
                             "completions (signal a request now and then)");
   auto now = clock_type::now();
-  if (outstanding_.empty() && tx_.empty())
+  if (outstanding_.empty() && tx_.empty()) {
     note_progress(now);
+    if (unwatched_) {
+      unwatched_ = false;
+      wake(); // the loop runs the transport timer from now on
+    }
+  }
   outstanding_request req;
   req.wr_id = wr_id;
   req.opcode = opcode;
@@ -591,7 +596,7 @@ void soft_queue_pair::check_timers_locked(time_point now) {
 }
 
 std::optional<time_point>
-soft_queue_pair::next_deadline_locked(time_point now) const {
+soft_queue_pair::next_deadline_locked(time_point now) {
   std::optional<time_point> next;
   auto consider = [&](time_point t) {
     if (!next || t < *next)
@@ -605,10 +610,16 @@ soft_queue_pair::next_deadline_locked(time_point now) const {
       consider(*ack_deadline_);
     if (write_broken_deadline_)
       consider(*write_broken_deadline_);
-    if (!outstanding_.empty() || !tx_.empty())
+    unwatched_ = false;
+    if (!outstanding_.empty() || !tx_.empty()) {
       consider(last_progress() + transport_timeout_);
-    else // a post may start the transport timer without waking us
-      consider(now + transport_timeout_ / 2);
+    } else if (now - last_progress() < transport_timeout_ / 2) {
+      // Recently busy: a post may start the transport timer without
+      // waking us, so look again in a while.
+      consider(last_progress() + transport_timeout_ / 2);
+    } else {
+      unwatched_ = true; // idle: the next post wakes us (post_request)
+    }
   } else if (ph == phase::draining && linger_deadline_) {
     consider(*linger_deadline_);
   }

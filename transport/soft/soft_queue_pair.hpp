@@ -318,7 +318,9 @@ private:
   void violation_locked(const std::string& what);
   void finish_locked();
   void check_timers_locked(time_point now);
-  std::optional<time_point> next_deadline_locked(time_point now) const;
+  /// The earliest timer of the QP; sets `unwatched_` when an idle QP needs
+  /// none.
+  std::optional<time_point> next_deadline_locked(time_point now);
 
   // -- loop thread ----------------------------------------------------------
 
@@ -398,6 +400,10 @@ private:
   /// When the oldest inbound request waiting for a receive gives up.
   std::optional<time_point> rnr_deadline_;
   std::optional<time_point> linger_deadline_;
+  /// Idle for half the transport timeout: the loop keeps no timer for the
+  /// QP, and the post that gives it work again wakes the loop (which then
+  /// runs its transport timer).  An idle QP costs the loop nothing.
+  bool unwatched_ = false;
   bool write_shut_ = false;
   /// Writing failed (the peer reset or closed): stop writing, read what
   /// the peer sent before, then fail (at the latest at this deadline).

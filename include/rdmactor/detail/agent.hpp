@@ -344,11 +344,13 @@ using agent_actor = connection_actor::extend<
 /// holds the negotiated parameters of the connection; `allocator` serves
 /// `alloc_local_mr`.  The agent ends when the last handle to it goes, the link
 /// fails, or it is sent an exit. `node_actors`: the actors the node published
-/// (every connection serves them; null: none).
+/// (every connection serves them; null: none).  `node`: the node's identity
+/// for its Hello (0: none; see `spawn_connection`).
 agent_actor spawn_agent(caf::actor_system& sys, transport::lent_link transport,
                         transport::link_params link, memory_pool_ptr pool,
                         allocator_actor allocator, const options& opts,
-                        actor_directory_ptr node_actors = nullptr);
+                        actor_directory_ptr node_actors = nullptr,
+                        uint64_t node = 0);
 
 /// Returns the interface of the typed actor handle `Handle` as the peer's
 /// lookup checks it: `(lookup_atom, name, interface_of<Handle>(sys))`.

@@ -17,6 +17,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/connection/keepalive_timer.hpp"
+#include "actors/core/node_liveness.hpp"
 #include "rdmactor/detail/transport_atoms.hpp"
 
 using namespace rdmactor;
@@ -104,36 +105,60 @@ BOOST_AUTO_TEST_CASE(a_due_agent_gets_a_tick_and_a_gone_one_nothing) {
   BOOST_TEST(timer.waiting() >= 1u); // still queued, harmlessly
 }
 
-// A check due while the peer was heard from since it was armed would find
-// nothing to do: the timer waits `silence` after the last frame instead of
-// waking the agent, and wakes it once the peer went silent that long.
+// A check due while the peer node was heard from since it was armed would
+// find nothing to do: the timer waits `silence` after the last frame
+// instead of waking the agent, and wakes it once the node went silent that
+// long.
 BOOST_AUTO_TEST_CASE(a_peer_heard_from_since_postpones_the_tick) {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   using clock_type = keepalive_timer::clock_type;
-  auto heard = std::make_shared<keepalive_timer::heard_clock>(
-      clock_type::now().time_since_epoch().count());
+  auto group = std::make_shared<node_liveness>();
+  group->heard(clock_type::now());
   auto silence = milliseconds{150};
   keepalive_timer::instance().schedule(
       caf::actor_cast<caf::weak_actor_ptr>(self),
-      clock_type::now() + milliseconds{20}, heard, silence);
+      clock_type::now() + milliseconds{20}, group, silence, silence);
   // Frames keep coming for 300 ms: no tick.
   auto until = clock_type::now() + milliseconds{300};
   bool early = false;
   while (clock_type::now() < until) {
-    heard->store(clock_type::now().time_since_epoch().count());
+    group->heard(clock_type::now());
     self->receive([&](transport::tick_atom) { early = true; },
                   caf::after(milliseconds{20}) >> [] {});
   }
   BOOST_TEST(!early);
   // Silence: the tick comes `silence` after the last frame.
-  auto last = clock_type::time_point{clock_type::duration{heard->load()}};
+  auto last = group->last_heard();
   bool ticked = false;
   self->receive([&](transport::tick_atom) { ticked = true; },
                 caf::after(std::chrono::seconds(5)) >> [] {});
   BOOST_TEST(ticked);
   BOOST_TEST((clock_type::now() >= last + silence));
+}
+
+// Connections to one silent peer node: the timer wakes one of them (to
+// ping), not all; the others wait for that Ping's answer.
+BOOST_AUTO_TEST_CASE(of_the_connections_to_a_silent_node_one_is_woken) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  using clock_type = keepalive_timer::clock_type;
+  auto group = std::make_shared<node_liveness>();
+  auto silence = milliseconds{100};
+  group->heard(clock_type::now() - silence); // silent already
+  std::vector<std::unique_ptr<caf::scoped_actor>> conns;
+  for (int i = 0; i < 5; ++i) {
+    conns.emplace_back(std::make_unique<caf::scoped_actor>(sys));
+    keepalive_timer::instance().schedule(
+        caf::actor_cast<caf::weak_actor_ptr>(*conns.back()), clock_type::now(),
+        group, silence, std::chrono::seconds(10));
+  }
+  int ticked = 0;
+  for (auto& c : conns)
+    (*c)->receive([&](transport::tick_atom) { ++ticked; },
+                  caf::after(milliseconds{300}) >> [] {});
+  BOOST_TEST(ticked == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
