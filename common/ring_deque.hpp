@@ -14,8 +14,9 @@
 
 namespace rdmactor {
 
-/// A FIFO with `push_front`, in a power-of-two ring that doubles when
-/// full and never shrinks (`clear` keeps it): once it held the most
+/// A FIFO with `push_front`, in a power-of-two ring that allocates nothing
+/// until the first push (`first_capacity`), doubles when full and never
+/// shrinks (`clear` keeps it): once it held the most
 /// elements it will hold, pushing and popping allocate nothing.
 /// Single-threaded.
 template <class T>
@@ -108,6 +109,15 @@ public:
     --size_;
   }
 
+  /// Removes the element at `i` (< size()); the later ones move up one
+  /// place (O(size - i)).
+  void erase_at(size_t i) noexcept {
+    for (; i + 1 < size_; ++i)
+      *slot(i) = std::move(*slot(i + 1));
+    slot(size_ - 1)->~T();
+    --size_;
+  }
+
   /// Destroys every element; keeps the capacity.
   void clear() noexcept {
     while (size_ > 0)
@@ -128,6 +138,13 @@ public:
     basic_iterator(Owner* q, size_t i) noexcept : q_(q), i_(i) {}
     Ref operator*() const noexcept {
       return (*q_)[i_];
+    }
+    pointer operator->() const noexcept {
+      return &(*q_)[i_];
+    }
+    /// The element's place from the front.
+    size_t index() const noexcept {
+      return i_;
     }
     basic_iterator& operator++() noexcept {
       ++i_;
@@ -164,6 +181,16 @@ public:
 private:
   using storage = std::aligned_storage_t<sizeof(T), alignof(T)>;
 
+  /// The first allocation: 8 elements, or as many as fit in 256 bytes (at
+  /// least one) when they are larger, so that the queues of an idle
+  /// connection that saw a single operation stay small.
+  static constexpr size_t first_capacity = [] {
+    size_t n = 8;
+    while (n > 1 && n * sizeof(T) > 256)
+      n /= 2;
+    return n;
+  }();
+
   T* raw(size_t pos) const noexcept {
     return reinterpret_cast<T*>(buf_.get() + pos);
   }
@@ -175,7 +202,7 @@ private:
   void grow_if_full() {
     if (size_ < cap_)
       return;
-    auto cap = cap_ == 0 ? size_t{8} : 2 * cap_;
+    auto cap = cap_ == 0 ? first_capacity : 2 * cap_;
     std::unique_ptr<storage[]> buf{new storage[cap]};
     for (size_t i = 0; i < size_; ++i) {
       auto* from = slot(i);

@@ -1,8 +1,8 @@
 #include "rdmactor/detail/transport_actor.hpp"
 
+#include "common/ring_deque.hpp"
 #include <atomic>
 #include <chrono>
-#include <deque>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -70,7 +70,7 @@ struct transport_state : link_observer {
     uint32_t imm = 0;
     uint32_t bytes = 0;
   };
-  std::deque<early_event> early;
+  ring_deque<early_event> early;
   /// A graceful close is under way (`link_return::goodbye`), and how the
   /// peer's own Goodbye is told from its other frames.
   bool closing = false;

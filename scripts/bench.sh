@@ -31,7 +31,7 @@
 # (host): actor lat 8 B and actor bw 64 KiB of both implementations again
 # while two CPU hogs (busy shell loops) run.  bw rows show the CPU seconds
 # per GB of both sides beside MB/s.  Scale (host):
-# 1, 100 and 1000 connections from one process to another (connect times,
+# 1, 100, 1000 and 20,000 connections from one process to another (connect times,
 # both processes' threads, RSS, registered bytes and fds), and one active
 # connection alone and among 1000 idle ones; in the VM, 200 connections over
 # rxe from one process to another.
@@ -57,7 +57,8 @@
 # without transport/verbs/), BENCH_VM_APPEND (the VM's extra kernel
 # arguments; default "tsc=reliable clocksource=tsc", empty for the
 # emulator's default HPET clock: see docs/benchmarks.md, "The clock in the
-# VM").
+# VM"), BENCH_SCALE=0 (skip the scale part), BENCH_SCALE_MAX (peers of its
+# largest row; default 20,000, or the hard open-files limit less 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -441,11 +442,22 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     sleep 0.1
   done
   peer_counts=(1 100 1000)
+  # The largest row: 20,000 peers, or what the hard open-files limit leaves
+  # (each process holds a socket per connection; BENCH_SCALE_MAX overrides).
+  hard_fds=$(ulimit -Hn)
+  [[ $hard_fds == unlimited ]] && hard_fds=1048576
+  big=${BENCH_SCALE_MAX:-$((hard_fds - 1000 < 20000 ? hard_fds - 1000 : 20000))}
+  ((big > 1000)) && peer_counts+=("$big")
+  ((big < 20000)) && echo "   the largest row has $big peers: the hard open-files limit is $hard_fds (20,000 needs 21,000; see README, Scale)"
   [[ $quick == 1 ]] && peer_counts=(1 100)
   for n in "${peer_counts[@]}"; do
     t0=$SECONDS
+    # Rows past 1000 peers connect from 16 threads at once.
+    threads=1
+    ((n > 1000)) && threads=16
     line=$("$bench" --json --rdmactor.log-level=error "${extra[@]}" \
       --connect=127.0.0.1:$port --op=connect --peers="$n" --hold-ms=12000 \
+      --connect-threads=$threads \
       2>"$out_dir/.stderr" | grep '^{' || true)
     # The server's first line with N connections was taken while the client
     # held them idle; later ones include the echo (a receive slot and the
@@ -493,12 +505,12 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     jget($0, "op") == "connect" {
       if (!hdr++) {
         printf "\nScale: N connections from one process to another (soft, loopback)\n"
-        printf "%6s %9s %9s %9s | %-33s | %-33s\n", "peers", "total s", "p50 ms", "p99 ms", "client: threads rss_MiB reg_MiB fds", "server: threads rss_MiB reg_MiB fds"
+        printf "%6s %4s %9s %9s %9s | %-33s | %-33s\n", "peers", "thr", "total s", "p50 ms", "p99 ms", "client: threads rss_MiB reg_MiB fds", "server: threads rss_MiB reg_MiB fds"
       }
       n = jget($0, "connected") + 0
-      printf "%6s %9.3f %9.3f %9.3f | %7s %7s %9s %7s | %7s %7s %9s %7s%s\n", jget($0, "peers"), jget($0, "connect_s_total"), jget($0, "connect_ms_p50"), jget($0, "connect_ms_p99"), jget($0, "threads"), mib(jget($0, "rss_kb") * 1024), mib(jget($0, "registered_bytes")), jget($0, "fds"), jget($0, "server_threads"), mib(jget($0, "server_rss_kb") * 1024), mib(jget($0, "server_registered_bytes")), jget($0, "server_fds"), jget($0, "status") == "ok" ? "" : "  " jget($0, "error")
-      if (n > 1) printf "%6s %29s | per peer: rss %s KiB, registered %s KiB, fds %s\n", "", "", per(jget($0, "rss_kb"), jget($0, "rss_kb_before"), n, 1), per(jget($0, "registered_bytes"), jget($0, "registered_bytes_before"), n, 1024), per(jget($0, "fds"), jget($0, "fds_before"), n, 1)
-      printf "%6s %29s | idle CPU while held: client %s %%, server %s %% of a core\n", "", "", jget($0, "hold_cpu_percent") == "" ? "-" : jget($0, "hold_cpu_percent"), jget($0, "server_idle_cpu_percent") == "" ? "-" : jget($0, "server_idle_cpu_percent")
+      printf "%6s %4s %9.3f %9.3f %9.3f | %7s %7s %9s %7s | %7s %7s %9s %7s%s\n", jget($0, "peers"), jget($0, "connect_threads") == "" ? 1 : jget($0, "connect_threads"), jget($0, "connect_s_total"), jget($0, "connect_ms_p50"), jget($0, "connect_ms_p99"), jget($0, "threads"), mib(jget($0, "rss_kb") * 1024), mib(jget($0, "registered_bytes")), jget($0, "fds"), jget($0, "server_threads"), mib(jget($0, "server_rss_kb") * 1024), mib(jget($0, "server_registered_bytes")), jget($0, "server_fds"), jget($0, "status") == "ok" ? "" : "  " jget($0, "error")
+      if (n > 1) printf "%6s %34s | per peer: rss %s KiB, registered %s KiB, fds %s\n", "", "", per(jget($0, "rss_kb"), jget($0, "rss_kb_before"), n, 1), per(jget($0, "registered_bytes"), jget($0, "registered_bytes_before"), n, 1024), per(jget($0, "fds"), jget($0, "fds_before"), n, 1)
+      printf "%6s %34s | idle CPU while held: client %s %%, server %s %% of a core\n", "", "", jget($0, "hold_cpu_percent") == "" ? "-" : jget($0, "hold_cpu_percent"), jget($0, "server_idle_cpu_percent") == "" ? "-" : jget($0, "server_idle_cpu_percent")
     }
     jget($0, "op") == "send" {
       imp = jget($0, "impl"); sub(/rdmactor-idle/, "", imp)

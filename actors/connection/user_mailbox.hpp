@@ -5,9 +5,9 @@
 // waiting for it.  No actor: the agent wraps its response promises in a
 // waiter (agent_state.hpp, take_as).  Not installed.
 
+#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -58,7 +58,7 @@ public:
   }
 
   /// Every queued item, taken out in order (the waiters stay).
-  std::deque<Item> take_all() {
+  ring_deque<Item> take_all() {
     queued_bytes_ = 0;
     return std::exchange(items_, {});
   }
@@ -91,7 +91,7 @@ public:
   }
 
   /// The queued items, oldest first.
-  const std::deque<Item>& items() const noexcept {
+  const ring_deque<Item>& items() const noexcept {
     return items_;
   }
 
@@ -109,8 +109,8 @@ public:
   }
 
 private:
-  std::deque<Item> items_;
-  std::deque<waiter> waiters_;
+  ring_deque<Item> items_;
+  ring_deque<waiter> waiters_;
   uint64_t queued_bytes_ = 0;
 };
 

@@ -3,9 +3,9 @@
 // Internal to the agent: operations that wait for the peer's Hello to
 // learn whether it offers an extension.  Not installed.
 
+#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <string>
 
@@ -66,7 +66,7 @@ private:
   };
 
   /// Oldest (earliest deadline) first.
-  std::deque<waiter> waiting_;
+  ring_deque<waiter> waiting_;
 };
 
 } // namespace rdmactor

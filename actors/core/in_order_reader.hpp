@@ -1,9 +1,9 @@
 #pragma once
 
+#include "common/ring_deque.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <utility>
 
 namespace rdmactor {
@@ -113,7 +113,7 @@ private:
     return seq;
   }
 
-  std::deque<entry> items_;
+  ring_deque<entry> items_;
   uint64_t next_seq_ = 0;
   uint64_t bytes_ = 0;
 };

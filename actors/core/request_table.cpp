@@ -124,7 +124,7 @@ void request_table::remember_late(uint64_t id) {
 bool request_table::take_late(uint64_t id) {
   if (late_id_set_.erase(id) == 0)
     return false;
-  late_ids_.erase(std::find(late_ids_.begin(), late_ids_.end(), id));
+  late_ids_.erase_at(std::find(late_ids_.begin(), late_ids_.end(), id).index());
   return true;
 }
 
@@ -138,7 +138,7 @@ bool request_table::take_late_alloc(uint64_t id) {
   auto i = std::find(late_allocs_.begin(), late_allocs_.end(), id);
   if (i == late_allocs_.end())
     return false;
-  late_allocs_.erase(i);
+  late_allocs_.erase_at(i.index());
   take_late(id);
   return true;
 }

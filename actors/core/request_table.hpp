@@ -3,9 +3,9 @@
 // Internal to the agent: the requests of one connection that wait for the
 // peer's answer.  Not installed.
 
+#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <random>
 #include <unordered_set>
@@ -129,9 +129,9 @@ private:
   std::vector<uint32_t> free_;
   size_t pending_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
-  std::deque<uint64_t> late_ids_;
+  ring_deque<uint64_t> late_ids_;
   std::unordered_set<uint64_t> late_id_set_;
-  std::deque<uint64_t> late_allocs_;
+  ring_deque<uint64_t> late_allocs_;
 };
 
 /// Turns a non-OK response status into an error naming the request

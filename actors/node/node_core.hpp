@@ -156,6 +156,8 @@ private:
   std::mutex mtx_;
   std::vector<std::unique_ptr<acceptor>> acceptors_;
   std::vector<caf::actor_addr> connections_;
+  /// `adopt` forgets the connections that went once the list has this many.
+  size_t sweep_connections_at_ = 64;
   caf::actor_addr actor_;
   /// Actors published for every connection (publish).
   actor_directory_ptr published_ = std::make_shared<actor_directory>();

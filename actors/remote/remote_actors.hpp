@@ -8,10 +8,10 @@
 // peer in remote_actors_forward.cpp; messages from it in
 // remote_actors_deliver.cpp.
 
+#include "common/ring_deque.hpp"
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -377,7 +377,7 @@ private:
   partial partial_;
   /// Our messages to the peer's actors: the window and what waits for it.
   actor_outflow outflow_;
-  std::deque<queued_frame> queue_;
+  ring_deque<queued_frame> queue_;
   uint64_t queued_bytes_ = 0;
   uint64_t send_refused_ = 0;
   uint64_t acks_received_ = 0;

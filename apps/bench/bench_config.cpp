@@ -91,6 +91,9 @@ bench_config::bench_config() {
       .add(hold_ms, "hold-ms",
            "connect: hold the connections this long before measuring "
            "(default 0)")
+      .add(connect_threads, "connect-threads",
+           "connect: threads that open connections at once (default 1: "
+           "one after another; node::connect is thread-safe)")
       .add(idle_peers, "idle-peers",
            "send, write, read: idle connections opened first (default 0)")
       .add(plain_actors, "plain-actors",
@@ -200,6 +203,8 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
     return bad("give --listen or --connect, not both");
   if (cfg.timeout_ms == 0)
     return bad("--timeout-ms must be at least 1");
+  if (cfg.connect_threads == 0 || cfg.connect_threads > 256)
+    return bad("--connect-threads must be 1 to 256");
   if (plan.op == bench_op::connect && cfg.peers == 0)
     return bad("--peers must be at least 1");
   if (plan.op == bench_op::connect && !cfg.baseline.empty())
@@ -210,6 +215,7 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
     return bad("--idle-peers applies to rdmactor's send, write and read");
   plan.peers = cfg.peers;
   plan.hold_ms = cfg.hold_ms;
+  plan.connect_threads = cfg.connect_threads;
   plan.idle_peers = cfg.idle_peers;
   plan.plain_actors = cfg.plain_actors;
   plan.actor_echo = cfg.actor_echo;

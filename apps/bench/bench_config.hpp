@@ -34,6 +34,7 @@ public:
   uint32_t timeout_ms = 30000;
   uint32_t peers = 100;
   uint32_t hold_ms = 0;
+  uint32_t connect_threads = 1;
   uint32_t idle_peers = 0;
   bool plain_actors = false;
   bool actor_echo = false;
@@ -66,6 +67,8 @@ struct bench_plan {
   /// --op=connect: connections to open, and how long to hold them.
   uint32_t peers = 100;
   uint32_t hold_ms = 0;
+  /// --op=connect: threads that call node::connect at once.
+  uint32_t connect_threads = 1;
   /// send, write, read: idle connections opened before the measured one.
   uint32_t idle_peers = 0;
   /// The driver and the echo server are plain CAF actors (CAF's spawn),

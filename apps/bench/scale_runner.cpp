@@ -1,8 +1,10 @@
 #include "apps/bench/scale_runner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <caf/actor_cast.hpp>
@@ -50,27 +52,48 @@ struct connect_outcome {
   caf::error err;
 };
 
-/// Connects once more; records the time or the error.
-bool connect_one(node& client, const std::string& addr,
-                 std::vector<connection_actor>& conns, connect_outcome& x,
-                 uint32_t total) {
-  auto t0 = clock_type::now();
-  auto conn = client.connect(addr);
-  if (!conn) {
-    x.err = make_error(code_of(conn.error()),
-                       "connection " + std::to_string(conns.size() + 1) + " of "
-                           + std::to_string(total)
-                           + " failed: " + what_of(conn.error()));
-    return false;
-  }
-  x.connect_ms.push_back(ms_since(t0));
-  conns.push_back(std::move(*conn));
-  return true;
-}
-
 void progress(uint32_t done, uint32_t total, const char* what) {
   if (total >= 20 && done % (total / 10) == 0)
     std::fprintf(stderr, "rdmactor-bench: %s %u/%u\n", what, done, total);
+}
+
+/// Opens `total` connections to `addr` from `threads` threads at once
+/// (node::connect is thread-safe), each recording its connect times; stops
+/// at the first error.
+void connect_all(node& client, const std::string& addr, uint32_t total,
+                 uint32_t threads, std::vector<connection_actor>& conns,
+                 connect_outcome& x) {
+  std::mutex mtx;
+  std::atomic<uint32_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (;;) {
+      auto i = next.fetch_add(1);
+      if (i >= total || failed.load())
+        return;
+      auto t0 = clock_type::now();
+      auto conn = client.connect(addr);
+      auto ms = ms_since(t0);
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!conn) {
+        if (!failed.exchange(true))
+          x.err = make_error(code_of(conn.error()),
+                             "connection " + std::to_string(i + 1) + " of "
+                                 + std::to_string(total)
+                                 + " failed: " + what_of(conn.error()));
+        return;
+      }
+      x.connect_ms.push_back(ms);
+      conns.push_back(std::move(*conn));
+      progress(static_cast<uint32_t>(conns.size()), total, "connected");
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto& t : pool)
+    t.join();
 }
 
 /// Sends 8 bytes flagged `echo_flag` on every connection and waits until
@@ -135,7 +158,8 @@ void print(const bench_plan& plan, const run_context& ctx,
     std::printf(
         "{\"impl\":\"%s\",\"op\":\"connect\",\"fabric\":\"%s\","
         "\"device\":\"%s\",\"topology\":\"%s\",\"peers\":%u,"
-        "\"connected\":%u,\"connect_ms_p50\":%.3f,\"connect_ms_p99\":%.3f,"
+        "\"connect_threads\":%u,\"connected\":%u,\"connect_ms_p50\":%.3f,"
+        "\"connect_ms_p99\":%.3f,"
         "\"connect_ms_max\":%.3f,\"connect_s_total\":%.3f,\"threads\":%llu,"
         "\"rss_kb\":%llu,\"registered_bytes\":%llu,\"fds\":%llu,"
         "\"threads_before\":%llu,\"rss_kb_before\":%llu,"
@@ -143,8 +167,9 @@ void print(const bench_plan& plan, const run_context& ctx,
         "\"echoes\":%llu,\"echo_ms_total\":%.3f,\"hold_ms\":%u,"
         "\"hold_cpu_percent\":%.2f,\"status\":\"%s\"%s%s%s}\n",
         ctx.impl.c_str(), ctx.fabric.c_str(), json_escape(ctx.device).c_str(),
-        ctx.topology.c_str(), plan.peers, x.connected, p50, p99, max,
-        x.connect_s_total, static_cast<unsigned long long>(x.holding.threads),
+        ctx.topology.c_str(), plan.peers, plan.connect_threads, x.connected,
+        p50, p99, max, x.connect_s_total,
+        static_cast<unsigned long long>(x.holding.threads),
         static_cast<unsigned long long>(x.holding.rss_kb),
         static_cast<unsigned long long>(x.registered_holding),
         static_cast<unsigned long long>(x.holding.fds),
@@ -165,9 +190,10 @@ void print(const bench_plan& plan, const run_context& ctx,
               ctx.fabric.c_str(), ctx.device.c_str(), ctx.topology.c_str());
   std::printf("-------------------------------------------------------------"
               "------------------\n");
-  std::printf(" peers %u connected %u in %.3f s; connect ms p50 %.3f p99 "
-              "%.3f max %.3f\n",
-              plan.peers, x.connected, x.connect_s_total, p50, p99, max);
+  std::printf(" peers %u connected %u in %.3f s by %u thread(s); connect ms "
+              "p50 %.3f p99 %.3f max %.3f\n",
+              plan.peers, x.connected, x.connect_s_total, plan.connect_threads,
+              p50, p99, max);
   std::printf(" %-18s %-14s %-14s %-14s\n", "this process", "before", "holding",
               "per peer");
   std::printf(" %-18s %-14llu %-14llu %-14.2f\n", "threads",
@@ -208,11 +234,7 @@ int run_connect(caf::actor_system& sys, const bench_plan& plan, node& client,
   std::vector<connection_actor> conns;
   conns.reserve(plan.peers);
   auto t0 = clock_type::now();
-  for (uint32_t i = 0; i < plan.peers; ++i) {
-    if (!connect_one(client, addr, conns, x, plan.peers))
-      break;
-    progress(i + 1, plan.peers, "connected");
-  }
+  connect_all(client, addr, plan.peers, plan.connect_threads, conns, x);
   x.connect_s_total = ms_since(t0) / 1000.0;
   x.connected = static_cast<uint32_t>(conns.size());
   auto cpu0 = cpu_seconds();
@@ -237,11 +259,9 @@ open_idle_peers(node& client, const std::string& addr, uint32_t n) {
   std::vector<connection_actor> conns;
   conns.reserve(n);
   connect_outcome x;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!connect_one(client, addr, conns, x, n))
-      return std::move(x.err);
-    progress(i + 1, n, "idle peers connected");
-  }
+  connect_all(client, addr, n, 1, conns, x);
+  if (x.err)
+    return std::move(x.err);
   return conns;
 }
 

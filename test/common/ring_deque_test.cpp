@@ -2,6 +2,7 @@
 
 // common/ring_deque.hpp: a FIFO with push_front in a ring that only grows.
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,38 @@ BOOST_AUTO_TEST_CASE(a_steady_ring_stops_growing_and_clear_keeps_it) {
   q.clear();
   BOOST_TEST(q.empty());
   BOOST_TEST(q.capacity() == cap);
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_allocated_before_the_first_push) {
+  ring_deque<int> small;
+  BOOST_TEST(small.capacity() == 0u);
+  small.push_back(1);
+  BOOST_TEST(small.capacity() == 8u);
+  // Large elements: the first allocation holds at most 256 bytes.
+  struct big {
+    char bytes[160];
+  };
+  ring_deque<big> large;
+  large.push_back(big{});
+  BOOST_TEST(large.capacity() == 1u);
+  large.push_back(big{});
+  BOOST_TEST(large.capacity() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(erase_at_moves_the_later_elements_up) {
+  ring_deque<std::string> q;
+  for (auto s : {"a", "b", "c", "d"})
+    q.push_back(s);
+  q.pop_front();    // the ring's head is not its first slot
+  q.push_back("e"); // and it wraps
+  q.erase_at(1);    // "c"
+  std::vector<std::string> got(q.begin(), q.end());
+  BOOST_TEST(got == (std::vector<std::string>{"b", "d", "e"}));
+  auto i = std::find(q.begin(), q.end(), std::string{"e"});
+  BOOST_TEST(i.index() == 2u);
+  q.erase_at(i.index());
+  BOOST_TEST(q.size() == 2u);
+  BOOST_TEST(q.back() == "d");
 }
 
 BOOST_AUTO_TEST_CASE(elements_are_destroyed_once_and_moves_take_them) {
