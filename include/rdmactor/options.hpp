@@ -69,12 +69,13 @@ struct options {
   /// How long a SEND waits for a posted receive before RNR retry exceeded.
   uint32_t rnr_timeout_ms = 2000;
   /// Keepalive (0 = off): after this long without any frame from the peer
-  /// the agent sends it a Ping; if again nothing arrives within this long,
-  /// the connection ends with peer_gone.  So a peer that froze or died
-  /// while the connection was idle is noticed within 2 x keepalive-ms
-  /// (plus a few ms of timer latency).  Only peers whose Hello offers
-  /// keepalive are pinged; any frame counts as a sign of life, so busy
-  /// connections send no pings.
+  /// node (on any of this node's connections to it) one connection sends
+  /// it a Ping; if again nothing arrives within this long, every
+  /// connection to that node ends with peer_gone.  So a peer that froze or
+  /// died while idle is noticed within 2 x keepalive-ms (plus a few ms of
+  /// timer latency), at one Ping per keepalive-ms per peer node.  Only
+  /// peers whose Hello offers keepalive are pinged; any frame counts as a
+  /// sign of life, so busy connections send no pings.
   uint32_t keepalive_ms = 5000;
   /// Graceful close: how long the closing side keeps its queue pair open
   /// after posting Goodbye, waiting for the peer to close its side, before

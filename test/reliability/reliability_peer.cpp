@@ -20,7 +20,8 @@
 //                 prints "refused N" at the first refusal (N accepted before)
 //                 and "disconnected N M" (accepted, refused) at the end, then
 //                 exits 0
-//   idle          prints "ready" and waits (the test stops it with SIGSTOP)
+//   idle          opens COUNT connections in all (at least one), prints
+//                 "ready" and waits (the test stops it with SIGSTOP)
 //
 // The fabric comes from RDMACTOR_TEST_FABRIC (default soft).  Every mode
 // exits by itself (status 3) after 120 s, so a forgotten peer goes away.
@@ -187,6 +188,14 @@ int main(int argc, char** argv) {
   auto conn = (*nd)->connect(target);
   if (!conn)
     return fail("connect", conn.error());
+  // idle: the other connections of COUNT, held until the process ends.
+  std::vector<connection_actor> more;
+  for (uint64_t i = 1; mode == "idle" && i < count; ++i) {
+    auto c = (*nd)->connect(target);
+    if (!c)
+      return fail("connect", c.error());
+    more.push_back(*c);
+  }
   auto rc = run(sys, *conn, mode, bytes, count);
   (*nd)->close();
   return rc;

@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <caf/event_based_actor.hpp>
 
@@ -314,6 +315,62 @@ BOOST_AUTO_TEST_CASE(idle_stopped_peer_is_dropped_by_the_keepalive) {
   BOOST_TEST(code_of(reason) == errc::peer_gone);
   BOOST_TEST(render(reason).find("keepalive") != std::string::npos,
              render(reason));
+  peer->kill();
+  expect_memory_back(*watcher, "watcher");
+  watcher->close();
+}
+
+// Keepalive watches peer nodes: a stopped peer process with several
+// connections to the watcher costs one Ping per period while it lives and
+// loses every connection within 2 x keepalive-ms once it stops (the one
+// whose Ping goes unanswered and the others that waited for its answer).
+BOOST_AUTO_TEST_CASE(every_connection_of_a_stopped_peer_is_dropped) {
+  auto o = opts;
+  o.keepalive_ms = 300 * timeout_scale();
+  auto watcher = open(o);
+  caf::scoped_actor acc{sys};
+  auto p = watcher->listen(host + ":0", caf::actor_cast<caf::actor>(acc));
+  BOOST_REQUIRE_MESSAGE(p, render(p));
+  constexpr int n = 4;
+  auto peer = std::make_unique<peer_process>(
+      RDMACTOR_RELIABILITY_PEER,
+      std::vector<std::string>{host + ":" + std::to_string(*p), "idle", "0",
+                               std::to_string(n)});
+  BOOST_REQUIRE(peer->started());
+  std::vector<connection_actor> conns;
+  std::vector<std::unique_ptr<watch>> watches;
+  for (int i = 0; i < n; ++i) {
+    connection_actor conn;
+    acc->receive([&](accepted_atom, connection_actor& x) { conn = x; },
+                 caf::after(std::chrono::seconds(30)) >> [] {});
+    BOOST_REQUIRE_MESSAGE(conn, "connection " << i << " not accepted");
+    watches.push_back(std::make_unique<watch>(sys, conn));
+    conns.push_back(conn);
+  }
+  BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
+  auto pings = [&] {
+    uint64_t sum = 0;
+    for (auto& c : conns)
+      sum += stats_of(c).keepalive_pings;
+    return sum;
+  };
+  // Alive and idle: pinged (by whichever end pings first), answered.
+  BOOST_REQUIRE(eventually([&] { return pings() >= 2; },
+                           std::chrono::seconds(30 * timeout_scale())));
+  BOOST_REQUIRE(peer->stop());
+  auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    auto reason = expect_down(*watches[i], "a connection of a stopped peer");
+    BOOST_TEST(code_of(reason) == errc::peer_gone);
+    BOOST_TEST(render(reason).find("keepalive") != std::string::npos,
+               render(reason));
+  }
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  BOOST_TEST_MESSAGE(n << " connections of the stopped peer were dropped "
+                          "after "
+                       << took.count() << " ms (keepalive-ms=" << o.keepalive_ms
+                       << ")");
   peer->kill();
   expect_memory_back(*watcher, "watcher");
   watcher->close();

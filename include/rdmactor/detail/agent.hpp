@@ -281,8 +281,9 @@ using peer_operations = caf::typed_actor<
 ///   (graceful close, below); logged at info level.
 /// - `errc::peer_gone`: the peer died, its process was killed, the queue
 ///   pair broke, or it stayed silent past the keepalive bound
-///   (rdmactor.keepalive-ms: an idle peer is pinged after keepalive-ms of
-///   silence and dropped if it stays silent another keepalive-ms).
+///   (rdmactor.keepalive-ms: an idle peer node is pinged after
+///   keepalive-ms of silence on all our connections to it, and every
+///   connection to it is dropped if it stays silent another keepalive-ms).
 /// - `errc::closed` (or the exit reason): closed on this side.
 ///
 /// To close it, `send_exit(conn, caf::exit_reason::user_shutdown)` (or
