@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(peer_killed_during_a_send_data_of_many_chunks_to_us) {
 }
 
 BOOST_AUTO_TEST_CASE(peer_killed_while_we_send_data_of_many_chunks_to_it) {
-  auto peer = start_peer("idle", 0);
+  auto peer = start_peer("idle", 0, 1);
   auto conn = accept_next();
   watch w{sys, conn};
   BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(peer_that_floods_alloc_mr) {
 }
 
 BOOST_AUTO_TEST_CASE(peer_that_never_answers) {
-  auto peer = start_peer("idle", 0);
+  auto peer = start_peer("idle", 0, 1);
   auto conn = accept_next();
   watch w{sys, conn};
   BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
