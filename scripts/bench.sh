@@ -448,7 +448,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   [[ $hard_fds == unlimited ]] && hard_fds=1048576
   big=${BENCH_SCALE_MAX:-$((hard_fds - 1000 < 20000 ? hard_fds - 1000 : 20000))}
   ((big > 1000)) && peer_counts+=("$big")
-  ((big < 20000)) && echo "   the largest row has $big peers: the hard open-files limit is $hard_fds (20,000 needs 21,000; see README, Scale)"
+  ((big < 20000)) && echo "   the largest row has $big peers: the hard open-files limit is $hard_fds (20,000 needs 21,000; see README, Many peers)"
   [[ $quick == 1 ]] && peer_counts=(1 100)
   for n in "${peer_counts[@]}"; do
     t0=$SECONDS
@@ -479,6 +479,12 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     else
       echo "   connect $n peers: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
     fi
+    # The next runs start once the server has closed these (closing
+    # thousands keeps it busy for seconds), at most 120 s later.
+    for _ in $(seq 600); do
+      [[ $(grep -o 'serving [0-9]* connections' "$out_dir/.server.log" | tail -1) == "serving 0 connections" ]] && break
+      sleep 0.2
+    done
   done
   for idle in 0 1000; do
     [[ $quick == 1 && $idle == 1000 ]] && idle=100
