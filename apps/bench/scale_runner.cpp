@@ -96,13 +96,19 @@ void connect_all(node& client, const std::string& addr, uint32_t total,
     t.join();
 }
 
+/// Echoes outstanding at most in `echo_on_each`: well under the shared
+/// receive queue's cap (srq-max-receives, 16384), which a burst on 19,000
+/// connections at once outgrew on both ends (each end's echoes held its
+/// receives while the other's waited: an RNR failure after 2 s).
+constexpr size_t echo_window = 4096;
+
 /// Sends 8 bytes flagged `echo_flag` on every connection and waits until
 /// each echo came back (pushed to `self` as its data subscriber).  The
-/// subscriptions and sends go out without waiting for their answers, and
-/// answers and echoes are taken as they come: a client that waited for
-/// each answer in turn would leave the echoes unread in its mailbox, and
-/// with a shared receive queue the echoes nobody reads hold its receives
-/// (at twenty thousand peers, more than the queue may grow to).
+/// subscriptions go out without waiting for their answers, the sends with
+/// at most `echo_window` echoes outstanding, and answers and echoes are
+/// taken as they come: a client that waited for each answer in turn would
+/// leave the echoes unread in its mailbox, and with a shared receive queue
+/// the echoes nobody reads hold its receives.
 void echo_on_each(caf::actor_system& sys, node& client,
                   const std::vector<connection_actor>& conns,
                   std::chrono::milliseconds timeout, connect_outcome& x) {
@@ -115,10 +121,15 @@ void echo_on_each(caf::actor_system& sys, node& client,
   chunk->data()[0] = echo_flag;
   caf::scoped_actor self{sys};
   auto sub = caf::actor_cast<data_subscriber>(self);
-  for (auto& conn : conns) {
+  for (auto& conn : conns)
     self->send(conn, subscribe_data_atom::value, sub);
-    self->send(conn, send_data_atom::value, *chunk);
-  }
+  size_t sent = 0;
+  auto send_next = [&] {
+    if (sent < conns.size())
+      self->send(conns[sent++], send_data_atom::value, *chunk);
+  };
+  while (sent < std::min(conns.size(), echo_window))
+    send_next();
   // Two answers (subscribed, sent) and one echo per connection.
   size_t answers = 0;
   bool late = false;
@@ -126,9 +137,13 @@ void echo_on_each(caf::actor_system& sys, node& client,
   self->receive_while([&] {
     return !late && !err
            && (answers < 2 * conns.size() || x.echoes < conns.size());
-  })([&](data_atom, local_mr&) { ++x.echoes; }, [&](uint64_t) { ++answers; },
-     [&](caf::error& e) { err = std::move(e); },
-     caf::after(timeout) >> [&] { late = true; });
+  })(
+      [&](data_atom, local_mr&) {
+        ++x.echoes;
+        send_next();
+      },
+      [&](uint64_t) { ++answers; }, [&](caf::error& e) { err = std::move(e); },
+      caf::after(timeout) >> [&] { late = true; });
   if (err) {
     x.err = std::move(err);
     return;
