@@ -1,6 +1,5 @@
 #include "rdmactor/detail/transport_actor.hpp"
 
-#include "common/ring_deque.hpp"
 #include <atomic>
 #include <chrono>
 
@@ -14,6 +13,7 @@
 #include "common/heap_trim.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/ring_deque.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 #include "scheduling/direct_poll.hpp"

@@ -62,19 +62,23 @@ link::open(device_ptr dev, std::shared_ptr<queue_pair> qp) {
   // Header slots: the first chunk now (the rest as sends need them).
   if (auto err = l.add_header_slots())
     return err;
-  // Old values of atomics: registered only where the device has atomics.
-  if (l.dev_->supports_atomics()) {
-    l.atomic_mem_.resize(l.send_queue_depth_);
-    auto areg = l.dev_->register_memory(l.atomic_mem_.data(),
-                                        l.atomic_mem_.size() * sizeof(uint64_t),
-                                        access::local_write);
-    if (!areg)
-      return std::move(areg.error());
-    l.atomic_reg_ = std::move(*areg);
-    for (auto i = static_cast<int32_t>(l.send_queue_depth_); i > 0; --i)
-      l.free_atomic_slots_.push_back(i - 1);
-  }
   return result;
+}
+
+caf::error link::open_atomics() {
+  atomic_mem_.resize(send_queue_depth_);
+  auto areg = dev_->register_memory(atomic_mem_.data(),
+                                    atomic_mem_.size() * sizeof(uint64_t),
+                                    access::local_write);
+  if (!areg) {
+    atomic_mem_ = {};
+    return std::move(areg.error());
+  }
+  atomic_reg_ = std::move(*areg);
+  free_atomic_slots_.reserve(send_queue_depth_);
+  for (auto i = static_cast<int32_t>(send_queue_depth_); i > 0; --i)
+    free_atomic_slots_.push_back(i - 1);
+  return {};
 }
 
 link::~link() {
@@ -490,6 +494,14 @@ void link::submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
     answer(cookie, make_error(errc::internal_error,
                               "submit_atomic with a kind that is no atomic"));
     return;
+  }
+  // Old values of atomics: registered with the first atomic, where the
+  // device has atomics (most connections never use them).
+  if (!atomic_reg_ && dev_->supports_atomics()) {
+    if (auto err = open_atomics()) {
+      answer(cookie, std::move(err));
+      return;
+    }
   }
   if (auto err = refusal(kind, {}, local_mr{}, remote, false)) {
     answer(cookie, std::move(err));

@@ -442,6 +442,9 @@ private:
   /// fails or every slot is made.
   caf::error add_header_slots();
 
+  /// Makes and registers the slots for the old values of atomics.
+  caf::error open_atomics();
+
   /// Takes a free header slot, making more when none is free; -1 (and
   /// `err` set) when that fails.
   int32_t take_header_slot(caf::error& err);
@@ -461,6 +464,8 @@ private:
   std::vector<std::vector<uint8_t>> spare_headers_;
   /// One 8-byte slot per send-queue entry for the old values of atomics,
   /// registered with local_write (the device writes them).
+  /// Old values of atomics, one slot per send-queue entry: made and
+  /// registered by the first atomic (`open_atomics`).
   std::vector<uint64_t> atomic_mem_;
   std::unique_ptr<memory_region> atomic_reg_;
   std::vector<int32_t> free_atomic_slots_;

@@ -5,7 +5,6 @@
 // waiting for it.  No actor: the agent wraps its response promises in a
 // waiter (agent_state.hpp, take_as).  Not installed.
 
-#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -13,6 +12,8 @@
 #include <utility>
 
 #include <caf/error.hpp>
+
+#include "common/ring_deque.hpp"
 
 namespace rdmactor::agent_detail {
 

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "common/logging.hpp"
+#include "common/random.hpp"
 #include "common/tuning.hpp"
 
 namespace rdmactor {
@@ -21,8 +21,7 @@ agent_core::agent_core(sink& out, options opts, transport::link_params link,
                        memory_pool_ptr pool)
     : out_(out), opts_(std::move(opts)), link_(std::move(link)),
       pool_(std::move(pool)), guard_(opts_),
-      requests_(opts_.peer_max_pending_requests),
-      live_(*this, std::random_device{}()) {}
+      requests_(opts_.peer_max_pending_requests), live_(*this, random_u64()) {}
 
 agent_core::~agent_core() = default;
 

@@ -3,13 +3,14 @@
 // Internal to the agent: operations that wait for the peer's Hello to
 // learn whether it offers an extension.  Not installed.
 
-#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include <caf/error.hpp>
+
+#include "common/ring_deque.hpp"
 
 namespace rdmactor {
 

@@ -1,10 +1,11 @@
 #pragma once
 
-#include "common/ring_deque.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <utility>
+
+#include "common/ring_deque.hpp"
 
 namespace rdmactor {
 

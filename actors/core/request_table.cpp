@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/random.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/error.hpp"
 
@@ -24,7 +25,7 @@ uint64_t request_table::new_id() {
   if (s > slot_mask) // full: `add` refuses whatever it gets
     s = 0;
   for (;;) {
-    auto id = ((rng_() << slot_bits) & ~reserved_id_bit) | s;
+    auto id = ((random_u64() << slot_bits) & ~reserved_id_bit) | s;
     if (id != 0)
       return id;
   }

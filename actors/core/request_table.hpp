@@ -3,17 +3,16 @@
 // Internal to the agent: the requests of one connection that wait for the
 // peer's answer.  Not installed.
 
-#include "common/ring_deque.hpp"
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <unordered_set>
 #include <vector>
 
 #include <caf/error.hpp>
 
 #include "common/inline_function.hpp"
+#include "common/ring_deque.hpp"
 #include "protocol/messages.hpp"
 
 namespace rdmactor {
@@ -128,7 +127,6 @@ private:
   /// Free slots below slots_.size(); the last one is taken next.
   std::vector<uint32_t> free_;
   size_t pending_ = 0;
-  std::mt19937_64 rng_{std::random_device{}()};
   ring_deque<uint64_t> late_ids_;
   std::unordered_set<uint64_t> late_id_set_;
   ring_deque<uint64_t> late_allocs_;

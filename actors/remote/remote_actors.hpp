@@ -8,7 +8,6 @@
 // peer in remote_actors_forward.cpp; messages from it in
 // remote_actors_deliver.cpp.
 
-#include "common/ring_deque.hpp"
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -29,6 +28,7 @@
 
 #include "actors/remote/actor_flow.hpp"
 #include "common/mapped_buffer.hpp"
+#include "common/ring_deque.hpp"
 #include "protocol/agent.pb.h"
 #include "rdmactor/detail/actor_directory.hpp"
 #include "rdmactor/local_mr.hpp"
