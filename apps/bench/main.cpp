@@ -18,8 +18,9 @@ request_remote_mr; raw = transport actor sends without the agent;
 fetch_add, cas = one-sided atomics on the first 8-byte word of a remote_mr
 from request_remote_mr (fetch_add adds 1; cas compares with 0 and swaps
 in 0; size 8 only).
-connect = scale: --peers connections opened one after another (connect
-times), held --hold-ms, 8 bytes echoed on each, then closed, with this
+connect = scale: --peers connections opened one after another (or from
+--connect-threads threads at once; connect times), held --hold-ms, 8 bytes
+echoed on each (at most 4096 at a time), then closed, with this
 process's threads, RSS, registered bytes and fds while holding and its CPU
 time during the hold (a --listen server prints its own whenever they
 change, and its CPU once the number of connections stayed 1 s, then every
