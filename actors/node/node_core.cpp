@@ -128,12 +128,11 @@ caf::expected<connection_actor> node_core::adopt(transport::queue_pair_ptr qp) {
   // the last sweep (a sweep per connection made connecting N peers cost
   // O(N^2) upgrades of weak handles).
   if (connections_.size() >= sweep_connections_at_) {
-    connections_.erase(
-        std::remove_if(connections_.begin(), connections_.end(),
-                       [](const caf::actor_addr& a) {
-                         return !caf::actor_cast<caf::actor>(a);
-                       }),
-        connections_.end());
+    connections_.erase(std::remove_if(connections_.begin(), connections_.end(),
+                                      [](const caf::actor_addr& a) {
+                                        return !caf::actor_cast<caf::actor>(a);
+                                      }),
+                       connections_.end());
     sweep_connections_at_ = std::max<size_t>(64, 2 * connections_.size());
   }
   connections_.push_back(conn.address());
