@@ -277,64 +277,22 @@ BOOST_AUTO_TEST_CASE(peer_that_never_answers) {
   expect_memory_back(*survivor, "survivor");
 }
 
-// Keepalive (issue 15): a peer process stopped (SIGSTOP) while the
-// connection is idle is noticed within 2 x keepalive-ms (a Ping after
-// keepalive-ms of silence, then keepalive-ms for any answer), on verbs too,
-// where the stopped process's NIC still acknowledges.  The bound asserted
-// is generous; the time it took is reported.
-BOOST_AUTO_TEST_CASE(idle_stopped_peer_is_dropped_by_the_keepalive) {
-  auto o = opts;
-  o.keepalive_ms = 300 * timeout_scale();
-  auto watcher = open(o);
-  caf::scoped_actor acc{sys};
-  auto p = watcher->listen(host + ":0", caf::actor_cast<caf::actor>(acc));
-  BOOST_REQUIRE_MESSAGE(p, render(p));
-  auto peer = std::make_unique<peer_process>(
-      RDMACTOR_RELIABILITY_PEER,
-      std::vector<std::string>{host + ":" + std::to_string(*p), "idle", "0",
-                               "0"});
-  BOOST_REQUIRE(peer->started());
-  connection_actor conn;
-  acc->receive([&](accepted_atom, connection_actor& x) { conn = x; },
-               caf::after(std::chrono::seconds(30)) >> [] {});
-  BOOST_REQUIRE_MESSAGE(conn, "no connection accepted within 30 s");
-  watch w{sys, conn};
-  BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
-  // Alive and idle: pinged, and it answers.
-  BOOST_REQUIRE(eventually([&] { return stats_of(conn).keepalive_pings >= 2; },
-                           std::chrono::seconds(30 * timeout_scale())));
-  BOOST_REQUIRE(!w.down(std::chrono::milliseconds{0}));
-  BOOST_REQUIRE(peer->stop());
-  auto started = std::chrono::steady_clock::now();
-  auto reason = expect_down(w, "idle stopped peer");
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started);
-  BOOST_TEST_MESSAGE("the idle stopped peer was dropped after "
-                     << took.count() << " ms (keepalive-ms=" << o.keepalive_ms
-                     << ")");
-  BOOST_TEST(code_of(reason) == errc::peer_gone);
-  BOOST_TEST(render(reason).find("keepalive") != std::string::npos,
-             render(reason));
-  peer->kill();
-  expect_memory_back(*watcher, "watcher");
-  watcher->close();
-}
+namespace {
 
-// Keepalive watches peer nodes: a stopped peer process with several
-// connections to the watcher costs one Ping per period while it lives and
-// loses every connection within 2 x keepalive-ms once it stops (the one
-// whose Ping goes unanswered and the others that waited for its answer).
-BOOST_AUTO_TEST_CASE(every_connection_of_a_stopped_peer_is_dropped) {
-  auto o = opts;
+/// Keepalive against a peer process with `n` idle connections to a
+/// watcher (keepalive-ms 300, scaled): pinged while it lives (at least
+/// twice, on whichever connection pings for the peer node), every
+/// connection dropped with `peer_gone` once it is stopped.
+void stopped_idle_peer_is_dropped(survivor_fixture& f, int n) {
+  auto o = f.opts;
   o.keepalive_ms = 300 * timeout_scale();
-  auto watcher = open(o);
-  caf::scoped_actor acc{sys};
-  auto p = watcher->listen(host + ":0", caf::actor_cast<caf::actor>(acc));
+  auto watcher = f.open(o);
+  caf::scoped_actor acc{f.sys};
+  auto p = watcher->listen(f.host + ":0", caf::actor_cast<caf::actor>(acc));
   BOOST_REQUIRE_MESSAGE(p, render(p));
-  constexpr int n = 4;
   auto peer = std::make_unique<peer_process>(
       RDMACTOR_RELIABILITY_PEER,
-      std::vector<std::string>{host + ":" + std::to_string(*p), "idle", "0",
+      std::vector<std::string>{f.host + ":" + std::to_string(*p), "idle", "0",
                                std::to_string(n)});
   BOOST_REQUIRE(peer->started());
   std::vector<connection_actor> conns;
@@ -344,36 +302,57 @@ BOOST_AUTO_TEST_CASE(every_connection_of_a_stopped_peer_is_dropped) {
     acc->receive([&](accepted_atom, connection_actor& x) { conn = x; },
                  caf::after(std::chrono::seconds(30)) >> [] {});
     BOOST_REQUIRE_MESSAGE(conn, "connection " << i << " not accepted");
-    watches.push_back(std::make_unique<watch>(sys, conn));
+    watches.push_back(std::make_unique<watch>(f.sys, conn));
     conns.push_back(conn);
   }
   BOOST_REQUIRE(peer->wait_for("ready", line_bound) != "");
   auto pings = [&] {
     uint64_t sum = 0;
     for (auto& c : conns)
-      sum += stats_of(c).keepalive_pings;
+      sum += f.stats_of(c).keepalive_pings;
     return sum;
   };
-  // Alive and idle: pinged (by whichever end pings first), answered.
+  // Alive and idle: pinged, and it answers.
   BOOST_REQUIRE(eventually([&] { return pings() >= 2; },
                            std::chrono::seconds(30 * timeout_scale())));
+  for (auto& w : watches)
+    BOOST_REQUIRE(!w->down(std::chrono::milliseconds{0}));
   BOOST_REQUIRE(peer->stop());
   auto started = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) {
-    auto reason = expect_down(*watches[i], "a connection of a stopped peer");
+  for (auto& w : watches) {
+    auto reason = f.expect_down(*w, "idle stopped peer");
     BOOST_TEST(code_of(reason) == errc::peer_gone);
     BOOST_TEST(render(reason).find("keepalive") != std::string::npos,
                render(reason));
   }
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
-  BOOST_TEST_MESSAGE(n << " connections of the stopped peer were dropped "
+  BOOST_TEST_MESSAGE(n << " connection(s) of the idle stopped peer dropped "
                           "after "
                        << took.count() << " ms (keepalive-ms=" << o.keepalive_ms
                        << ")");
   peer->kill();
-  expect_memory_back(*watcher, "watcher");
+  f.expect_memory_back(*watcher, "watcher");
   watcher->close();
+}
+
+} // namespace
+
+// Keepalive (issue 15): a peer process stopped (SIGSTOP) while the
+// connection is idle is noticed within 2 x keepalive-ms (a Ping after
+// keepalive-ms of silence, then keepalive-ms for any answer), on verbs too,
+// where the stopped process's NIC still acknowledges.  The bound asserted
+// is generous; the time it took is reported.
+BOOST_AUTO_TEST_CASE(idle_stopped_peer_is_dropped_by_the_keepalive) {
+  stopped_idle_peer_is_dropped(*this, 1);
+}
+
+// Keepalive watches peer nodes: a stopped peer process with several
+// connections to the watcher costs one Ping per period while it lives and
+// loses every connection within 2 x keepalive-ms once it stops (the one
+// whose Ping goes unanswered and the others that waited for its answer).
+BOOST_AUTO_TEST_CASE(every_connection_of_a_stopped_peer_is_dropped) {
+  stopped_idle_peer_is_dropped(*this, 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
