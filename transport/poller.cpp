@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/logging.hpp"
+#include "common/thread_name.hpp"
 
 namespace rdmactor::transport {
 
@@ -28,6 +29,7 @@ cq_poller::~cq_poller() {
 }
 
 void cq_poller::run() {
+  name_this_thread("rdm.cq.poller");
   pollfd fds[2];
   fds[0] = pollfd{qp_.cq_fd(), POLLIN, 0};
   fds[1] = pollfd{stop_fd_, POLLIN, 0};

@@ -6,6 +6,7 @@
 
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/thread_name.hpp"
 #include "rdmactor/error.hpp"
 
 namespace rdmactor::transport {
@@ -74,6 +75,7 @@ void shared_receives::arm_low_watermark() {
 }
 
 void shared_receives::grow_when_asked() {
+  name_this_thread("rdm.srq.grow");
   for (;;) {
     {
       std::unique_lock<std::mutex> guard{signal_mtx_};

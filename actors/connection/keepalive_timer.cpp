@@ -6,6 +6,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include "common/thread_name.hpp"
 #include "common/tuning.hpp"
 #include "rdmactor/detail/transport_atoms.hpp"
 
@@ -62,6 +63,7 @@ size_t keepalive_timer::waiting() const {
 }
 
 void keepalive_timer::run() {
+  name_this_thread("rdm.keepalive");
   std::vector<entry> due;
   std::vector<caf::weak_actor_ptr> wake;
   std::unique_lock<std::mutex> lock{mtx_};

@@ -16,6 +16,7 @@
 #include "common/fd_limit.hpp"
 #include "common/logging.hpp"
 #include "common/rate_limiter.hpp"
+#include "common/thread_name.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/system_hook.hpp"
 #include "transport/shared_receives.hpp"
@@ -193,6 +194,7 @@ caf::expected<uint16_t> node_core::listen(const std::string& host_port,
   auto port = acc->listener->port();
   auto* l = acc->listener.get();
   acc->thread = std::thread([this, l, handler] {
+    name_this_thread("rdm.accept");
     for (;;) {
       auto qp = l->accept(std::chrono::milliseconds{500});
       if (closing_)

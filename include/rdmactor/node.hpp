@@ -24,10 +24,10 @@ class node_core;
 /// blocking contexts (as CAF's `function_view` is a blocking facade over an
 /// actor).  One per process and fabric.
 ///
-/// `open` spawns a node actor (`node_actor.hpp`); `connect`, `listen` and
-/// `close` send it the matching request and wait for the answer (bounded:
-/// connect_timeout_ms, request_timeout_ms, plus 10 s of slack for a busy
-/// scheduler).  The accessors (allocator, pool, device, memory_stats) read
+/// `open` spawns a node actor (`node_actor.hpp`); `listen` and `close`
+/// send it the matching request and wait for the answer (bounded:
+/// request_timeout_ms plus 10 s of slack for a busy scheduler); `connect`
+/// runs on the calling thread (bounded by connect_timeout_ms).  The accessors (allocator, pool, device, memory_stats) read
 /// the node's machinery directly; they are thread-safe.  Code that runs
 /// inside actors uses `actor()` (or `spawn_node`) and never blocks.
 ///
@@ -52,8 +52,8 @@ public:
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
-  /// Connects to `host_port` ("HOST:PORT") through the node actor, blocking
-  /// for at most connect_timeout_ms (+ slack), and returns the connection
+  /// Connects to `host_port` ("HOST:PORT") on the calling thread, blocking
+  /// for at most connect_timeout_ms, and returns the connection
   /// actor.  Errors: `connect_failed`, `connect_timeout`,
   /// `invalid_address`, `closed` once the node closes.  Caller: a blocking
   /// context (not a CAF worker: use `actor()` there).

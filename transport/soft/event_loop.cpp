@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 
 #include "common/logging.hpp"
+#include "common/thread_name.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/soft/soft_queue_pair.hpp"
 
@@ -173,6 +174,7 @@ void event_loop::service(soft_queue_pair* qp, uint32_t revents,
 }
 
 void event_loop::run() {
+  name_this_thread("rdm.soft.loop");
   std::vector<soft_queue_pair*> batch;
   std::vector<soft_queue_pair*> next;
   epoll_event events[max_events];

@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 
 #include "common/logging.hpp"
+#include "common/thread_name.hpp"
 #include "rdmactor/error.hpp"
 #include "transport/verbs/cm.hpp"
 
@@ -156,6 +157,7 @@ void completion_engine::dispatch(uint64_t id) {
 }
 
 void completion_engine::run() {
+  name_this_thread("rdm.verbs.cq");
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
   uint64_t ids[event_batch];
   for (;;) {

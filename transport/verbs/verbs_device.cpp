@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 
 #include "common/logging.hpp"
+#include "common/thread_name.hpp"
 #include "rdmactor/error.hpp"
 #include "rdmactor/transport/link_params.hpp"
 #include "transport/verbs/cm.hpp"
@@ -608,6 +609,7 @@ void verbs_device::remove(verbs_queue_pair* qp) {
 // -- event thread --------------------------------------------------------
 
 void verbs_device::run_events() {
+  name_this_thread("rdm.verbs.event");
   pollfd fds[3] = {{cm_channel_->fd, POLLIN, 0},
                    {ctx_->async_fd, POLLIN, 0},
                    {stop_fd_.get(), POLLIN, 0}};
