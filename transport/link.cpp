@@ -308,7 +308,6 @@ bool link::split_head() {
   return true;
 }
 
-/// Removes the head of the queue (posted, or answered with an error).
 std::vector<uint8_t> link::take_header_buffer() {
   if (spare_headers_.empty())
     return {};
@@ -317,13 +316,14 @@ std::vector<uint8_t> link::take_header_buffer() {
   return buf;
 }
 
+/// Removes the head of the queue (posted, or answered with an error).
 void link::pop_queued() {
   auto& op = queue_.front();
   if (op.post)
     --queued_posts_;
   if (queue_.size() == packable_tail_) { // the head is in the tail's run
     --packable_tail_;
-    packable_tail_bytes_ -= op.header.size() + op.local.size();
+    packable_tail_bytes_ -= op.frame_bytes;
   }
   queue_.pop_front();
 }

@@ -357,6 +357,10 @@ private:
     bool post = false;
     /// Upkeep (see `submit`): its completion is not counted by `poll`.
     bool quiet = false;
+    /// Header plus payload bytes at submit, what it adds to the packable
+    /// tail's bytes: the posts move the header and payload out of the op
+    /// before `pop_queued`, which takes them off again.
+    size_t frame_bytes = 0;
 
     /// Whether it consumes one of the peer's receives (needs a credit).
     bool consumes_recv() const noexcept {

@@ -34,10 +34,11 @@ bool link::packable(const queued_op& op) const noexcept {
 void link::count_queued_tail() {
   if (pack_bytes_ == 0)
     return;
-  const auto& op = queue_.back();
+  auto& op = queue_.back();
   if (packable(op)) {
+    op.frame_bytes = op.header.size() + op.local.size();
     ++packable_tail_;
-    packable_tail_bytes_ += op.header.size() + op.local.size();
+    packable_tail_bytes_ += op.frame_bytes;
   } else {
     packable_tail_ = 0;
     packable_tail_bytes_ = 0;
