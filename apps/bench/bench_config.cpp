@@ -107,7 +107,12 @@ bench_config::bench_config() {
       .add(actor_driver, "actor-driver",
            "send, write and read: the client's driver actor issues each "
            "operation (and takes each echo) instead of a data handler "
-           "inside the connection (the default)");
+           "inside the connection (the default)")
+      .add(stats, "stats",
+           "send, write, read, actor: after the runs, print the client "
+           "connection's counters to stderr (packed messages and frames "
+           "sent, merged and piggybacked acknowledgements, actor acks): "
+           "how well small messages were batched");
   caf_io::add_message_types(*this);
 }
 
@@ -220,6 +225,7 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   plan.plain_actors = cfg.plain_actors;
   plan.actor_echo = cfg.actor_echo;
   plan.actor_driver = cfg.actor_driver;
+  plan.stats = cfg.stats;
   plan.iters = cfg.iters;
   plan.warmup = cfg.warmup;
   plan.window = cfg.window;

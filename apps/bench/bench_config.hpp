@@ -39,6 +39,7 @@ public:
   bool plain_actors = false;
   bool actor_echo = false;
   bool actor_driver = false;
+  bool stats = false;
 
   bench_config();
 };
@@ -80,6 +81,9 @@ struct bench_plan {
   /// send, write and read: the client's driver actor issues the
   /// operations, not a data handler (run_spec::in_handler).
   bool actor_driver = false;
+  /// send and actor: print the client connection's agent_stats after the
+  /// runs (how its frames were packed, how its acknowledgements came).
+  bool stats = false;
 
   /// Returns the spec of the run for `size`.
   run_spec spec_for(uint64_t size) const;

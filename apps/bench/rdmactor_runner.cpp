@@ -201,6 +201,32 @@ int run_raw(caf::actor_system& sys, const bench_plan& plan, node& client,
   return 0;
 }
 
+/// Prints the counters of `conn` that tell how small messages were
+/// batched (--stats), on stderr.
+void print_batching_stats(caf::actor_system& sys,
+                          const connection_actor& conn) {
+  caf::scoped_actor self{sys};
+  self->request(conn, std::chrono::seconds(10), stats_atom::value)
+      .receive(
+          [&](const agent_stats& s) {
+            auto u
+                = [](uint64_t x) { return static_cast<unsigned long long>(x); };
+            std::fprintf(stderr,
+                         "rdmactor-bench: client connection: packed messages "
+                         "sent %llu carrying %llu frames; acknowledgements "
+                         "received merged %llu, piggybacked %llu; actor acks "
+                         "received %llu, sent %llu\n",
+                         u(s.packed_messages_sent), u(s.packed_frames_sent),
+                         u(s.merged_acks_received),
+                         u(s.piggybacked_acks_received),
+                         u(s.actor_acks_received), u(s.actor_acks_sent));
+          },
+          [&](const caf::error& err) {
+            std::fprintf(stderr, "rdmactor-bench: no connection counters: %s\n",
+                         render(err).c_str());
+          });
+}
+
 /// Runs the plan against the server at `addr` (raw endpoints at
 /// `raw_addr`) from the node `client`.
 int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
@@ -240,12 +266,16 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
       s.op = bench_op::send;
       return caf_io::spawn_driver(sys, proxy, s, std::move(chan));
     });
+    if (plan.stats)
+      print_batching_stats(sys, *conn);
     return out.all_ok() ? 0 : 1;
   }
   run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
     return spawn_connection_driver(sys, *conn, spec, std::move(chan),
                                    plan.plain_actors);
   });
+  if (plan.stats)
+    print_batching_stats(sys, *conn);
   for (auto& x : idle)
     caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
   return out.all_ok() ? 0 : 1;
