@@ -33,7 +33,7 @@
 # per GB of both sides beside MB/s.  Scale (host):
 # 1, 100, 1000 and 20,000 connections from one process to another (connect times,
 # both processes' threads, RSS, registered bytes and fds), and one active
-# connection alone and among 1000 idle ones; in the VM, 200 connections over
+# connection alone and among 1000 idle ones (medians of the rounds); in the VM, 200 connections over
 # rxe from one process to another.
 #
 # Writes bench-results/<stamp>-host.json (and -scale.json, -vm.json): one JSON object
@@ -428,7 +428,8 @@ table "$host_json" rdmactor-hogs caf-io-hogs \
 # itself whenever they change, and its CPU once N connections stayed for
 # 1 s: its first lines for N connections (idle, while held) are joined to
 # the client's row.  Then send lat 8 B and send bw 64 KiB of one connection,
-# alone and among 1000 idle ones (--idle-peers).  BENCH_SCALE=0 skips this part.
+# alone and among 1000 idle ones (--idle-peers), interleaved for the
+# rounds (BENCH_ROUNDS), medians in the table.  BENCH_SCALE=0 skips this part.
 scale_json="$out_dir/$stamp-scale.json"
 if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   echo "== scale: rdmactor soft fabric, client and server processes on loopback"
@@ -486,20 +487,25 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
       sleep 0.2
     done
   done
-  for idle in 0 1000; do
-    [[ $quick == 1 && $idle == 1000 ]] && idle=100
-    for args in "--op=send --mode=lat --size=8 --iters=$lat_iters" \
-      "--op=send --mode=bw --size=64K --iters=$(iters_for_bw 65536)"; do
-      read -r -a a <<<"$args"
-      t0=$SECONDS
-      if "$bench" --json --rdmactor.log-level=error "${extra[@]}" \
-        --connect=127.0.0.1:$port --idle-peers="$idle" "${a[@]}" \
-        2>"$out_dir/.stderr" | grep '^{' |
-        sed "s/\"impl\":\"rdmactor\"/\"impl\":\"rdmactor-idle$idle\"/" >>"$scale_json"; then
-        printf '   %-28s %3d s\n' "${a[0]#--op=} ${a[1]#--mode=} ${a[2]#--size=}, $idle idle:" $((SECONDS - t0))
-      else
-        echo "   ${a[*]} with $idle idle peers: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
-      fi
+  # Alone and among idle ones, interleaved for $rounds rounds: the table
+  # shows each row's median (one run each swung the 64 KiB row by 15-20 %
+  # either way on the 2-core machine).
+  for round in $(seq "$rounds"); do
+    for idle in 0 1000; do
+      [[ $quick == 1 && $idle == 1000 ]] && idle=100
+      for args in "--op=send --mode=lat --size=8 --iters=$lat_iters" \
+        "--op=send --mode=bw --size=64K --iters=$(iters_for_bw 65536)"; do
+        read -r -a a <<<"$args"
+        t0=$SECONDS
+        if "$bench" --json --rdmactor.log-level=error "${extra[@]}" \
+          --connect=127.0.0.1:$port --idle-peers="$idle" "${a[@]}" \
+          2>"$out_dir/.stderr" | grep '^{' |
+          sed "s/\"impl\":\"rdmactor\"/\"impl\":\"rdmactor-idle$idle\"/" >>"$scale_json"; then
+          printf '   round %s %-28s %3d s\n' "$round" "${a[0]#--op=} ${a[1]#--mode=} ${a[2]#--size=}, $idle idle:" $((SECONDS - t0))
+        else
+          echo "   round $round ${a[*]} with $idle idle peers: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
+        fi
+      done
     done
   done
   kill "$server_pid" 2>/dev/null || true
@@ -520,14 +526,23 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
     }
     jget($0, "op") == "send" {
       imp = jget($0, "impl"); sub(/rdmactor-idle/, "", imp)
-      if (jget($0, "mode") == "lat") lat[imp] = jget($0, "lat_us_p50"); else bw[imp] = jget($0, "bw_MBps")
+      if (jget($0, "mode") == "lat") lat[imp, ++nlat[imp]] = jget($0, "lat_us_p50")
+      else bw[imp, ++nbw[imp]] = jget($0, "bw_MBps")
       idles[imp] = 1
     }
+    # The median of the n values v[key, 1..n] ("-" when none).
+    function median(v, key, n,   i, j, t, a) {
+      if (n == 0) return "-"
+      for (i = 1; i <= n; i++) a[i] = v[key, i] + 0
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function row(i) { printf "%12s %16s %16s   (%d / %d runs)\n", i, median(lat, i, nlat[i]), median(bw, i, nbw[i]), nlat[i], nbw[i] }
     END {
-      printf "\nOne active connection, alone and among idle ones (two processes)\n"
+      printf "\nOne active connection, alone and among idle ones (two processes; medians)\n"
       printf "%12s %16s %16s\n", "idle peers", "send lat 8 B us", "send bw 64K MB/s"
-      if ("0" in idles) printf "%12s %16s %16s\n", 0, lat["0"], bw["0"]
-      for (i in idles) if (i != "0") printf "%12s %16s %16s\n", i, lat[i], bw[i]
+      if ("0" in idles) row("0")
+      for (i in idles) if (i != "0") row(i)
     }' "$scale_json"
 fi
 
