@@ -29,7 +29,8 @@
 # (adaptive) everywhere, plus busy on the host (send lat 8 B, send bw 64 KiB)
 # and event and busy in the VM, each in a table of its own.  Contention
 # (host): actor lat 8 B and actor bw 64 KiB of both implementations again
-# while two CPU hogs (busy shell loops) run.  bw rows show the CPU seconds
+# while two CPU hogs (busy shell loops) run.  Cores (host): send bw 8 B on
+# 8 busy connections at once (--connections=8) against one.  bw rows show the CPU seconds
 # per GB of both sides beside MB/s.  Scale (host):
 # 1, 100, 1000 and 20,000 connections from one process to another (connect times,
 # both processes' threads, RSS, registered bytes and fds), and one active
@@ -295,6 +296,9 @@ for round in $(seq 1 "$rounds"); do
   # outstanding and for poll-budget-us after it; busy never arms).
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send lat 8" --op=send --mode=lat --size=8 --iters=$lat_iters --rdmactor.completion-mode=busy
   RUN_IMPL=rdmactor-busy run "$round" "rdmactor-busy send bw 64K" --op=send --mode=bw --size=64K --iters="$(iters_for_bw 65536)" --rdmactor.completion-mode=busy
+  # Cores: 8 busy connections at once (--connections=8, a driver each;
+  # their sum) against the one-connection send bw 8 B row.
+  RUN_IMPL=rdmactor-c8 run "$round" "rdmactor-c8 send bw 8" --op=send --mode=bw --size=8 --iters="$(iters_for_bw 8)" --connections=8
   for _ in 1 2; do
     bash -c 'while :; do :; done' &
     hog_pids+=($!)
@@ -418,6 +422,8 @@ table "$host_json" rdmactor-busy caf-io \
   "Host: rdmactor soft fabric with completion-mode=busy vs CAF io" 1
 table "$host_json" rdmactor-hogs caf-io-hogs \
   "Host: request/response to a remote actor with two CPU hogs running, rdmactor vs CAF io" 1
+table "$host_json" rdmactor-c8 rdmactor \
+  "Host: 8 busy connections at once (--connections=8, their sum) vs one connection, $(nproc) cores" 1
 
 # -- scale ------------------------------------------------------------------
 # Two processes on loopback: a server (rdmactor-bench --listen) and a client

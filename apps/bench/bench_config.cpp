@@ -96,6 +96,10 @@ bench_config::bench_config() {
            "one after another; node::connect is thread-safe)")
       .add(idle_peers, "idle-peers",
            "send, write, read: idle connections opened first (default 0)")
+      .add(connections, "connections",
+           "send, write, read: connections that run the pattern at once, "
+           "each with its own driver; the row shows their sum (ops and "
+           "bytes over the slowest one's measured time; default 1)")
       .add(plain_actors, "plain-actors",
            "spawn the bench's driver and echo server with CAF's spawn "
            "instead of rdmactor::spawn_with_scheduler_job (the default, "
@@ -218,10 +222,17 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
       && (plan.op == bench_op::raw || plan.op == bench_op::connect
           || !cfg.baseline.empty()))
     return bad("--idle-peers applies to rdmactor's send, write and read");
+  if (cfg.connections == 0 || cfg.connections > 256)
+    return bad("--connections must be 1 to 256");
+  if (cfg.connections > 1
+      && (plan.op == bench_op::raw || plan.op == bench_op::connect
+          || plan.op == bench_op::actor || !cfg.baseline.empty()))
+    return bad("--connections applies to rdmactor's send, write and read");
   plan.peers = cfg.peers;
   plan.hold_ms = cfg.hold_ms;
   plan.connect_threads = cfg.connect_threads;
   plan.idle_peers = cfg.idle_peers;
+  plan.connections = cfg.connections;
   plan.plain_actors = cfg.plain_actors;
   plan.actor_echo = cfg.actor_echo;
   plan.actor_driver = cfg.actor_driver;

@@ -36,6 +36,7 @@ public:
   uint32_t hold_ms = 0;
   uint32_t connect_threads = 1;
   uint32_t idle_peers = 0;
+  uint32_t connections = 1;
   bool plain_actors = false;
   bool actor_echo = false;
   bool actor_driver = false;
@@ -72,6 +73,9 @@ struct bench_plan {
   uint32_t connect_threads = 1;
   /// send, write, read: idle connections opened before the measured one.
   uint32_t idle_peers = 0;
+  /// send, write, read: busy connections, each with its own driver running
+  /// the same spec at once; the row reports their sum (run_lanes).
+  uint32_t connections = 1;
   /// The driver and the echo server are plain CAF actors (CAF's spawn),
   /// not run through a scheduler job (rdmactor::spawn_with_scheduler_job).
   bool plain_actors = false;

@@ -270,10 +270,28 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
       print_batching_stats(sys, *conn);
     return out.all_ok() ? 0 : 1;
   }
-  run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
-    return spawn_connection_driver(sys, *conn, spec, std::move(chan),
-                                   plan.plain_actors);
-  });
+  if (plan.connections > 1) {
+    // Busy connections at once (--connections): a driver each, one row.
+    std::vector<connection_actor> busy{*conn};
+    while (busy.size() < plan.connections) {
+      auto more = client.connect(addr);
+      if (!more)
+        return fail(more.error());
+      busy.push_back(std::move(*more));
+    }
+    run_lanes(plan, busy.size(), out,
+              [&](const run_spec& spec, run_channel_ptr chan, size_t lane) {
+                return spawn_connection_driver(
+                    sys, busy[lane], spec, std::move(chan), plan.plain_actors);
+              });
+    for (size_t i = 1; i < busy.size(); ++i)
+      caf::anon_send_exit(busy[i], caf::exit_reason::user_shutdown);
+  } else {
+    run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
+      return spawn_connection_driver(sys, *conn, spec, std::move(chan),
+                                     plan.plain_actors);
+    });
+  }
   if (plan.stats)
     print_batching_stats(sys, *conn);
   for (auto& x : idle)
@@ -299,6 +317,9 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
       = plan.idle_peers > 0
             ? ", " + std::to_string(plan.idle_peers) + " idle peers"
             : std::string{};
+  if (plan.connections > 1)
+    topology_note
+        += ", " + std::to_string(plan.connections) + " busy connections";
   if (plan.plain_actors)
     topology_note += ", plain actors";
   if (plan.actor_echo)

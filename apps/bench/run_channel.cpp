@@ -1,5 +1,6 @@
 #include "apps/bench/run_channel.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <unistd.h>
@@ -45,6 +46,22 @@ run_outcome wait_for_run(run_channel& chan, const std::string& label,
     std::fflush(stderr);
   }
   return fut.get();
+}
+
+run_outcome combine_lanes(std::vector<run_outcome> lanes) {
+  run_outcome all;
+  for (auto& x : lanes) {
+    if (x.err) {
+      if (!all.err)
+        all.err = std::move(x.err);
+      continue;
+    }
+    all.ops += x.ops;
+    all.bytes += x.bytes;
+    all.elapsed_s = std::max(all.elapsed_s, x.elapsed_s);
+    all.lat_us.insert(all.lat_us.end(), x.lat_us.begin(), x.lat_us.end());
+  }
+  return all;
 }
 
 } // namespace rdmactor::bench

@@ -83,6 +83,12 @@ private:
 
 using run_channel_ptr = std::shared_ptr<run_channel>;
 
+/// One outcome of `lanes` that ran at once: their operations and bytes
+/// over the longest measured time (conservative: a lane that finished
+/// early counts as running until the last one did), their latency samples
+/// together; the first error fails the whole.
+run_outcome combine_lanes(std::vector<run_outcome> lanes);
+
 /// Waits for the outcome of a run, printing a progress line to stderr once
 /// the run takes longer than two seconds.  Gives up after `limit` with an
 /// `errc::request_timeout` outcome.

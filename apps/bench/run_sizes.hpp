@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
@@ -43,6 +44,39 @@ void run_sizes(const bench_plan& plan, report_printer& out, Spawn spawn) {
     x.all_bytes = (spec.warmup + spec.iters) * spec.size;
     // The driver quits by itself; this only matters after run_limit.
     caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+    out.print(spec, x);
+  }
+  out.finish();
+}
+
+/// Runs every size of `plan` on `lanes` connections at once: per size one
+/// driver per lane from `spawn(const run_spec&, run_channel_ptr, size_t
+/// lane) -> caf::actor`, all started before any is waited for; prints the
+/// combined outcome (combine_lanes) to `out`.
+template <class Spawn>
+void run_lanes(const bench_plan& plan, size_t lanes, report_printer& out,
+               Spawn spawn) {
+  for (auto size : plan.sizes) {
+    auto spec = plan.spec_for(size);
+    std::vector<run_channel_ptr> chans;
+    std::vector<caf::actor> drivers;
+    auto cpu0 = cpu_seconds_of(out.context().cpu_pids);
+    for (size_t i = 0; i < lanes; ++i) {
+      chans.push_back(std::make_shared<run_channel>(spec.warmup + spec.iters));
+      drivers.push_back(spawn(spec, chans.back(), i));
+    }
+    auto label = std::string{to_string(spec.op)} + " " + to_string(spec.mode)
+                 + " " + std::to_string(size) + " B";
+    std::vector<run_outcome> xs;
+    for (size_t i = 0; i < lanes; ++i)
+      xs.push_back(wait_for_run(*chans[i],
+                                label + ", connection " + std::to_string(i + 1),
+                                run_limit));
+    auto x = combine_lanes(std::move(xs));
+    x.cpu_s = cpu_seconds_of(out.context().cpu_pids) - cpu0;
+    x.all_bytes = lanes * (spec.warmup + spec.iters) * spec.size;
+    for (auto& d : drivers)
+      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
     out.print(spec, x);
   }
   out.finish();

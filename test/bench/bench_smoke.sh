@@ -50,6 +50,17 @@ out=$("$bench" --op=send --mode=bw --sizes=8,4K,64K --iters=50 --json 2>/dev/nul
 n=$(grep -c '^{' <<<"$out")
 [[ $n -eq 3 ]] || fail "--sizes=8,4K,64K printed $n JSON lines, not 3"
 
+# Several busy connections at once: one row, their sum; --stats prints the
+# client connection's batching counters.
+out=$("$bench" --op=send --mode=bw --size=8 --iters=50 --connections=3 --stats --json 2>&1)
+line=$(grep '^{' <<<"$out" | head -1)
+check_line "send bw on 3 connections" "$line" send bw rdmactor
+grep -q '3 busy connections' <<<"$line" || fail "--connections=3 not in the topology: $line"
+grep -q '^rdmactor-bench: client connection: packed messages sent [0-9]* carrying [0-9]* frames' <<<"$out" ||
+  fail "--stats printed no batching counters: $out"
+err=$("$bench" --op=actor --mode=bw --connections=2 2>&1) && fail "--connections with --op=actor: accepted"
+grep -q -- "--connections applies to" <<<"$err" || fail "--connections with --op=actor: message was: $err"
+
 # The human-readable table has a header and a row.
 out=$("$bench" --op=write --mode=bw --size=64K --iters=50 2>/dev/null)
 grep -q 'MB/s' <<<"$out" || fail "table: no MB/s column in: $out"
