@@ -27,9 +27,10 @@ class node_core;
 /// `open` spawns a node actor (`node_actor.hpp`); `listen` and `close`
 /// send it the matching request and wait for the answer (bounded:
 /// request_timeout_ms plus 10 s of slack for a busy scheduler); `connect`
-/// runs on the calling thread (bounded by connect_timeout_ms).  The accessors (allocator, pool, device, memory_stats) read
-/// the node's machinery directly; they are thread-safe.  Code that runs
-/// inside actors uses `actor()` (or `spawn_node`) and never blocks.
+/// runs on the calling thread (bounded by connect_timeout_ms).  The accessors
+/// (allocator, pool, device, memory_stats) read the node's machinery directly;
+/// they are thread-safe.  Code that runs inside actors uses `actor()` (or
+/// `spawn_node`) and never blocks.
 ///
 /// Shutdown order: `close()` (also run by the destructor) stops
 /// listening and closes every connection.  With `rdmactor::config` (it
