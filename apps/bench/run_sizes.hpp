@@ -27,28 +27,6 @@ inline double cpu_seconds_of(const std::vector<int>& pids) {
 /// has its own, shorter timeout).
 constexpr auto run_limit = std::chrono::minutes(10);
 
-/// Runs every size of `plan`, one driver per size from
-/// `spawn(const run_spec&, run_channel_ptr) -> caf::actor`, waits for each
-/// and prints it to `out`.
-template <class Spawn>
-void run_sizes(const bench_plan& plan, report_printer& out, Spawn spawn) {
-  for (auto size : plan.sizes) {
-    auto spec = plan.spec_for(size);
-    auto chan = std::make_shared<run_channel>(spec.warmup + spec.iters);
-    auto cpu0 = cpu_seconds_of(out.context().cpu_pids);
-    auto driver = spawn(spec, chan);
-    auto label = std::string{to_string(spec.op)} + " " + to_string(spec.mode)
-                 + " " + std::to_string(size) + " B";
-    auto x = wait_for_run(*chan, label, run_limit);
-    x.cpu_s = cpu_seconds_of(out.context().cpu_pids) - cpu0;
-    x.all_bytes = (spec.warmup + spec.iters) * spec.size;
-    // The driver quits by itself; this only matters after run_limit.
-    caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
-    out.print(spec, x);
-  }
-  out.finish();
-}
-
 /// Runs every size of `plan` on `lanes` connections at once: per size one
 /// driver per lane from `spawn(const run_spec&, run_channel_ptr, size_t
 /// lane) -> caf::actor`, all started before any is waited for; prints the
@@ -69,9 +47,10 @@ void run_lanes(const bench_plan& plan, size_t lanes, report_printer& out,
                  + " " + std::to_string(size) + " B";
     std::vector<run_outcome> xs;
     for (size_t i = 0; i < lanes; ++i)
-      xs.push_back(wait_for_run(*chans[i],
-                                label + ", connection " + std::to_string(i + 1),
-                                run_limit));
+      xs.push_back(wait_for_run(
+          *chans[i],
+          lanes == 1 ? label : label + ", connection " + std::to_string(i + 1),
+          run_limit));
     auto x = combine_lanes(std::move(xs));
     x.cpu_s = cpu_seconds_of(out.context().cpu_pids) - cpu0;
     x.all_bytes = lanes * (spec.warmup + spec.iters) * spec.size;
@@ -80,6 +59,17 @@ void run_lanes(const bench_plan& plan, size_t lanes, report_printer& out,
     out.print(spec, x);
   }
   out.finish();
+}
+
+/// Runs every size of `plan`, one driver per size from
+/// `spawn(const run_spec&, run_channel_ptr) -> caf::actor`, waits for each
+/// and prints it to `out` (run_lanes with one lane).
+template <class Spawn>
+void run_sizes(const bench_plan& plan, report_printer& out, Spawn spawn) {
+  run_lanes(plan, 1, out,
+            [&](const run_spec& spec, run_channel_ptr chan, size_t) {
+              return spawn(spec, std::move(chan));
+            });
 }
 
 } // namespace rdmactor::bench
