@@ -270,28 +270,21 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
       print_batching_stats(sys, *conn);
     return out.all_ok() ? 0 : 1;
   }
-  if (plan.connections > 1) {
-    // Busy connections at once (--connections): a driver each, one row.
-    std::vector<connection_actor> busy{*conn};
-    while (busy.size() < plan.connections) {
-      auto more = client.connect(addr);
-      if (!more)
-        return fail(more.error());
-      busy.push_back(std::move(*more));
-    }
-    run_lanes(plan, busy.size(), out,
-              [&](const run_spec& spec, run_channel_ptr chan, size_t lane) {
-                return spawn_connection_driver(
-                    sys, busy[lane], spec, std::move(chan), plan.plain_actors);
-              });
-    for (size_t i = 1; i < busy.size(); ++i)
-      caf::anon_send_exit(busy[i], caf::exit_reason::user_shutdown);
-  } else {
-    run_sizes(plan, out, [&](const run_spec& spec, run_channel_ptr chan) {
-      return spawn_connection_driver(sys, *conn, spec, std::move(chan),
-                                     plan.plain_actors);
-    });
+  // One busy connection, or --connections of them: a driver each, one row.
+  std::vector<connection_actor> busy{*conn};
+  while (busy.size() < plan.connections) {
+    auto more = client.connect(addr);
+    if (!more)
+      return fail(more.error());
+    busy.push_back(std::move(*more));
   }
+  run_lanes(plan, busy.size(), out,
+            [&](const run_spec& spec, run_channel_ptr chan, size_t lane) {
+              return spawn_connection_driver(
+                  sys, busy[lane], spec, std::move(chan), plan.plain_actors);
+            });
+  for (size_t i = 1; i < busy.size(); ++i)
+    caf::anon_send_exit(busy[i], caf::exit_reason::user_shutdown);
   if (plan.stats)
     print_batching_stats(sys, *conn);
   for (auto& x : idle)
