@@ -111,6 +111,11 @@ public:
     settle();
     caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(tr_, caf::exit_reason::user_shutdown);
+    // The exits run first: a graceful close arms the transport's close
+    // timeout, which fire_timers must find (with no timer pending before
+    // the exits, it would return at once and leave the transport, its
+    // link and the link's registrations alive).
+    settle();
     fire_timers(0);
     book_->locals.clear();
     book_->remotes.clear();
