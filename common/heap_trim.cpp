@@ -1,36 +1,96 @@
 #include "common/heap_trim.hpp"
 
 #include <atomic>
-#include <cstdint>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #if defined(__GLIBC__)
 #  include <malloc.h>
 #endif
 
+#include "common/thread_name.hpp"
+#include "common/tuning.hpp"
+
 namespace rdmactor {
 
 namespace {
 
-/// Trims asked for and not done yet; the thread that raised it from 0
-/// trims until it has caught up.
-std::atomic<uint32_t> asked{0};
+std::atomic<uint64_t> trims_started{0};
+
+#if defined(__GLIBC__)
+
+/// The heap trimmer: one thread per process, started by the first request.
+/// Never destroyed (the thread waits on it until the process ends, also
+/// while static destructors run).
+struct trimmer {
+  std::mutex mtx;
+  std::condition_variable cv;
+  heap_trim_pacer pacer{std::chrono::milliseconds{tuning::heap_trim_gap_ms},
+                        tuning::heap_trim_duty};
+
+  void run() {
+    name_this_thread("rdm.heap.trim");
+    std::unique_lock<std::mutex> guard{mtx};
+    for (;;) {
+      cv.wait(guard, [this] { return pacer.pending(); });
+      auto now = heap_trim_pacer::clock_type::now();
+      if (now < pacer.due()) {
+        cv.wait_until(guard, pacer.due());
+        continue;
+      }
+      pacer.start(now);
+      trims_started.fetch_add(1, std::memory_order_relaxed);
+      guard.unlock();
+      malloc_trim(0);
+      auto done = heap_trim_pacer::clock_type::now();
+      guard.lock();
+      pacer.finish(done);
+    }
+  }
+};
+
+/// The trimmer, or null where its thread could not start (then each
+/// request trims on its own thread).
+trimmer* the_trimmer() noexcept {
+  static trimmer* instance = []() -> trimmer* {
+    auto* t = new trimmer;
+    try {
+      std::thread{[t] { t->run(); }}.detach();
+    } catch (...) {
+      delete t;
+      return nullptr;
+    }
+    return t;
+  }();
+  return instance;
+}
+
+#endif
 
 } // namespace
 
 bool trim_heap() noexcept {
 #if defined(__GLIBC__)
-  if (asked.fetch_add(1, std::memory_order_acq_rel) != 0)
-    return false; // the trimming thread trims once more for us
-  auto seen = asked.load(std::memory_order_acquire);
-  for (;;) {
+  auto* t = the_trimmer();
+  if (t == nullptr) {
+    trims_started.fetch_add(1, std::memory_order_relaxed);
     malloc_trim(0);
-    // Asked again meanwhile: trim again; else done (back to 0).
-    if (asked.compare_exchange_strong(seen, 0, std::memory_order_acq_rel))
-      return true;
+    return true;
   }
+  {
+    std::lock_guard<std::mutex> guard{t->mtx};
+    t->pacer.ask();
+  }
+  t->cv.notify_one();
+  return true;
 #else
   return false;
 #endif
+}
+
+uint64_t heap_trims_started() noexcept {
+  return trims_started.load(std::memory_order_relaxed);
 }
 
 } // namespace rdmactor

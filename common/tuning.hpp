@@ -191,6 +191,19 @@ constexpr size_t max_late_allocs = 1024;
 /// (it does not count into peer-max-noise).  Bounded like max_late_allocs.
 constexpr size_t max_late_responses = 4096;
 
+// -- heap (common/heap_trim.hpp) ----------------------------------------------
+
+/// The heap trimmer (`heap_trim_pacer`) trims at most once per
+/// `heap_trim_gap_ms`, and waits `heap_trim_duty` times as long as its
+/// last trim took when that is longer: at most a tenth of a core.  One
+/// trim per teardown cost a node that dropped 10,000 peers a core for the
+/// whole teardown (malloc_trim walks every arena and madvises each free
+/// range, also the ones it returned before: a quarter of the client's CPU
+/// in `rdmactor-bench --op=connect --peers=10000`); docs/benchmarks.md,
+/// "Teardown".
+constexpr uint32_t heap_trim_gap_ms = 100;
+constexpr uint32_t heap_trim_duty = 10;
+
 // -- logging (common/rate_limiter.hpp) ----------------------------------------
 
 /// Lines that all peers together may trigger per window, per shared budget
