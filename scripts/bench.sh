@@ -176,7 +176,9 @@ if [[ $vm_inner == 1 ]]; then
   # process and a client opening the connections one after another, as on
   # the host.  One RESULT line, impl "rdmactor-scale".
   scale_peers=$((quick == 1 ? 20 : 200))
-  port=$((20000 + RANDOM % 20000))
+  # Below the kernel's ephemeral ports (32768-60999), which connections of
+  # other processes may hold.
+  port=$((10000 + RANDOM % 10000))
   "$bench" --fabric=verbs --device="$dev" --listen="$host:$port" \
     --rdmactor.log-level=error "${extra[@]}" >/tmp/rb-server.log 2>&1 &
   srv=$!
@@ -440,7 +442,9 @@ scale_json="$out_dir/$stamp-scale.json"
 if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   echo "== scale: rdmactor soft fabric, client and server processes on loopback"
   : >"$scale_json"
-  port=$((20000 + RANDOM % 20000))
+  # Below the kernel's ephemeral ports (32768-60999), which connections of
+  # other processes may hold.
+  port=$((10000 + RANDOM % 10000))
   "$bench" --listen=127.0.0.1:$port --rdmactor.log-level=error "${extra[@]}" \
     >"$out_dir/.server.log" 2>&1 &
   server_pid=$!

@@ -81,7 +81,9 @@ out=$("$bench" --baseline=tcp --op=write --mode=bw --size=8 --iters=50 2>&1) \
 grep -q 'tcp baseline runs --op=send' <<<"$out" || fail "tcp write: no error naming the remedy in: $out"
 
 # Two processes: a server, and a client against it.
-port=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral ports (32768-60999), which connections of
+# other processes may hold.
+port=$((10000 + RANDOM % 10000))
 "$bench" --listen=127.0.0.1:$port >/dev/null 2>&1 &
 server=$!
 ok=0
@@ -109,7 +111,7 @@ wait $server 2>/dev/null
 # still serves after the CAF timeout of its subscription request passed
 # (before, nothing held the server actor then and CAF destroyed it, which
 # closed its connection).
-port=$((20000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 10000))
 server_log=$(mktemp)
 "$bench" --listen=127.0.0.1:$port --timeout-ms=500 >"$server_log" 2>&1 &
 server=$!
