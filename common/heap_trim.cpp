@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #if defined(__GLIBC__)
@@ -54,7 +55,9 @@ struct trimmer {
 /// request trims on its own thread).
 trimmer* the_trimmer() noexcept {
   static trimmer* instance = []() -> trimmer* {
-    auto* t = new trimmer;
+    auto* t = new (std::nothrow) trimmer;
+    if (t == nullptr)
+      return nullptr;
     try {
       std::thread{[t] { t->run(); }}.detach();
     } catch (...) {

@@ -13,11 +13,11 @@ namespace rdmactor {
 /// any thread, and returns at once: the trim runs on the process's heap
 /// trimmer thread ("rdm.heap.trim", started by the first call), paced by
 /// `heap_trim_pacer` with `tuning::heap_trim_gap_ms` and
-/// `tuning::heap_trim_duty`.  A lone teardown is
-/// trimmed at once; a burst (a node dropping thousands of peers) costs one
-/// trim per gap instead of one per connection, and the last teardown of
-/// the burst is trimmed within one gap.  Returns false where the platform
-/// has no trim.
+/// `tuning::heap_trim_duty`.  A lone teardown is trimmed at once; a burst
+/// (a node dropping thousands of peers) costs one trim per gap instead of
+/// one per connection, and the last teardown of the burst is trimmed
+/// within one gap.  Where the thread cannot start, the caller trims.
+/// Returns false where the platform has no trim.
 bool trim_heap() noexcept;
 
 /// The trims the heap trimmer has started since the process began.
