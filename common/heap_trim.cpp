@@ -29,6 +29,7 @@ struct trimmer {
   std::condition_variable cv;
   heap_trim_pacer pacer{std::chrono::milliseconds{tuning::heap_trim_gap_ms},
                         tuning::heap_trim_duty};
+  bool trimming = false;
 
   void run() {
     name_this_thread("rdm.heap.trim");
@@ -42,10 +43,12 @@ struct trimmer {
       }
       pacer.start(now);
       trims_started.fetch_add(1, std::memory_order_relaxed);
+      trimming = true;
       guard.unlock();
       malloc_trim(0);
       auto done = heap_trim_pacer::clock_type::now();
       guard.lock();
+      trimming = false;
       pacer.finish(done);
     }
   }
@@ -94,6 +97,18 @@ bool trim_heap() noexcept {
 
 uint64_t heap_trims_started() noexcept {
   return trims_started.load(std::memory_order_relaxed);
+}
+
+bool heap_trim_idle() noexcept {
+#if defined(__GLIBC__)
+  auto* t = the_trimmer();
+  if (t == nullptr)
+    return true;
+  std::lock_guard<std::mutex> guard{t->mtx};
+  return !t->pacer.pending() && !t->trimming;
+#else
+  return true;
+#endif
 }
 
 } // namespace rdmactor

@@ -23,6 +23,10 @@ bool trim_heap() noexcept;
 /// The trims the heap trimmer has started since the process began.
 uint64_t heap_trims_started() noexcept;
 
+/// True while no request waits and no trim runs: every request made
+/// before the call was served by a trim that began after it.
+bool heap_trim_idle() noexcept;
+
 /// When the heap trimmer trims: a request waits until a gap has passed
 /// since the last trim began, and every request made before a trim begins
 /// is served by it.  The gap is `min_gap`, or `duty` times the last trim's
