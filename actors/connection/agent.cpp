@@ -253,14 +253,7 @@ agent_actor::behavior_type agent_impl(self_ptr self, lent_link lent,
       [self](transport::repost_atom, uint32_t) {
         self->state.driver.reclaim();
       },
-      [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
-             const std::vector<char>& bytes, bool down) {
-        post_actor_message(self, target, sender, mid, bytes, down);
-      },
-      [self](actor_out_atom, uint64_t target, uint64_t sender, uint64_t mid,
-             local_mr& bytes, bool down) {
-        post_actor_message(self, target, sender, mid, std::move(bytes), down);
-      },
+      [self](actor_out_atom) { post_actor_messages(self); },
       [self](actor_ack_atom) {
         uint64_t messages = 0;
         uint64_t bytes = 0;

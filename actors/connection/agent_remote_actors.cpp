@@ -138,33 +138,29 @@ lookup_actor(self_ptr self, const std::string& name,
   return rp;
 }
 
-void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
-                        uint64_t message_id, local_mr bytes, bool down) {
-  auto& core = *self->state.core;
-  auto size = bytes.size();
-  if (auto err = core.actors().post(target, sender, message_id,
-                                    std::move(bytes), down)) {
-    log().debug("agent {}: actor message not sent: {}", core.link().peer,
-                render(err));
-    self->state.actors->not_posted(sender, message_id, size, down, err);
+void post_actor_messages(self_ptr self) {
+  auto& st = self->state;
+  auto& batch = st.actor_batch;
+  st.actors->take_outbox(batch);
+  auto& actors = st.core->actors();
+  for (auto& m : batch.messages()) {
+    auto size = m.len;
+    // Fails only once the connection ended (the router then failed the
+    // pending requests) or for a peer without remote actors (no proxy of
+    // its actors exists then).
+    auto err = m.region.valid() ? actors.post(m.target, m.sender, m.mid,
+                                              std::move(m.region), m.down)
+                                : actors.post(m.target, m.sender, m.mid,
+                                              batch.data(m), m.len, m.down);
+    if (err) {
+      log().debug("agent {}: actor message not sent: {}", st.core->link().peer,
+                  render(err));
+      // Its credit returns, and a request fails now rather than at its
+      // timeout.
+      st.actors->not_posted(m.sender, m.mid, size, m.down, err);
+    }
   }
-}
-
-void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
-                        uint64_t message_id, const std::vector<char>& bytes,
-                        bool down) {
-  auto& core = *self->state.core;
-  // Fails only once the connection ended (the router then failed the
-  // pending requests) or for a peer without remote actors (no proxy of
-  // its actors exists then).
-  if (auto err = core.actors().post(target, sender, message_id, bytes.data(),
-                                    bytes.size(), down)) {
-    log().debug("agent {}: actor message not sent: {}", core.link().peer,
-                render(err));
-    // Its credit returns, and a request fails now rather than at its
-    // timeout.
-    self->state.actors->not_posted(sender, message_id, bytes.size(), down, err);
-  }
+  batch.clear();
 }
 
 } // namespace rdmactor::agent_detail

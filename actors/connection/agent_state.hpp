@@ -216,6 +216,9 @@ struct agent_state {
   /// Remote actors of this connection
   /// (actors/connection/agent_remote_actors.cpp).
   remote_actors_ptr actors;
+  /// The batch of remote-actor messages being posted: swapped with the
+  /// remote actors' outbox, so that both keep their capacity.
+  actor_outbox actor_batch;
   /// The protocol; emplaced when the actor starts (agent_impl).
   std::optional<agent_core> core;
   bool sweep_armed = false; // a timeout_atom is on its way
@@ -335,12 +338,9 @@ caf::typed_response_promise<caf::actor>
 lookup_actor(self_ptr self, const std::string& name,
              std::vector<std::string> expected_interface);
 
-/// A proxy forwarded a serialized message: post it.
-void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
-                        uint64_t message_id, local_mr bytes, bool down);
-void post_actor_message(self_ptr self, uint64_t target, uint64_t sender,
-                        uint64_t message_id, const std::vector<char>& bytes,
-                        bool down);
+/// Proxies handed serialized messages over (`actor_out_atom`, one per
+/// batch): post every message of the outbox, in order.
+void post_actor_messages(self_ptr self);
 
 // -- user operations (agent_user_ops.cpp) -------------------------------------
 

@@ -182,18 +182,21 @@ caf::error actor_channel::post(uint64_t target, uint64_t sender,
   bool first = true;
   do {
     size_t n = std::min(chunk_max, len - offset);
-    pb::Message msg;
+    // Built in the thread's reused message (every field set; its oneof
+    // stays an ActorMessage) into a header buffer the link recycled: no
+    // heap allocation per message (a frame_scratch arena's reset costs
+    // more than the two allocations it would save).
+    thread_local pb::Message msg;
     auto* m = msg.mutable_actor_message();
     m->set_target(target);
     m->set_sender(sender);
     m->set_message_id(message_id);
     m->set_len(n);
-    if (first && n < len)
-      m->set_total_len(len);
+    m->set_total_len(first && n < len ? len : 0);
     m->set_down(down);
     auto inline_bytes = region.valid() ? size_t{0} : n;
-    std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong()
-                             + inline_bytes);
+    auto buf = core_.header_buffer();
+    buf.resize(pb::frame_header_len + msg.ByteSizeLong() + inline_bytes);
     auto res = pb::encode(msg, buf.data(), buf.size(), max_len);
     if (res.code != errc::none)
       return make_error(res.code, "cannot encode an actor message");

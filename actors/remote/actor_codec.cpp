@@ -17,8 +17,11 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/deserializer.hpp>
+#include <caf/detail/dynamic_message_data.hpp>
 #include <caf/duration.hpp>
+#include <caf/make_counted.hpp>
 #include <caf/node_id.hpp>
+#include <caf/sec.hpp>
 #include <caf/serializer.hpp>
 #include <caf/uniform_type_info_map.hpp>
 
@@ -216,42 +219,17 @@ public:
   }
 
   caf::error begin_object(uint16_t& nr, std::string& name) override {
-    if (refusal())
-      return refusal();
-    if (auto err = inner_.begin_object(nr, name))
-      return err;
-    // An empty message: CAF's message::load reads nothing more and returns
-    // without end_object, so it opens no level (counted, every empty
-    // message side by side added a level that never closed).
-    if (name == "@<>")
-      return caf::none;
-    // CAF loads nested objects and sequences recursively: a peer could
-    // otherwise overflow the stack with a deep enough nest.
-    if (++values_ > max_value_nesting)
-      return refuse(values_too_deep());
-    // Objects are the messages (type list "@<>+...") CAF nests through
-    // the context of an error.
-    auto message = name.compare(0, 3, "@<>") == 0;
-    is_message_[static_cast<size_t>(values_)] = message;
-    if (message && ++messages_ > max_message_nesting)
-      return refuse(nested_too_deep());
-    // The type list of a message: "@<>+name+name...".
-    if (name.compare(0, 3, "@<>") == 0) {
-      size_t pos = 3;
-      while (pos < name.size()) {
-        auto next = name.find('+', pos + 1);
-        auto part
-            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
-                                                             : next - pos - 1);
-        if (banned_type_name(part))
-          return refuse("the peer sent a message with a " + part
-                        + ", which cannot travel between nodes");
-        if (next == std::string::npos)
-          break;
-        pos = next;
-      }
-    }
-    return caf::none;
+    const message_signature* known = nullptr;
+    return begin_checked(nr, name, nullptr, known);
+  }
+
+  /// begin_object for the outermost message: a type list `signatures`
+  /// holds (`known`, set) was checked when it was made, so its names are
+  /// not looked at again.
+  caf::error begin_message(uint16_t& nr, std::string& name,
+                           const message_signatures& signatures,
+                           const message_signature*& known) {
+    return begin_checked(nr, name, &signatures, known);
   }
 
   caf::error end_object() override {
@@ -287,6 +265,50 @@ public:
   }
 
 private:
+  caf::error begin_checked(uint16_t& nr, std::string& name,
+                           const message_signatures* signatures,
+                           const message_signature*& known) {
+    if (refusal())
+      return refusal();
+    if (auto err = inner_.begin_object(nr, name))
+      return err;
+    // An empty message: CAF's message::load reads nothing more and returns
+    // without end_object, so it opens no level (counted, every empty
+    // message side by side added a level that never closed).
+    if (name == "@<>")
+      return caf::none;
+    // CAF loads nested objects and sequences recursively: a peer could
+    // otherwise overflow the stack with a deep enough nest.
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
+    // Objects are the messages (type list "@<>+...") CAF nests through
+    // the context of an error.
+    auto message = name.compare(0, 3, "@<>") == 0;
+    is_message_[static_cast<size_t>(values_)] = message;
+    if (message && ++messages_ > max_message_nesting)
+      return refuse(nested_too_deep());
+    if (message && signatures != nullptr
+        && (known = signatures->find(name)) != nullptr)
+      return caf::none;
+    // The type list of a message: "@<>+name+name...".
+    if (message) {
+      size_t pos = 3;
+      while (pos < name.size()) {
+        auto next = name.find('+', pos + 1);
+        auto part
+            = name.substr(pos + 1, next == std::string::npos ? std::string::npos
+                                                             : next - pos - 1);
+        if (banned_type_name(part))
+          return refuse("the peer sent a message with a " + part
+                        + ", which cannot travel between nodes");
+        if (next == std::string::npos)
+          break;
+        pos = next;
+      }
+    }
+    return caf::none;
+  }
+
   /// Open objects and sequences.
   int values_ = 0;
   /// Open messages among them.
@@ -294,6 +316,50 @@ private:
   /// Whether the object opened at each level is a message.
   std::array<bool, max_value_nesting + 1> is_message_{};
 };
+
+/// Loads the peer's message as CAF 0.17's message::load does (the type
+/// list, each element, the end of the object), taking the elements' types
+/// from `signatures` instead of looking each name up in CAF's type table
+/// (a linear search of its built-in names, then a hash map).  Sets
+/// `checked` to whether an element needs check_loaded_values.
+caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
+                        message_signatures& signatures, caf::message& msg,
+                        bool& checked) {
+  uint16_t zero = 0;
+  std::string names;
+  const message_signature* sig = nullptr;
+  if (auto err = source.begin_message(zero, names, signatures, sig))
+    return err;
+  if (zero != 0)
+    return caf::sec::unknown_type;
+  if (names == "@<>") {
+    msg = caf::message{};
+    checked = false;
+    return caf::none;
+  }
+  if (names.compare(0, 4, "@<>+") != 0)
+    return caf::sec::unknown_type;
+  message_signature scratch;
+  if (sig == nullptr) {
+    std::string unknown;
+    sig = signatures.make(sys.types(), names, unknown, scratch);
+    if (sig == nullptr)
+      return caf::make_error(caf::sec::unknown_type, std::move(unknown));
+  }
+  caf::detail::dynamic_message_data::elements values;
+  values.reserve(sig->prototypes.size());
+  for (const auto& proto : sig->prototypes) {
+    values.emplace_back(proto->copy());
+    if (auto err = values.back()->load(source))
+      return err;
+  }
+  if (auto err = source.end_object())
+    return err;
+  checked = sig->checked_after_load;
+  msg = caf::message{caf::message::data_ptr{
+      caf::make_counted<caf::detail::dynamic_message_data>(std::move(values))}};
+  return caf::none;
+}
 
 /// Refuses values that CAF loads without complaint but cannot handle
 /// afterwards, in `msg` and in the context of every error in it: a
@@ -452,11 +518,14 @@ caf::error serialize_message_into(caf::actor_system& sys,
   return caf::none;
 }
 
-caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
-                                                const uint8_t* data, size_t len,
-                                                bool* node_ids,
-                                                caf::execution_unit* ctx) {
+caf::expected<caf::message>
+deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
+                    bool* node_ids, caf::execution_unit* ctx,
+                    message_signatures* signatures) {
   caf::message msg;
+  std::optional<message_signatures> own;
+  if (signatures == nullptr)
+    signatures = &own.emplace();
   try {
     std::optional<bounded_deserializer> holder;
     if (ctx != nullptr)
@@ -464,7 +533,8 @@ caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
     else
       holder.emplace(sys, data, len);
     auto& source = *holder;
-    auto err = source(msg);
+    bool checked = true;
+    auto err = load_message(source, sys, *signatures, msg, checked);
     if (node_ids != nullptr)
       *node_ids = source.node_ids();
     if (source.refusal())
@@ -481,8 +551,9 @@ caf::expected<caf::message> deserialize_message(caf::actor_system& sys,
                         std::to_string(source.remaining())
                             + " bytes left over after the peer's message: "
                               "its types differ from ours");
-    if (auto bad = check_loaded_values(msg))
-      return bad;
+    if (checked)
+      if (auto bad = check_loaded_values(msg))
+        return bad;
     // CAF's message loading can end with an empty message and no error on
     // some malformed inputs: an empty message is taken only in its one
     // exact encoding.

@@ -12,6 +12,8 @@
 #include <caf/expected.hpp>
 #include <caf/message.hpp>
 
+#include "actors/remote/message_signatures.hpp"
+
 namespace rdmactor {
 
 /// Serializes `msg` with caf::binary_serializer.  Fails with
@@ -52,11 +54,14 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
 /// With `node_ids`, sets it to whether a node id (of an actor handle) may
 /// be among the bytes.  Actor handles load through `ctx`'s proxy registry
 /// (remote_actors' resolver); without `ctx` a handle of another node fails
-/// to load (`serialization_failed`).
+/// to load (`serialization_failed`).  With `signatures` (a connection's,
+/// used on one thread at a time) the message's type list is looked up
+/// there before CAF's type table, and kept there.
 caf::expected<caf::message>
 deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
                     bool* node_ids = nullptr,
-                    caf::execution_unit* ctx = nullptr);
+                    caf::execution_unit* ctx = nullptr,
+                    message_signatures* signatures = nullptr);
 
 /// Refuses `msg` as an ordinary message or request (not a response) when
 /// CAF would take it as a system message instead of handing it to the

@@ -207,39 +207,41 @@ void remote_actors::start_flow(bool flow, uint64_t window_messages,
 }
 
 void remote_actors::hand_to_agent_locked(const caf::strong_actor_ptr& agent,
-                                         queued_frame& f,
+                                         const frame_head& head,
+                                         const char* data, size_t len,
+                                         local_mr region,
                                          caf::execution_unit* ctx) {
-  if (f.counted && outflow_.active) {
+  if (head.counted && outflow_.active) {
     ++outflow_.sent_messages;
-    outflow_.sent_bytes += f.size();
+    outflow_.sent_bytes += region.valid() ? region.size() : len;
   }
-  if (f.region.valid())
+  // One wake-up per batch: the agent takes the whole outbox.
+  if (outbox_.push(head.target, head.sender, head.mid, head.down, data, len,
+                   std::move(region)))
     agent->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(),
-                                             {}, actor_out_atom::value,
-                                             f.target, f.sender, f.mid,
-                                             std::move(f.region), f.down),
-                   ctx);
-  else
-    agent->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(),
-                                             {}, actor_out_atom::value,
-                                             f.target, f.sender, f.mid,
-                                             std::move(f.bytes), f.down),
+                                             {}, actor_out_atom::value),
                    ctx);
 }
 
+void remote_actors::take_outbox(actor_outbox& into) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  outbox_.take(into);
+}
+
 caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
-                                      queued_frame f,
+                                      const frame_head& head, const char* data,
+                                      size_t len, local_mr region,
                                       caf::execution_unit* ctx) {
   // Without flow control (or while nothing waits and the window has room)
   // the frame goes to the agent now; otherwise it waits behind the others,
   // so the order per connection stays.
+  auto size = region.valid() ? region.size() : len;
   if (!outflow_.active
-      || (queue_.empty() && (!f.counted || outflow_.allows(f.size())))) {
-    hand_to_agent_locked(agent, f, ctx);
+      || (queue_.empty() && (!head.counted || outflow_.allows(size)))) {
+    hand_to_agent_locked(agent, head, data, len, std::move(region), ctx);
     return caf::none;
   }
-  auto size = f.size();
-  if (!f.down && queued_bytes_ + size > opts_.actor_send_queue_bytes) {
+  if (!head.down && queued_bytes_ + size > opts_.actor_send_queue_bytes) {
     ++send_refused_;
     return make_error(
         errc::quota_exceeded,
@@ -253,6 +255,9 @@ caf::error remote_actors::post_locked(const caf::strong_actor_ptr& agent,
             + " or wait for answers before sending more");
   }
   queued_bytes_ += size;
+  queued_frame f{head, {}, std::move(region)};
+  if (!f.region.valid())
+    f.bytes.assign(data, data + len);
   queue_.push_back(std::move(f));
   return caf::none;
 }
@@ -275,10 +280,11 @@ void remote_actors::drain_locked() {
     return;
   while (!queue_.empty()) {
     auto& f = queue_.front();
-    if (f.counted && !outflow_.allows(f.size()))
+    if (f.head.counted && !outflow_.allows(f.size()))
       break;
     queued_bytes_ -= f.size();
-    hand_to_agent_locked(agent, f, nullptr);
+    hand_to_agent_locked(agent, f.head, f.bytes.data(), f.bytes.size(),
+                         std::move(f.region), nullptr);
     queue_.pop_front();
   }
 }
@@ -374,9 +380,8 @@ void remote_actors::exported_down(uint64_t id, const caf::error& reason) {
     auto agent = agent_.lock();
     // Behind our queued messages (a down notice is never refused).
     if (!closed_ && agent && bytes)
-      static_cast<void>(post_locked(
-          agent, queued_frame{id, 0, 0, std::move(*bytes), true, false},
-          nullptr));
+      static_cast<void>(post_locked(agent, frame_head{id, 0, 0, true, false},
+                                    bytes->data(), bytes->size(), {}, nullptr));
   }
   if (held)
     release_handed(sys_, {id});
@@ -454,6 +459,7 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
     std::lock_guard<std::mutex> guard{mtx_};
     queue_.clear();
     queued_bytes_ = 0;
+    outbox_.clear();
   }
   for (auto& kv : pending)
     if (auto sender = kv.second.sender.lock())

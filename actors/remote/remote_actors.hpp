@@ -27,6 +27,8 @@
 #include <caf/node_id.hpp>
 
 #include "actors/remote/actor_flow.hpp"
+#include "actors/remote/actor_outbox.hpp"
+#include "actors/remote/message_signatures.hpp"
 #include "common/mapped_buffer.hpp"
 #include "common/ring_deque.hpp"
 #include "protocol/agent.pb.h"
@@ -203,6 +205,11 @@ public:
   /// (a violation) when it acks more than was sent or less than before.
   caf::error take_ack(uint64_t messages, uint64_t bytes);
 
+  /// Moves the messages proxies handed to the agent since the last call
+  /// into `into` (the agent's, cleared first), oldest first.  The agent
+  /// posts them when woken by an `actor_out_atom` (one per batch).
+  void take_outbox(actor_outbox& into);
+
   /// The agent could not post a message a proxy forwarded (`err`): its
   /// credit returns (queued messages may go) and a request fails with
   /// `err` at once.  The agent's thread.
@@ -270,15 +277,20 @@ private:
     mapped_buffer bytes;
   };
 
-  /// A message waiting for the peer's credit (or behind one that does).
-  struct queued_frame {
+  /// The frame header fields of one of our messages.
+  struct frame_head {
     uint64_t target;
     uint64_t sender;
     uint64_t mid;
-    std::vector<char> bytes;
     bool down;
     /// Counts against the window (not a response, not a down notice).
     bool counted;
+  };
+
+  /// A message waiting for the peer's credit (or behind one that does).
+  struct queued_frame {
+    frame_head head;
+    std::vector<char> bytes;
     /// A large serialization: in registered memory instead of `bytes`.
     local_mr region = {};
 
@@ -297,11 +309,17 @@ private:
   caf::error no_memory_for_partial(caf::execution_unit* ctx);
   caf::error admit(const protocol::ActorMessage& m, uint64_t total,
                    actor_credit& credit);
-  /// Hands one frame to the agent now or queues it behind others or for
-  /// credit; an error when the queue is full (nothing done then).
-  caf::error post_locked(const caf::strong_actor_ptr& agent, queued_frame f,
-                         caf::execution_unit* ctx);
-  void hand_to_agent_locked(const caf::strong_actor_ptr& agent, queued_frame& f,
+  /// Hands one message (`data`/`len`, or `region` when valid) to the agent
+  /// now or queues it behind others or for credit; an error when the
+  /// queue is full (nothing done then).
+  caf::error post_locked(const caf::strong_actor_ptr& agent,
+                         const frame_head& head, const char* data, size_t len,
+                         local_mr region, caf::execution_unit* ctx);
+  /// Appends one message to the outbox, waking the agent when it was
+  /// empty.
+  void hand_to_agent_locked(const caf::strong_actor_ptr& agent,
+                            const frame_head& head, const char* data,
+                            size_t len, local_mr region,
                             caf::execution_unit* ctx);
   /// Hands queued messages the window now allows to the agent.
   void drain_locked();
@@ -335,6 +353,8 @@ private:
   caf::strong_actor_ptr proxy_for_handle(const caf::node_id& nid,
                                          caf::actor_id aid);
 
+  /// Whether `actor` is a proxy (ours or CAF's) of another node's actor.
+  bool is_proxy(caf::actor_control_block& actor) const;
   /// Whether `close` ran.
   bool closed() const;
   /// The refusal when tuning::max_peer_proxies proxies live.
@@ -378,6 +398,8 @@ private:
   /// Our messages to the peer's actors: the window and what waits for it.
   actor_outflow outflow_;
   ring_deque<queued_frame> queue_;
+  /// Messages handed to the agent that it has not taken yet.
+  actor_outbox outbox_;
   uint64_t queued_bytes_ = 0;
   uint64_t send_refused_ = 0;
   uint64_t acks_received_ = 0;
@@ -393,6 +415,10 @@ private:
   std::unique_ptr<handle_resolver> resolver_;
   /// Why the last resolution of a handle failed.  The agent's thread.
   caf::error resolve_refusal_;
+  /// The type lists of the peer's messages, loaded without a lookup by
+  /// name per element (made at the first message: most connections of a
+  /// large node carry no actor messages).  The agent's thread.
+  std::unique_ptr<message_signatures> signatures_;
 };
 
 using remote_actors_ptr = std::shared_ptr<remote_actors>;

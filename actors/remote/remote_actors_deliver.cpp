@@ -303,7 +303,10 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   }
   bool node_ids = false;
   resolve_refusal_ = caf::none;
-  auto msg = deserialize_message(sys_, data, len, &node_ids, resolver_.get());
+  if (!signatures_)
+    signatures_ = std::make_unique<message_signatures>();
+  auto msg = deserialize_message(sys_, data, len, &node_ids, resolver_.get(),
+                                 signatures_.get());
   if (msg && resolve_refusal_)
     msg = std::move(resolve_refusal_);
   if (!msg) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <typeinfo>
 
 #include <caf/actor_cast.hpp>
 #include <caf/atom.hpp>
@@ -37,6 +38,14 @@ rate_limiter::verdict proxy_log_budget() {
 }
 
 } // namespace
+
+bool remote_actors::is_proxy(caf::actor_control_block& actor) const {
+  // Ours carry this node's id, CAF's carry their actor's (a dynamic_cast
+  // to caf::actor_proxy costs ~2,300 instructions).
+  const caf::abstract_actor* ptr = actor.get();
+  return typeid(*ptr) == typeid(remote_actor_proxy)
+         || actor.node() != sys_.node();
+}
 
 // -- to the peer --------------------------------------------------------------
 
@@ -110,7 +119,7 @@ void remote_actors::forward(remote_actor_proxy& from,
   }
   const auto& scratch = **bytes;
   // One copy to where the bytes travel from: registered memory for a
-  // large message (the agent posts it from there), a vector otherwise.
+  // large message (the agent posts it from there), the outbox otherwise.
   local_mr region;
   memory_pool_ptr pool;
   {
@@ -128,9 +137,6 @@ void remote_actors::forward(remote_actor_proxy& from,
       }
     }
   }
-  std::vector<char> copy;
-  if (!region.valid())
-    copy.assign(scratch.begin(), scratch.end());
   const auto& sender = what->sender;
   uint64_t sender_id = sender ? sender->id() : 0;
   caf::error failure;
@@ -150,12 +156,12 @@ void remote_actors::forward(remote_actor_proxy& from,
                                + " requests to remote actors of " + peer_
                                + " wait for an answer "
                                  "(peer-max-actor-requests)");
-    } else if (auto err = post_locked(
-                   agent,
-                   queued_frame{from.remote_id(), sender_id,
-                                uint64_t{mid.integer_value()}, std::move(copy),
-                                false, !mid.is_response(), std::move(region)},
-                   ctx)) {
+    } else if (auto err = post_locked(agent,
+                                      frame_head{from.remote_id(), sender_id,
+                                                 uint64_t{mid.integer_value()},
+                                                 false, !mid.is_response()},
+                                      scratch.data(), scratch.size(),
+                                      std::move(region), ctx)) {
       failure = std::move(err);
       if (mid.is_response())
         if (auto v = proxy_log_budget())
@@ -172,8 +178,9 @@ void remote_actors::forward(remote_actor_proxy& from,
         // The peer holds its proxy of the sender until we say it ended.
         auto weak = caf::actor_cast<caf::weak_actor_ptr>(sender);
         // Known already (the common case): watched since it was exported.
-        if (exports_.emplace(sender_id, weak).second) {
-          if (watched_.emplace(sender_id, weak).second)
+        // (try_emplace: no node made for a sender already known.)
+        if (exports_.try_emplace(sender_id, weak).second) {
+          if (watched_.try_emplace(sender_id, weak).second)
             to_watch.emplace_back(sender_id, sender);
           prune_locked();
         }
@@ -185,9 +192,7 @@ void remote_actors::forward(remote_actor_proxy& from,
                   caf::actor_cast<caf::weak_actor_ptr>(sender), mid,
                   // A proxy (the request came from another node) lives
                   // only through its handles: the answer must find it.
-                  dynamic_cast<caf::actor_proxy*>(sender->get()) != nullptr
-                      ? sender
-                      : nullptr};
+                  is_proxy(*sender) ? sender : nullptr};
       }
       ++sent;
     }

@@ -12,7 +12,10 @@
 // - an accepted message that does not print (CAF's default handler prints
 //   every message an actor does not handle), that does not serialize again,
 //   whose bytes are not accepted again, or whose second round trip gives other
-//   bytes.
+//   bytes;
+// - a message that a connection's cache of type lists (message_signatures,
+//   kept from input to input as a peer's connection keeps it) accepts or
+//   refuses otherwise than a fresh decoder, or loads into other bytes.
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +47,8 @@ void require(bool ok, const char* what) {
 struct codec_system {
   codec_config cfg;
   caf::actor_system sys{cfg};
+  /// The type lists earlier inputs left, as a connection keeps them.
+  message_signatures signatures;
 };
 
 codec_system* the_system = nullptr;
@@ -63,6 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!msg) {
     require(code_of(msg.error()) == errc::serialization_failed,
             "a refusal that is not an rdmactor serialization_failed error");
+    require(!deserialize_message(sys, data, size, nullptr, nullptr,
+                                 &the_system->signatures),
+            "a message a fresh decoder refuses is accepted with cached type "
+            "lists");
     return 0;
   }
   auto& types = sys.types();
@@ -77,6 +86,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(!text.empty(), "an accepted message prints as nothing");
   auto bytes = serialize_message(sys, *msg);
   require(static_cast<bool>(bytes), "an accepted message does not serialize");
+  auto cached = deserialize_message(sys, data, size, nullptr, nullptr,
+                                    &the_system->signatures);
+  require(static_cast<bool>(cached),
+          "a message a fresh decoder accepts is refused with cached type "
+          "lists");
+  auto cached_bytes = serialize_message(sys, *cached);
+  require(static_cast<bool>(cached_bytes) && *cached_bytes == *bytes,
+          "cached type lists load a message into other values");
   auto again = deserialize_message(
       sys, reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
   require(static_cast<bool>(again),
