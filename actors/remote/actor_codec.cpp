@@ -21,6 +21,7 @@
 #include <caf/duration.hpp>
 #include <caf/make_counted.hpp>
 #include <caf/node_id.hpp>
+#include <caf/rtti_pair.hpp>
 #include <caf/sec.hpp>
 #include <caf/serializer.hpp>
 #include <caf/uniform_type_info_map.hpp>
@@ -457,7 +458,7 @@ bool banned_type_name(const std::string& name) {
 
 caf::expected<const std::vector<char>*>
 serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
-                     bool* node_ids) {
+                     bool* node_ids, bool keep_types) {
   // Most messages of a thread are alike: a buffer that keeps its capacity
   // saves the vector's regrowth (a copy per doubling, fresh pages each
   // time) on every large message.
@@ -466,7 +467,7 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
   if (scratch.capacity() > keep_bytes)
     std::vector<char>{}.swap(scratch);
   scratch.clear();
-  auto res = serialize_message_into(sys, msg, scratch, node_ids);
+  auto res = serialize_message_into(sys, msg, scratch, node_ids, keep_types);
   if (res)
     return res;
   return &scratch;
@@ -481,28 +482,105 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
   return buf;
 }
 
+namespace {
+
+/// A type list this thread wrote for a system (by its node id): the
+/// elements' CAF types and the names CAF writes for them, all checked.
+struct written_list {
+  caf::node_id node;
+  std::vector<caf::rtti_pair> types;
+  std::string names;
+};
+
+/// The last type lists this thread wrote (a sender writes few kinds).
+struct written_lists {
+  static constexpr size_t capacity = 8;
+  std::array<written_list, capacity> lists;
+  size_t next = 0;
+
+  /// Sets `names` to `msg`'s type list when kept for `node`.
+  bool find(const caf::node_id& node, const caf::message& msg,
+            std::string& names) const {
+    for (const auto& e : lists) {
+      if (e.types.size() != msg.size() || e.types.empty() || e.node != node)
+        continue;
+      size_t i = 0;
+      while (i < e.types.size() && e.types[i] == msg.type(i))
+        ++i;
+      if (i == e.types.size()) {
+        names = e.names;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void keep(const caf::node_id& node, const caf::message& msg,
+            const std::string& names) {
+    if (msg.size() > message_signatures::max_elements)
+      return;
+    auto& e = lists[next];
+    next = (next + 1) % capacity;
+    e.node = node;
+    e.types.clear();
+    for (size_t i = 0; i < msg.size(); ++i)
+      e.types.push_back(msg.type(i));
+    e.names = names;
+  }
+};
+
+/// Writes `msg` as CAF 0.17's message::save does (an object named by its
+/// type list `names`, its elements, the end of the object).
+caf::error save_message(caf::serializer& sink, const caf::message& msg,
+                        std::string& names) {
+  uint16_t zero = 0;
+  if (auto err = sink.begin_object(zero, names))
+    return err;
+  for (size_t i = 0; i < msg.size(); ++i)
+    if (auto err = msg.save(i, sink))
+      return err;
+  return sink.end_object();
+}
+
+} // namespace
+
 caf::error serialize_message_into(caf::actor_system& sys,
                                   const caf::message& msg,
-                                  std::vector<char>& buf, bool* node_ids) {
-  auto& types = sys.types();
-  for (size_t i = 0; i < msg.size(); ++i) {
-    const auto& name = types.portable_name(msg.type(i));
-    if (name == types.default_type_name())
-      return make_error(errc::serialization_failed,
-                        "element " + std::to_string(i) + " of the message ("
-                            + cxx_type_name(msg.type(i).second)
-                            + ") has a type not registered in the "
-                              "actor_system_config (add_message_type)");
-    if (banned_type_name(name))
-      return make_error(errc::serialization_failed,
-                        "element " + std::to_string(i) + " is a " + name
-                            + ", which cannot travel between nodes: groups, "
-                              "system messages and nested messages stay on "
-                              "their node");
+                                  std::vector<char>& buf, bool* node_ids,
+                                  bool keep_types) {
+  // The type list CAF writes: "@<>+name+name...", each name checked once
+  // per thread and system when `keep_types`.
+  thread_local std::string names;
+  thread_local written_lists written;
+  bool known
+      = keep_types && !msg.empty() && written.find(sys.node(), msg, names);
+  if (!known) {
+    auto& types = sys.types();
+    names = "@<>";
+    for (size_t i = 0; i < msg.size(); ++i) {
+      const auto& name = types.portable_name(msg.type(i));
+      if (name == types.default_type_name())
+        return make_error(errc::serialization_failed,
+                          "element " + std::to_string(i) + " of the message ("
+                              + cxx_type_name(msg.type(i).second)
+                              + ") has a type not registered in the "
+                                "actor_system_config (add_message_type)");
+      if (banned_type_name(name))
+        return make_error(errc::serialization_failed,
+                          "element " + std::to_string(i) + " is a " + name
+                              + ", which cannot travel between nodes: groups, "
+                                "system messages and nested messages stay on "
+                                "their node");
+      names += '+';
+      names += name;
+    }
+    if (keep_types && !msg.empty())
+      written.keep(sys.node(), msg, names);
   }
   try {
     finite_serializer sink{sys, buf};
-    auto err = sink(const_cast<caf::message&>(msg));
+    auto err = msg.empty() ? sink(const_cast<caf::message&>(msg))
+                           : save_message(sink, msg, names);
     if (node_ids != nullptr)
       *node_ids = sink.node_ids();
     if (sink.refusal())

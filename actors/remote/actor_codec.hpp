@@ -28,20 +28,26 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
 
 /// The same, appending to `buf`; an error leaves `buf` partly written.
 /// With `node_ids`, sets it to whether a node id (of an actor handle) may
-/// be among the bytes.
+/// be among the bytes.  With `keep_types`, the calling thread keeps the
+/// message's checked type list (its last 8, by the system's node id), so
+/// the next message of the same types is not looked up by name: only for
+/// a system whose node id is its own (rdmactor's system_hook gives it 20
+/// random bytes), since a system made later at the same address must not
+/// find the lists of one that ended.
 caf::error serialize_message_into(caf::actor_system& sys,
                                   const caf::message& msg,
                                   std::vector<char>& buf,
-                                  bool* node_ids = nullptr);
+                                  bool* node_ids = nullptr,
+                                  bool keep_types = false);
 
 /// The same into the calling thread's scratch buffer, whose capacity is
 /// kept between calls (up to 1 MiB): no allocation and no regrowth once
 /// warm.  The bytes stay valid until the next call on this thread.
 /// Called by a remote-actor proxy on the sender's thread, which copies
-/// them once to where they travel from (registered memory or a vector).
+/// them once to where they travel from (registered memory or the outbox).
 caf::expected<const std::vector<char>*>
 serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
-                     bool* node_ids = nullptr);
+                     bool* node_ids = nullptr, bool keep_types = false);
 
 /// Deserializes what `serialize_message` wrote; never trusts the bytes:
 /// every sequence length is checked against the bytes left before anything

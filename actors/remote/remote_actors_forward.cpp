@@ -83,7 +83,9 @@ void remote_actors::forward(remote_actor_proxy& from,
       return;
     }
   bool node_ids = false;
-  auto bytes = serialize_to_scratch(sys_, content, &node_ids);
+  // A system with a node id of its own (secret_) may keep type lists.
+  auto bytes
+      = serialize_to_scratch(sys_, content, &node_ids, secret_.has_value());
   // The actors of ours whose handles the message holds: the peer may reach
   // them once it is sent.
   std::vector<uint64_t> handles;

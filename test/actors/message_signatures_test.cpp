@@ -6,10 +6,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/duration.hpp>
+#include <caf/group.hpp>
 
 #include "actors/remote/actor_codec.hpp"
 #include "actors/remote/message_signatures.hpp"
@@ -145,6 +147,42 @@ BOOST_AUTO_TEST_CASE(cached_type_lists_still_get_every_check) {
   BOOST_TEST(what_of(r.error()).find("@group") != std::string::npos,
              render(r.error()));
   BOOST_TEST(sigs.made() == made);
+}
+
+BOOST_AUTO_TEST_CASE(kept_written_type_lists_write_the_same_bytes_per_system) {
+  auto msg = caf::make_message(int32_t{3}, client_only{}, point{4, 5});
+  // One storage for both systems: the second lives at the first's address.
+  std::optional<remote_system> node;
+  node.emplace(true);
+  std::vector<char> plain;
+  BOOST_REQUIRE(!serialize_message_into(node->sys, msg, plain));
+  for (int i = 0; i < 3; ++i) {
+    std::vector<char> kept;
+    auto err = serialize_message_into(node->sys, msg, kept, nullptr, true);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+    BOOST_TEST(kept == plain);
+  }
+  // A type that cannot travel is refused every time.
+  for (int i = 0; i < 2; ++i) {
+    std::vector<char> buf;
+    auto err = serialize_message_into(
+        node->sys, caf::make_message(int32_t{1}, caf::group{}), buf, nullptr,
+        true);
+    BOOST_REQUIRE(err);
+    BOOST_TEST(what_of(err).find("@group") != std::string::npos, render(err));
+  }
+  // A system made where the first was, without client_only registered:
+  // the list this thread kept for the first (by its node id) does not let
+  // the message through.
+  node.reset();
+  node.emplace(false);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<char> buf;
+    auto err = serialize_message_into(node->sys, msg, buf, nullptr, true);
+    BOOST_REQUIRE(err);
+    BOOST_TEST(what_of(err).find("not registered") != std::string::npos,
+               render(err));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

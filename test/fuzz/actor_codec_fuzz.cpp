@@ -15,7 +15,8 @@
 //   bytes;
 // - a message that a connection's cache of type lists (message_signatures,
 //   kept from input to input as a peer's connection keeps it) accepts or
-//   refuses otherwise than a fresh decoder, or loads into other bytes.
+//   refuses otherwise than a fresh decoder, or loads into other bytes;
+//   a message written with the thread's kept type lists into other bytes.
 
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +87,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(!text.empty(), "an accepted message prints as nothing");
   auto bytes = serialize_message(sys, *msg);
   require(static_cast<bool>(bytes), "an accepted message does not serialize");
+  std::vector<char> kept;
+  require(!serialize_message_into(sys, *msg, kept, nullptr, true)
+              && kept == *bytes,
+          "a kept written type list writes other bytes");
   auto cached = deserialize_message(sys, data, size, nullptr, nullptr,
                                     &the_system->signatures);
   require(static_cast<bool>(cached),
