@@ -327,7 +327,10 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
                         message_signatures& signatures, caf::message& msg,
                         bool& checked) {
   uint16_t zero = 0;
-  std::string names;
+  // Keeps its capacity: a type list is longer than std::string's inline
+  // 15 bytes, so a fresh one allocated per message.  Not used once the
+  // elements load (a nested load cannot see it half-read).
+  thread_local std::string names;
   const message_signature* sig = nullptr;
   if (auto err = source.begin_message(zero, names, signatures, sig))
     return err;

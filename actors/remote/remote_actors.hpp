@@ -327,9 +327,11 @@ private:
                    caf::execution_unit* ctx);
   /// Refuses the peer's message `msg` to our typed actor `target` (id `id`)
   /// when no signature of its interface takes it; untyped actors take
-  /// anything (their behavior decides).  The agent's thread.
+  /// anything (their behavior decides).  `sigs`: its interface when
+  /// known already (read once per actor and kept).  The agent's thread.
   caf::error check_interface(uint64_t id, const caf::strong_actor_ptr& target,
-                             const caf::message& msg);
+                             const caf::message& msg,
+                             std::shared_ptr<const std::set<std::string>> sigs);
   /// Whether the `len` bytes at `data` of a message hold a handle of one
   /// of our actors (or our node id): they hold our node's secret.
   /// `node_ids`: the codec saw a node id go through (else nothing is

@@ -267,10 +267,24 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
                       "peers (answered or stream)");
   caf::strong_actor_ptr target;
   caf::error unknown;
+  // Read under the same lock: the target's interface once known, and our
+  // proxy of the sender once made.
+  std::shared_ptr<const std::set<std::string>> interface;
+  caf::strong_actor_ptr sender;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_)
       return caf::none;
+    if (m.sender() != 0) {
+      auto p = proxies_.find(m.sender());
+      if (p != proxies_.end())
+        sender = p->second;
+    }
+    if (!mid.is_response()) {
+      auto f = interfaces_.find(m.target());
+      if (f != interfaces_.end())
+        interface = f->second;
+    }
     auto i = exports_.find(m.target());
     if (mid.is_response()) {
       auto key = pending_key{
@@ -337,14 +351,13 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
     // neither make the actor quit nor fill its default handler's output.
     auto refusal = check_not_system_message(*msg, true);
     if (!refusal)
-      refusal = check_interface(m.target(), target, *msg);
+      refusal = check_interface(m.target(), target, *msg, interface);
     if (refusal) {
       answer_peer(m.sender(), mid, refusal, ctx);
       return refusal;
     }
   }
-  caf::strong_actor_ptr sender;
-  if (m.sender() != 0) {
+  if (m.sender() != 0 && !sender) {
     sender = caf::actor_cast<caf::strong_actor_ptr>(proxy_for(m.sender()));
     if (!sender) // closed meanwhile, or too many proxies
       return closed() ? caf::error{} : too_many_proxies();
@@ -358,16 +371,9 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   return caf::none;
 }
 
-caf::error remote_actors::check_interface(uint64_t id,
-                                          const caf::strong_actor_ptr& target,
-                                          const caf::message& msg) {
-  std::shared_ptr<const std::set<std::string>> sigs;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = interfaces_.find(id);
-    if (i != interfaces_.end())
-      sigs = i->second;
-  }
+caf::error remote_actors::check_interface(
+    uint64_t id, const caf::strong_actor_ptr& target, const caf::message& msg,
+    std::shared_ptr<const std::set<std::string>> sigs) {
   if (!sigs) {
     // An actor's interface does not change: read once per actor (CAF
     // builds the set on every call).
