@@ -47,7 +47,8 @@ using publish_atom = caf::atom_constant<caf::atom("publish")>;
 using unpublish_atom = caf::atom_constant<caf::atom("unpublish")>;
 /// `(lookup_atom, name) -> caf::actor` (a proxy of the peer's actor).
 using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
-/// Internal: a proxy hands a serialized message to its agent.
+/// Internal: proxies handed serialized messages to the agent's outbox
+/// (sent once per batch: the first message into an empty outbox).
 using actor_out_atom = caf::atom_constant<caf::atom("actor_out")>;
 /// Internal: credit for the peer's actor messages is due (an ActorAck).
 using actor_ack_atom = caf::atom_constant<caf::atom("actor_ack")>;
