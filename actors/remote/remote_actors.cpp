@@ -194,7 +194,7 @@ void remote_actors::set_agent(caf::strong_actor_ptr agent, memory_pool_ptr pool,
   std::lock_guard<std::mutex> guard{mtx_};
   agent_ = std::move(weak);
   pool_ = std::move(pool);
-  region_from_bytes_ = region_from_bytes;
+  region_from_bytes_.store(region_from_bytes, std::memory_order_release);
 }
 
 void remote_actors::start_flow(bool flow, uint64_t window_messages,

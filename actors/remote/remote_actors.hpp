@@ -373,9 +373,10 @@ private:
   bool closed_ = false;
   caf::error closed_reason_;
   caf::weak_actor_ptr agent_;
-  /// Where large serializations go (set_agent), and from what size.
+  /// Where large serializations go (set_agent), and from what size (read
+  /// without the lock: a small message needs neither).
   memory_pool_ptr pool_;
-  size_t region_from_bytes_ = SIZE_MAX;
+  std::atomic<size_t> region_from_bytes_{SIZE_MAX};
   /// Local actors the peer may address, by their actor id.
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports_;
   /// The interfaces of exported actors the peer sent messages to, by id

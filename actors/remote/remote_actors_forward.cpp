@@ -124,10 +124,9 @@ void remote_actors::forward(remote_actor_proxy& from,
   // large message (the agent posts it from there), the outbox otherwise.
   local_mr region;
   memory_pool_ptr pool;
-  {
+  if (scratch.size() >= region_from_bytes_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (scratch.size() >= region_from_bytes_)
-      pool = pool_;
+    pool = pool_;
   }
   if (pool) {
     {
