@@ -330,8 +330,8 @@ using agent_actor = connection_actor::extend<
     caf::reacts_to<release_atom, mr_token>, caf::reacts_to<timeout_atom>,
     caf::reacts_to<flush_acks_atom>, caf::reacts_to<transport::tick_atom>,
     caf::reacts_to<transport::qp_down_atom, caf::error>,
-    caf::reacts_to<actor_out_atom>,
-    caf::reacts_to<actor_ack_atom>, caf::reacts_to<transport::poll_atom>,
+    caf::reacts_to<actor_out_atom>, caf::reacts_to<actor_ack_atom>,
+    caf::reacts_to<transport::poll_atom>,
     caf::reacts_to<transport::cq_event_atom>,
     caf::reacts_to<transport::repost_atom, uint32_t>>;
 
