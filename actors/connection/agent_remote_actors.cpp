@@ -144,7 +144,6 @@ void post_actor_messages(self_ptr self) {
   st.actors->take_outbox(batch);
   auto& actors = st.core->actors();
   for (auto& m : batch.messages()) {
-    auto size = m.len;
     // Fails only once the connection ended (the router then failed the
     // pending requests) or for a peer without remote actors (no proxy of
     // its actors exists then).
@@ -157,7 +156,7 @@ void post_actor_messages(self_ptr self) {
                   render(err));
       // Its credit returns, and a request fails now rather than at its
       // timeout.
-      st.actors->not_posted(m.sender, m.mid, size, m.down, err);
+      st.actors->not_posted(m.sender, m.mid, m.len, m.down, err);
     }
   }
   batch.clear();
