@@ -45,9 +45,25 @@ frame_scratch::~frame_scratch() {
   if (!on_arena_)
     return;
   auto& ta = this_thread_arena();
-  // Destroys the message and keeps the first block for the next frame.
-  ta.arena.Reset();
+  // Destroys the messages on the arena and keeps the first block, when
+  // the next frame might not fit or a message held much.
+  if (reset_ || ta.arena.SpaceUsed() > block_bytes / 2)
+    ta.arena.Reset();
   ta.taken = false;
+}
+
+uint64_t frame_scratch::arena_bytes_used() {
+  return this_thread_arena().arena.SpaceUsed();
+}
+
+decode_result frame_scratch::decode(const uint8_t* data, size_t len,
+                                    size_t max_message_len, bool allow_more) {
+  auto res = protocol::decode(data, len, max_message_len, *msg_, allow_more);
+  // On an error the message may hold part of a frame of any length.
+  if (res.code != errc::none
+      || res.frame_len - res.payload_len > keep_message_bytes)
+    reset_ = true;
+  return res;
 }
 
 } // namespace rdmactor::protocol

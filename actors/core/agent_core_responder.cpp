@@ -246,8 +246,8 @@ pb::decode_result agent_core::on_one_frame(const local_mr& buf, size_t offset) {
   // of the data path.
   pb::frame_scratch scratch;
   auto& msg = scratch.message();
-  auto frame = pb::decode(buf.data() + offset, buf.size() - offset,
-                          link_.max_message_len_bytes, msg, true);
+  auto frame = scratch.decode(buf.data() + offset, buf.size() - offset,
+                              link_.max_message_len_bytes, true);
   if (frame.code != errc::none) {
     ++counters_.protocol_errors;
     if (auto v = may_log(spdlog::level::warn))

@@ -2,9 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 // Decoding into a frame_scratch (protocol/frame_scratch.hpp): after the
-// thread's first frame, a data-path frame costs no heap allocation; a
-// large frame and a nested scope still decode.  Counts every global
-// `operator new` of this program.
+// thread's first frame, a data-path frame costs no heap allocation; small
+// frames share the arena until half its first block is used, a long
+// message resets it; a large frame and a nested scope still decode.
+// Counts every global `operator new` of this program.
 
 #include <string>
 #include <vector>
@@ -55,7 +56,7 @@ std::vector<uint8_t> large_frame() {
 uint64_t decode_once(const std::vector<uint8_t>& frame) {
   pb::frame_scratch scratch;
   auto& msg = scratch.message();
-  auto res = pb::decode(frame.data(), frame.size(), max_len, msg);
+  auto res = scratch.decode(frame.data(), frame.size(), max_len);
   if (res.code != errc::none || !msg.has_request())
     return 0;
   return msg.request().request_id();
@@ -85,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_large_frame_decodes_and_the_next_small_one_is_free) {
   {
     pb::frame_scratch scratch;
     auto& msg = scratch.message();
-    auto res = pb::decode(big.data(), big.size(), max_len, msg);
+    auto res = scratch.decode(big.data(), big.size(), max_len);
     BOOST_TEST((res.code == errc::none));
     BOOST_TEST(msg.goodbye().reason().size()
                == 3 * pb::frame_scratch::block_bytes);
@@ -106,4 +107,53 @@ BOOST_AUTO_TEST_CASE(a_nested_scope_gets_a_message_of_its_own) {
   BOOST_TEST(decode_once(frame) == 42u);
   BOOST_TEST(outer.message().request().request_id() == 42u);
   BOOST_TEST(outer.message().request().send_data().acked_size() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(small_frames_share_the_arena_until_half_a_block_is_used) {
+  auto frame = send_data_frame(4);
+  BOOST_TEST(decode_once(frame) == 42u);
+  // Every scope's message stays on the arena, so its use grows, until a
+  // scope ends with more than half the block used: then it starts over.
+  bool grew = false;
+  bool reset = false;
+  auto last = pb::frame_scratch::arena_bytes_used();
+  for (int i = 0; i < 200 && !reset; ++i) {
+    BOOST_TEST(decode_once(frame) == 42u);
+    auto now = pb::frame_scratch::arena_bytes_used();
+    BOOST_TEST(now <= pb::frame_scratch::block_bytes / 2);
+    grew = grew || now > last;
+    reset = now < last;
+    last = now;
+  }
+  BOOST_TEST(grew);
+  BOOST_TEST(reset);
+}
+
+BOOST_AUTO_TEST_CASE(a_long_message_resets_the_arena_when_its_scope_ends) {
+  auto frame = send_data_frame(2);
+  BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(pb::frame_scratch::arena_bytes_used() > 0u);
+  // A Goodbye whose reason is longer than keep_message_bytes: its string's
+  // heap buffer must not wait for later frames.
+  auto msg = pb::make_goodbye(
+      std::string(pb::frame_scratch::keep_message_bytes + 1, 'y'));
+  std::vector<uint8_t> buf(pb::frame_header_len + msg.ByteSizeLong());
+  auto enc = pb::encode(msg, buf.data(), buf.size(), max_len);
+  BOOST_REQUIRE(enc.code == errc::none);
+  buf.resize(enc.header_len);
+  {
+    pb::frame_scratch scratch;
+    auto res = scratch.decode(buf.data(), buf.size(), max_len);
+    BOOST_TEST((res.code == errc::none));
+    BOOST_TEST(scratch.message().has_goodbye());
+  }
+  BOOST_TEST(pb::frame_scratch::arena_bytes_used() == 0u);
+  // So does a frame that fails to decode.
+  BOOST_TEST(decode_once(frame) == 42u);
+  BOOST_TEST(pb::frame_scratch::arena_bytes_used() > 0u);
+  auto bad = frame;
+  bad.resize(bad.size() / 2);
+  BOOST_TEST(decode_once(bad) == 0u);
+  BOOST_TEST(pb::frame_scratch::arena_bytes_used() == 0u);
 }
