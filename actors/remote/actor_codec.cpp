@@ -350,6 +350,18 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
     if (sig == nullptr)
       return caf::make_error(caf::sec::unknown_type, std::move(unknown));
   }
+  checked = sig->checked_after_load;
+  if (sig->prototypes.size() <= loaded_message_data::max_elements) {
+    // One allocation for the message and its elements.
+    auto data = loaded_message_data::make(sig->layout, sig->prototypes);
+    for (size_t i = 0; i < data->size(); ++i)
+      if (auto err = data->load(i, source))
+        return err;
+    if (auto err = source.end_object())
+      return err;
+    msg = caf::message{caf::message::data_ptr{std::move(data)}};
+    return caf::none;
+  }
   caf::detail::dynamic_message_data::elements values;
   values.reserve(sig->prototypes.size());
   for (const auto& proto : sig->prototypes) {
@@ -359,7 +371,6 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
   }
   if (auto err = source.end_object())
     return err;
-  checked = sig->checked_after_load;
   msg = caf::message{caf::message::data_ptr{
       caf::make_counted<caf::detail::dynamic_message_data>(std::move(values))}};
   return caf::none;
@@ -424,7 +435,8 @@ std::string cxx_type_name(const std::type_info* ti) {
 
 } // namespace
 
-caf::error check_not_system_message(const caf::message& msg, bool peer) {
+caf::error check_not_system_message(const caf::type_erased_tuple& msg,
+                                    bool peer) {
   const char* who = peer ? "the peer sent " : "cannot send ";
   if (msg.match_elements<caf::error>())
     return make_error(errc::serialization_failed,
@@ -444,6 +456,12 @@ caf::error check_not_system_message(const caf::message& msg, bool peer) {
   return caf::none;
 }
 
+caf::error check_not_system_message(const caf::message& msg, bool peer) {
+  if (msg.empty())
+    return caf::none;
+  return check_not_system_message(msg.content(), peer);
+}
+
 bool banned_type_name(const std::string& name) {
   // Actor handles travel (remote_actors resolves them into proxies);
   // these do not.
@@ -460,7 +478,7 @@ bool banned_type_name(const std::string& name) {
 }
 
 caf::expected<const std::vector<char>*>
-serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+serialize_to_scratch(caf::actor_system& sys, const caf::type_erased_tuple& msg,
                      bool* node_ids, bool keep_types) {
   // Most messages of a thread are alike: a buffer that keeps its capacity
   // saves the vector's regrowth (a copy per doubling, fresh pages each
@@ -474,6 +492,14 @@ serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
   if (res)
     return res;
   return &scratch;
+}
+
+caf::expected<const std::vector<char>*>
+serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+                     bool* node_ids, bool keep_types) {
+  caf::empty_type_erased_tuple none;
+  return serialize_to_scratch(sys, msg.empty() ? none : msg.content(), node_ids,
+                              keep_types);
 }
 
 caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
@@ -502,7 +528,7 @@ struct written_lists {
   size_t next = 0;
 
   /// Sets `names` to `msg`'s type list when kept for `node`.
-  bool find(const caf::node_id& node, const caf::message& msg,
+  bool find(const caf::node_id& node, const caf::type_erased_tuple& msg,
             std::string& names) const {
     for (const auto& e : lists) {
       if (e.types.size() != msg.size() || e.types.empty() || e.node != node)
@@ -518,7 +544,7 @@ struct written_lists {
     return false;
   }
 
-  void keep(const caf::node_id& node, const caf::message& msg,
+  void keep(const caf::node_id& node, const caf::type_erased_tuple& msg,
             const std::string& names) {
     if (msg.size() > message_signatures::max_elements)
       return;
@@ -534,8 +560,8 @@ struct written_lists {
 
 /// Writes `msg` as CAF 0.17's message::save does (an object named by its
 /// type list `names`, its elements, the end of the object).
-caf::error save_message(caf::serializer& sink, const caf::message& msg,
-                        std::string& names) {
+caf::error save_message(caf::serializer& sink,
+                        const caf::type_erased_tuple& msg, std::string& names) {
   uint16_t zero = 0;
   if (auto err = sink.begin_object(zero, names))
     return err;
@@ -548,7 +574,7 @@ caf::error save_message(caf::serializer& sink, const caf::message& msg,
 } // namespace
 
 caf::error serialize_message_into(caf::actor_system& sys,
-                                  const caf::message& msg,
+                                  const caf::type_erased_tuple& msg,
                                   std::vector<char>& buf, bool* node_ids,
                                   bool keep_types) {
   // The type list CAF writes: "@<>+name+name...", each name checked once
@@ -582,8 +608,8 @@ caf::error serialize_message_into(caf::actor_system& sys,
   }
   try {
     finite_serializer sink{sys, buf};
-    auto err = msg.empty() ? sink(const_cast<caf::message&>(msg))
-                           : save_message(sink, msg, names);
+    caf::message none; // CAF's own encoding of an empty message
+    auto err = msg.empty() ? sink(none) : save_message(sink, msg, names);
     if (node_ids != nullptr)
       *node_ids = sink.node_ids();
     if (sink.refusal())
@@ -597,6 +623,15 @@ caf::error serialize_message_into(caf::actor_system& sys,
                           + e.what());
   }
   return caf::none;
+}
+
+caf::error serialize_message_into(caf::actor_system& sys,
+                                  const caf::message& msg,
+                                  std::vector<char>& buf, bool* node_ids,
+                                  bool keep_types) {
+  caf::empty_type_erased_tuple none;
+  return serialize_message_into(sys, msg.empty() ? none : msg.content(), buf,
+                                node_ids, keep_types);
 }
 
 caf::expected<caf::message>

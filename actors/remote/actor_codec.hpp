@@ -11,6 +11,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 #include <caf/message.hpp>
+#include <caf/type_erased_tuple.hpp>
 
 #include "actors/remote/message_signatures.hpp"
 
@@ -40,6 +41,14 @@ caf::error serialize_message_into(caf::actor_system& sys,
                                   bool* node_ids = nullptr,
                                   bool keep_types = false);
 
+/// The same for a message's content, e.g. a mailbox element's (no message
+/// made of it first).
+caf::error serialize_message_into(caf::actor_system& sys,
+                                  const caf::type_erased_tuple& msg,
+                                  std::vector<char>& buf,
+                                  bool* node_ids = nullptr,
+                                  bool keep_types = false);
+
 /// The same into the calling thread's scratch buffer, whose capacity is
 /// kept between calls (up to 1 MiB): no allocation and no regrowth once
 /// warm.  The bytes stay valid until the next call on this thread.
@@ -47,6 +56,12 @@ caf::error serialize_message_into(caf::actor_system& sys,
 /// them once to where they travel from (registered memory or the outbox).
 caf::expected<const std::vector<char>*>
 serialize_to_scratch(caf::actor_system& sys, const caf::message& msg,
+                     bool* node_ids = nullptr, bool keep_types = false);
+
+/// The same for a message's content: a proxy serializes its mailbox
+/// element's content where it is, without moving it into a message.
+caf::expected<const std::vector<char>*>
+serialize_to_scratch(caf::actor_system& sys, const caf::type_erased_tuple& msg,
                      bool* node_ids = nullptr, bool keep_types = false);
 
 /// Deserializes what `serialize_message` wrote; never trusts the bytes:
@@ -79,6 +94,10 @@ deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
 /// `peer` tells whether the message came from the peer (the receiving
 /// node) or from a local actor (the sending node).
 caf::error check_not_system_message(const caf::message& msg, bool peer);
+
+/// The same for a message's content.
+caf::error check_not_system_message(const caf::type_erased_tuple& msg,
+                                    bool peer);
 
 /// Returns whether the type with CAF's portable name `name` must not cross
 /// a connection (it carries actor handles or runtime internals).

@@ -65,6 +65,7 @@ message_signatures::make(const caf::uniform_type_info_map& types,
     sig.prototypes.emplace_back(std::move(proto));
     pos = end + 1;
   }
+  sig.layout = layout_of(sig.prototypes);
   sig.names = names;
   ++made_;
   if (keep)

@@ -13,15 +13,21 @@
 #include <caf/type_erased_value.hpp>
 #include <caf/uniform_type_info_map.hpp>
 
+#include "actors/remote/loaded_message.hpp"
+
 namespace rdmactor {
 
 /// One type list of a message as CAF writes it ("@<>+@atom+@u64+point"):
-/// a default value of each element's type to copy from, and whether an
+/// a default value of each element's type to copy from, the layout of a
+/// message of these elements, and whether an
 /// element needs actor_codec's checks after loading (a caf::duration, a
 /// caf::error or a std::vector<caf::message>).
 struct message_signature {
   std::string names;
   std::vector<caf::type_erased_value_ptr> prototypes;
+  /// Where a loaded message of this list keeps each element
+  /// (loaded_message_data).
+  message_layout layout;
   bool checked_after_load = false;
 };
 

@@ -76,7 +76,8 @@ void remote_actors::forward(remote_actor_proxy& from,
            ctx);
     return;
   }
-  auto content = what->move_content_to_message();
+  // Serialized where it is: no message made of the element's content.
+  const auto& content = what->content();
   if (!mid.is_response())
     if (auto err = check_not_system_message(content, false)) {
       refuse(*what, err, ctx);
@@ -112,8 +113,7 @@ void remote_actors::forward(remote_actor_proxy& from,
                  "requester gets the error instead: {}{}",
                  peer_, render(bytes.error()),
                  suppressed_note(v.denied_before));
-    content = caf::make_message(bytes.error());
-    bytes = serialize_to_scratch(sys_, content);
+    bytes = serialize_to_scratch(sys_, caf::make_message(bytes.error()));
   }
   if (!bytes) {
     refuse(*what, bytes.error(), ctx);
