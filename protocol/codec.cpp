@@ -173,6 +173,103 @@ size_t encode_send_data(const send_data_fields& f, uint8_t* buf, size_t buf_len,
   return header_len;
 }
 
+size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
+                            size_t buf_len, size_t max_message_len) noexcept {
+  static_assert(Message::kActorMessageFieldNumber < 16
+                    && ActorMessage::kDownFieldNumber < 16,
+                "one-byte tags");
+  const uint64_t values[]
+      = {f.target, f.sender, f.message_id, f.len, f.total_len};
+  constexpr uint32_t numbers[]
+      = {ActorMessage::kTargetFieldNumber, ActorMessage::kSenderFieldNumber,
+         ActorMessage::kMessageIdFieldNumber, ActorMessage::kLenFieldNumber,
+         ActorMessage::kTotalLenFieldNumber};
+  size_t am_len = 0;
+  for (auto x : values)
+    if (x != 0)
+      am_len += 1 + varint_len(x);
+  if (f.down)
+    am_len += 2;
+  const size_t msg_len = 1 + varint_len(am_len) + am_len;
+  const size_t header_len = frame_header_len + msg_len;
+  if (buf == nullptr || header_len > buf_len || header_len > max_message_len)
+    return 0;
+  write_le32(buf, static_cast<uint32_t>(msg_len));
+  auto* out = buf + frame_header_len;
+  *out++ = tag_len(Message::kActorMessageFieldNumber);
+  out = write_varint(out, am_len);
+  for (size_t i = 0; i < 5; ++i) {
+    if (values[i] != 0) {
+      *out++ = tag_varint(numbers[i]);
+      out = write_varint(out, values[i]);
+    }
+  }
+  if (f.down) {
+    *out++ = tag_varint(ActorMessage::kDownFieldNumber);
+    *out++ = 1;
+  }
+  return header_len;
+}
+
+namespace {
+
+/// Reads a minimal varint of at most 64 bits from [*pos, end); false for
+/// anything else (too long, overlong, cut off).
+bool read_minimal_varint(const uint8_t*& pos, const uint8_t* end,
+                         uint64_t& x) noexcept {
+  x = 0;
+  for (unsigned shift = 0; shift < 64 && pos < end; shift += 7) {
+    uint8_t byte = *pos++;
+    // The tenth byte holds one bit of the value.
+    if (shift == 63 && byte > 1)
+      return false;
+    x |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0)
+      return byte != 0 || shift == 0; // a last byte of 0 is overlong
+  }
+  return false;
+}
+
+} // namespace
+
+bool parse_eager_actor_message(const uint8_t* data, size_t len,
+                               Message& out) noexcept {
+  const uint8_t* pos = data;
+  const uint8_t* end = data + len;
+  if (len < 2 || *pos++ != tag_len(Message::kActorMessageFieldNumber))
+    return false;
+  uint64_t am_len = 0;
+  if (!read_minimal_varint(pos, end, am_len)
+      || am_len != static_cast<uint64_t>(end - pos))
+    return false;
+  uint64_t values[ActorMessage::kDownFieldNumber + 1] = {};
+  uint32_t last = 0;
+  while (pos < end) {
+    uint8_t tag = *pos++;
+    uint32_t number = tag >> 3;
+    // Varint fields 1 to 6, each once, in number order.
+    if ((tag & 7) != 0 || number <= last
+        || number > ActorMessage::kDownFieldNumber)
+      return false;
+    uint64_t x = 0;
+    if (!read_minimal_varint(pos, end, x) || x == 0)
+      return false; // encode leaves zero values out
+    if (number == ActorMessage::kDownFieldNumber && x != 1)
+      return false;
+    values[number] = x;
+    last = number;
+  }
+  out.Clear();
+  auto* am = out.mutable_actor_message();
+  am->set_target(values[ActorMessage::kTargetFieldNumber]);
+  am->set_sender(values[ActorMessage::kSenderFieldNumber]);
+  am->set_message_id(values[ActorMessage::kMessageIdFieldNumber]);
+  am->set_len(values[ActorMessage::kLenFieldNumber]);
+  am->set_total_len(values[ActorMessage::kTotalLenFieldNumber]);
+  am->set_down(values[ActorMessage::kDownFieldNumber] != 0);
+  return true;
+}
+
 encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
                      size_t max_message_len) {
   encode_result res;
@@ -228,7 +325,8 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   const uint8_t* msg_begin = data + frame_header_len;
-  if (!out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
+  if (!parse_eager_actor_message(msg_begin, msg_len, out)
+      && !out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
     res.code = errc::malformed_message;
     return res;
   }

@@ -133,6 +133,37 @@ constexpr size_t max_send_data_header_len(size_t acked) {
 size_t encode_send_data(const send_data_fields& f, uint8_t* buf, size_t buf_len,
                         size_t max_message_len) noexcept;
 
+/// The fields of an eager ActorMessage frame (one without a rendezvous
+/// `source`): Message{actor_message: ActorMessage{target, sender,
+/// message_id, len, total_len, down}}.
+struct actor_message_fields {
+  uint64_t target = 0;
+  uint64_t sender = 0;
+  uint64_t message_id = 0;
+  uint64_t len = 0;
+  uint64_t total_len = 0;
+  bool down = false;
+};
+
+/// Writes the frame header and the Message of an eager ActorMessage to
+/// `buf`, byte for byte what `encode` writes for the same Message (fields
+/// in number order, zero values left out), without building one.  At most
+/// `actor_frame_overhead` bytes.  Returns the bytes written; 0 when they
+/// would exceed `buf_len` or `max_message_len` (nothing is written then).
+size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
+                            size_t buf_len, size_t max_message_len) noexcept;
+
+/// Parses the `len` bytes of an encoded Message at `data` into `out` when
+/// they are exactly what `encode` writes for an eager ActorMessage (one
+/// field, Message.actor_message, whose fields 1 to 6 come in number order,
+/// each at most once, with minimal varints and `down` as 1); returns false
+/// and leaves `out` untouched otherwise.  `decode` tries it first: the
+/// remote-actor frame at a fraction of protobuf's parse, and any other
+/// encoding still goes to protobuf, which gives the same Message for these
+/// bytes.
+bool parse_eager_actor_message(const uint8_t* data, size_t len,
+                               Message& out) noexcept;
+
 /// Parses the frame of `len` bytes at `data` into `out`, checking every
 /// length against what arrived and against `max_message_len` first.
 ///

@@ -182,24 +182,24 @@ caf::error actor_channel::post(uint64_t target, uint64_t sender,
   bool first = true;
   do {
     size_t n = std::min(chunk_max, len - offset);
-    // Built in the thread's reused message (every field set; its oneof
-    // stays an ActorMessage) into a header buffer the link recycled: no
-    // heap allocation per message (a frame_scratch arena's reset costs
-    // more than the two allocations it would save).
-    thread_local pb::Message msg;
-    auto* m = msg.mutable_actor_message();
-    m->set_target(target);
-    m->set_sender(sender);
-    m->set_message_id(message_id);
-    m->set_len(n);
-    m->set_total_len(first && n < len ? len : 0);
-    m->set_down(down);
+    // Written by hand (pb::encode_actor_message: the bytes protobuf would
+    // write) into a header buffer the link recycled: no Message built,
+    // sized and serialized, no heap allocation per message.
+    pb::actor_message_fields f;
+    f.target = target;
+    f.sender = sender;
+    f.message_id = message_id;
+    f.len = n;
+    f.total_len = first && n < len ? len : 0;
+    f.down = down;
     auto inline_bytes = region.valid() ? size_t{0} : n;
     auto buf = core_.header_buffer();
-    buf.resize(pb::frame_header_len + msg.ByteSizeLong() + inline_bytes);
-    auto res = pb::encode(msg, buf.data(), buf.size(), max_len);
-    if (res.code != errc::none)
-      return make_error(res.code, "cannot encode an actor message");
+    buf.resize(pb::actor_frame_overhead + inline_bytes);
+    auto header_len
+        = pb::encode_actor_message(f, buf.data(), buf.size(), max_len);
+    if (header_len == 0)
+      return make_error(errc::frame_too_large,
+                        "cannot encode an actor message");
     local_mr payload;
     if (region.valid()) {
       auto slice = region.slice(offset, n);
@@ -207,9 +207,9 @@ caf::error actor_channel::post(uint64_t target, uint64_t sender,
         return slice.error();
       payload = std::move(*slice);
     } else if (n > 0) {
-      std::memcpy(buf.data() + res.header_len, data + offset, n);
+      std::memcpy(buf.data() + header_len, data + offset, n);
     }
-    buf.resize(res.header_len + inline_bytes);
+    buf.resize(header_len + inline_bytes);
     core_.out().post(std::move(buf), std::move(payload));
     offset += n;
     first = false;

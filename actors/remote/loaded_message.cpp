@@ -7,8 +7,10 @@
 #include <vector>
 
 #include <caf/atom.hpp>
+#include <caf/deserializer.hpp>
 #include <caf/detail/dynamic_message_data.hpp>
 #include <caf/detail/type_erased_value_impl.hpp>
+#include <caf/serializer.hpp>
 #include <caf/timespan.hpp>
 #include <caf/timestamp.hpp>
 #include <caf/type_nr.hpp>

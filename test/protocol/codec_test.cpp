@@ -471,6 +471,84 @@ BOOST_AUTO_TEST_CASE(encode_send_data_writes_what_protobuf_writes) {
   BOOST_CHECK_EQUAL(encode_send_data({}, nullptr, 100, max_len), 0u);
 }
 
+// The eager ActorMessage frame by hand: the same bytes as encode for
+// every field at every varint width (zero left out), `down` or not; the
+// hand parser reads them back and leaves any other encoding to protobuf.
+BOOST_AUTO_TEST_CASE(encode_actor_message_writes_what_protobuf_writes) {
+  const uint64_t values[]
+      = {0, 1, 127, 128, 16384, (uint64_t{1} << 35) + 3, u64_max};
+  size_t cases = 0;
+  for (auto a : values)
+    for (auto b : values)
+      for (auto c : values)
+        for (bool down : {false, true}) {
+          actor_message_fields f{a, b, c, b, a, down};
+          Message msg;
+          auto* am = msg.mutable_actor_message();
+          am->set_target(f.target);
+          am->set_sender(f.sender);
+          am->set_message_id(f.message_id);
+          am->set_len(f.len);
+          am->set_total_len(f.total_len);
+          am->set_down(f.down);
+          bytes want(max_len);
+          auto res = encode(msg, want.data(), want.size(), max_len);
+          BOOST_REQUIRE(res.code == errc::none);
+          want.resize(res.header_len);
+          bytes got(actor_frame_overhead);
+          auto written
+              = encode_actor_message(f, got.data(), got.size(), max_len);
+          BOOST_REQUIRE_EQUAL(written, want.size());
+          got.resize(written);
+          BOOST_CHECK(got == want);
+          Message back;
+          BOOST_REQUIRE(parse_eager_actor_message(
+              got.data() + frame_header_len, written - frame_header_len, back));
+          BOOST_CHECK(back.SerializeAsString() == msg.SerializeAsString());
+          // Too small a buffer or maximum: nothing.
+          BOOST_CHECK_EQUAL(
+              encode_actor_message(f, got.data(), written - 1, max_len), 0u);
+          BOOST_CHECK_EQUAL(
+              encode_actor_message(f, got.data(), got.size(), written - 1), 0u);
+          ++cases;
+        }
+  BOOST_CHECK_EQUAL(cases, 7u * 7u * 7u * 2u);
+}
+
+BOOST_AUTO_TEST_CASE(other_encodings_of_an_actor_message_go_to_protobuf) {
+  // Message{actor_message{target 5, sender 6}} as encode writes it.
+  const bytes canonical = {0x3a, 0x04, 0x08, 0x05, 0x10, 0x06};
+  Message out;
+  BOOST_REQUIRE(
+      parse_eager_actor_message(canonical.data(), canonical.size(), out));
+  BOOST_TEST(out.actor_message().target() == 5u);
+  BOOST_TEST(out.actor_message().sender() == 6u);
+  const std::vector<bytes> others = {
+      {0x3a, 0x04, 0x10, 0x06, 0x08, 0x05},       // fields out of order
+      {0x3a, 0x04, 0x08, 0x05, 0x08, 0x06},       // a field twice
+      {0x3a, 0x05, 0x08, 0x85, 0x00, 0x10, 0x06}, // an overlong varint
+      {0x3a, 0x04, 0x08, 0x00, 0x10, 0x06},       // a zero written
+      {0x3a, 0x02, 0x30, 0x02},                   // down as 2
+      {0x3a, 0x02, 0x38, 0x00},                   // field 7 as a varint
+      {0x3a, 0x03, 0x08, 0x05},                   // length past the end
+      {0x3a, 0x02, 0x08, 0x05, 0x40, 0x01},       // a Message field behind
+      {0x42, 0x02, 0x08, 0x05},                   // an ActorAck
+  };
+  for (const auto& b : others) {
+    Message untouched;
+    untouched.mutable_hello();
+    BOOST_TEST(!parse_eager_actor_message(b.data(), b.size(), untouched));
+    BOOST_TEST(untouched.has_hello());
+  }
+  // decode still takes the valid ones, through protobuf.
+  bytes frame = {0x06, 0x00, 0x00, 0x00, 0x3a, 0x04, 0x10, 0x06, 0x08, 0x05};
+  Message decoded;
+  auto res = decode(frame.data(), frame.size(), max_len, decoded);
+  BOOST_REQUIRE(res.code == errc::none);
+  BOOST_TEST(decoded.actor_message().target() == 5u);
+  BOOST_TEST(decoded.actor_message().sender() == 6u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(status_mapping)
