@@ -308,9 +308,9 @@ void remote_actors::not_posted(uint64_t sender, uint64_t mid_value, size_t size,
       auto i = pending_.find(pending_key{
           sender, mid.integer_value() & caf::message_id::request_id_mask});
       if (i != pending_.end()) {
-        requester = i->second.sender.lock();
-        request_mid = i->second.mid;
-        pending_.erase(i);
+        auto req = take_pending_locked(i);
+        requester = req.sender.lock();
+        request_mid = req.mid;
       }
     }
     drain_locked();
@@ -333,6 +333,39 @@ remote_actors::flow_counts remote_actors::flow_stats() const {
   out.send_refused = send_refused_;
   out.acks_received = acks_received_;
   return out;
+}
+
+void remote_actors::add_pending_locked(const pending_key& key,
+                                       pending_request req) {
+  if (spare_pending_.empty()) {
+    pending_[key] = std::move(req);
+    return;
+  }
+  auto node = std::move(spare_pending_.back());
+  spare_pending_.pop_back();
+  node.key() = key;
+  node.mapped() = std::move(req);
+  auto res = pending_.insert(std::move(node));
+  if (!res.inserted) {
+    // The same key again (a sender reusing a request id): the newer wins,
+    // as pending_[key] = req would have it.
+    res.position->second = std::move(res.node.mapped());
+    res.node.mapped() = pending_request{};
+    spare_pending_.push_back(std::move(res.node));
+  }
+}
+
+remote_actors::pending_request
+remote_actors::take_pending_locked(pending_map::iterator i) {
+  auto node = pending_.extract(i);
+  auto req = std::move(node.mapped());
+  if (spare_pending_.size() < max_spare_pending) {
+    node.mapped() = pending_request{};
+    if (spare_pending_.capacity() == 0)
+      spare_pending_.reserve(max_spare_pending);
+    spare_pending_.push_back(std::move(node));
+  }
+  return req;
 }
 
 size_t remote_actors::pending_requests() const {
@@ -428,7 +461,7 @@ caf::error remote_actors::too_many_proxies() const {
 }
 
 void remote_actors::close(const caf::error& reason, const caf::error& err) {
-  std::unordered_map<pending_key, pending_request, pending_hash> pending;
+  pending_map pending;
   std::unordered_map<uint64_t, caf::strong_actor_ptr> proxies;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> exports;
   std::unordered_map<uint64_t, caf::weak_actor_ptr> watched;
@@ -440,6 +473,7 @@ void remote_actors::close(const caf::error& reason, const caf::error& err) {
     closed_ = true;
     closed_reason_ = err;
     pending.swap(pending_);
+    spare_pending_.clear();
     proxies.swap(proxies_);
     exports.swap(exports_);
     watched.swap(watched_);

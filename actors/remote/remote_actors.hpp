@@ -265,6 +265,9 @@ private:
     }
   };
 
+  using pending_map
+      = std::unordered_map<pending_key, pending_request, pending_hash>;
+
   /// One message whose chunks are arriving.
   struct partial {
     bool active = false;
@@ -323,6 +326,14 @@ private:
                             caf::execution_unit* ctx);
   /// Hands queued messages the window now allows to the agent.
   void drain_locked();
+
+  /// Records our request `key` (replacing an entry of the same key) in a
+  /// spare node when one is kept.  Under mtx_.
+  void add_pending_locked(const pending_key& key, pending_request req);
+
+  /// Removes the request at `i` and returns it, keeping its node as a
+  /// spare.  Under mtx_.
+  pending_request take_pending_locked(pending_map::iterator i);
   void answer_peer(uint64_t peer_sender, caf::message_id mid, caf::error err,
                    caf::execution_unit* ctx);
   /// Refuses the peer's message `msg` to our typed actor `target` (id `id`)
@@ -388,7 +399,12 @@ private:
   /// its actor ended (a down notice) or the connection goes, as CAF io's
   /// proxies do (at most tuning::max_peer_proxies).
   std::unordered_map<uint64_t, caf::strong_actor_ptr> proxies_;
-  std::unordered_map<pending_key, pending_request, pending_hash> pending_;
+  /// Our requests to the peer's actors that wait for an answer.
+  pending_map pending_;
+  /// Nodes of answered requests kept for the next ones (at most
+  /// max_spare_pending): a request costs the map no allocation once warm.
+  std::vector<pending_map::node_type> spare_pending_;
+  static constexpr size_t max_spare_pending = 16;
   /// Actors of ours whose handles we sent the peer and that this
   /// connection holds in the actor registry (hold_handed) until they end
   /// or the connection does.

@@ -293,8 +293,7 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
       if (j == pending_.end())
         return make_error(errc::malformed_message,
                           "a response to an actor request nobody waits for");
-      target = j->second.sender.lock();
-      pending_.erase(j);
+      target = take_pending_locked(j).sender.lock();
       if (!target)
         return caf::none; // the requester ended meanwhile
     } else if (i == exports_.end()) {

@@ -186,14 +186,14 @@ void remote_actors::forward(remote_actor_proxy& from,
           prune_locked();
         }
         if (mid.is_request())
-          pending_[pending_key{sender_id,
-                               mid.integer_value()
-                                   & caf::message_id::request_id_mask}]
-              = pending_request{
+          add_pending_locked(
+              pending_key{sender_id, mid.integer_value()
+                                         & caf::message_id::request_id_mask},
+              pending_request{
                   caf::actor_cast<caf::weak_actor_ptr>(sender), mid,
                   // A proxy (the request came from another node) lives
                   // only through its handles: the answer must find it.
-                  is_proxy(*sender) ? sender : nullptr};
+                  is_proxy(*sender) ? sender : nullptr});
       }
       ++sent;
     }
