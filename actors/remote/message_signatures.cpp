@@ -26,7 +26,7 @@ bool checked_after_load(const caf::type_erased_value& proto) {
 } // namespace
 
 const message_signature*
-message_signatures::find(const std::string& names) const noexcept {
+message_signatures::find(std::string_view names) const noexcept {
   for (const auto& e : entries_)
     if (e.names.size() == names.size() && !e.names.empty() && e.names == names)
       return &e;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/type_erased_value.hpp>
@@ -46,7 +47,7 @@ public:
   static constexpr size_t max_elements = 16;
 
   /// Returns the cached signature named `names` or null.
-  const message_signature* find(const std::string& names) const noexcept;
+  const message_signature* find(std::string_view names) const noexcept;
 
   /// Makes the signature named `names` ("@<>+name+name...") with `types`'
   /// factories and keeps it when it has at most max_elements.  Fills
