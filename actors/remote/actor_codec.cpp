@@ -232,11 +232,15 @@ caf::expected<std::vector<char>> serialize_message(caf::actor_system& sys,
 namespace {
 
 /// A type list this thread wrote for a system (by its node id): the
-/// elements' CAF types and the names CAF writes for them, all checked.
+/// elements' CAF types and the names CAF writes for them, all checked, and
+/// the bytes CAF's begin_object writes for a list under 128 bytes (type
+/// number 0 in two bytes, a one-byte length, the names; empty for a
+/// longer list).
 struct written_list {
   caf::node_id node;
   std::vector<caf::rtti_pair> types;
   std::string names;
+  std::string header;
 };
 
 /// The last type lists this thread wrote (a sender writes few kinds).
@@ -245,21 +249,19 @@ struct written_lists {
   std::array<written_list, capacity> lists;
   size_t next = 0;
 
-  /// Sets `names` to `msg`'s type list when kept for `node`.
-  bool find(const caf::node_id& node, const caf::type_erased_tuple& msg,
-            std::string& names) const {
+  /// Returns `msg`'s type list when kept for `node`, or null.
+  const written_list* find(const caf::node_id& node,
+                           const caf::type_erased_tuple& msg) const {
     for (const auto& e : lists) {
       if (e.types.size() != msg.size() || e.types.empty() || e.node != node)
         continue;
       size_t i = 0;
       while (i < e.types.size() && e.types[i] == msg.type(i))
         ++i;
-      if (i == e.types.size()) {
-        names = e.names;
-        return true;
-      }
+      if (i == e.types.size())
+        return &e;
     }
-    return false;
+    return nullptr;
   }
 
   void keep(const caf::node_id& node, const caf::type_erased_tuple& msg,
@@ -273,8 +275,24 @@ struct written_lists {
     for (size_t i = 0; i < msg.size(); ++i)
       e.types.push_back(msg.type(i));
     e.names = names;
+    e.header.clear();
+    if (names.size() < 0x80) {
+      e.header.append(2, '\0');
+      e.header.push_back(static_cast<char>(names.size()));
+      e.header += names;
+    }
   }
 };
+
+/// Writes the elements of `msg` and the end of its object (CAF 0.17's
+/// message::save after the type list).
+caf::error save_elements(caf::serializer& sink,
+                         const caf::type_erased_tuple& msg) {
+  for (size_t i = 0; i < msg.size(); ++i)
+    if (auto err = msg.save(i, sink))
+      return err;
+  return sink.end_object();
+}
 
 /// Writes `msg` as CAF 0.17's message::save does (an object named by its
 /// type list `names`, its elements, the end of the object).
@@ -283,10 +301,7 @@ caf::error save_message(caf::serializer& sink,
   uint16_t zero = 0;
   if (auto err = sink.begin_object(zero, names))
     return err;
-  for (size_t i = 0; i < msg.size(); ++i)
-    if (auto err = msg.save(i, sink))
-      return err;
-  return sink.end_object();
+  return save_elements(sink, msg);
 }
 
 } // namespace
@@ -299,9 +314,9 @@ caf::error serialize_message_into(caf::actor_system& sys,
   // per thread and system when `keep_types`.
   thread_local std::string names;
   thread_local written_lists written;
-  bool known
-      = keep_types && !msg.empty() && written.find(sys.node(), msg, names);
-  if (!known) {
+  const written_list* kept
+      = keep_types && !msg.empty() ? written.find(sys.node(), msg) : nullptr;
+  if (kept == nullptr) {
     auto& types = sys.types();
     names = "@<>";
     for (size_t i = 0; i < msg.size(); ++i) {
@@ -325,9 +340,21 @@ caf::error serialize_message_into(caf::actor_system& sys,
       written.keep(sys.node(), msg, names);
   }
   try {
+    caf::error err;
+    if (kept != nullptr && !kept->header.empty()) {
+      // The kept list's bytes, as begin_object would write them.
+      buf.insert(buf.end(), kept->header.begin(), kept->header.end());
+    } else if (kept != nullptr) {
+      names = kept->names;
+    }
     finite_serializer sink{sys, buf};
     caf::message none; // CAF's own encoding of an empty message
-    auto err = msg.empty() ? sink(none) : save_message(sink, msg, names);
+    if (msg.empty())
+      err = sink(none);
+    else if (kept != nullptr && !kept->header.empty())
+      err = save_elements(sink, msg);
+    else
+      err = save_message(sink, msg, names);
     if (node_ids != nullptr)
       *node_ids = sink.node_ids();
     if (sink.refusal())
