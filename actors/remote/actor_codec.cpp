@@ -69,7 +69,7 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
       return caf::make_error(caf::sec::unknown_type, std::move(unknown));
   }
   checked = sig->checked_after_load;
-  if (sig->prototypes.size() <= loaded_message_data::max_elements) {
+  if (sig->layout.slots.size() == sig->prototypes.size()) {
     // One allocation for the message and its elements.
     auto data = loaded_message_data::make(sig->layout, sig->prototypes);
     for (size_t i = 0; i < data->size(); ++i)

@@ -65,7 +65,11 @@ message_signatures::make(const caf::uniform_type_info_map& types,
     sig.prototypes.emplace_back(std::move(proto));
     pos = end + 1;
   }
-  sig.layout = layout_of(sig.prototypes);
+  // Only a kept list's messages load into one block (a longer list loads
+  // element by element, and its layout would cost a probe per element on
+  // every message).
+  static_assert(loaded_message_data::max_elements >= max_elements);
+  sig.layout = keep ? layout_of(sig.prototypes) : message_layout{};
   sig.names = names;
   ++made_;
   if (keep)
