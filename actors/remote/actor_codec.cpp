@@ -340,21 +340,17 @@ caf::error serialize_message_into(caf::actor_system& sys,
       written.keep(sys.node(), msg, names);
   }
   try {
-    caf::error err;
-    if (kept != nullptr && !kept->header.empty()) {
-      // The kept list's bytes, as begin_object would write them.
+    // A kept list under 128 bytes goes as the bytes begin_object writes.
+    const bool as_bytes = kept != nullptr && !kept->header.empty();
+    if (as_bytes)
       buf.insert(buf.end(), kept->header.begin(), kept->header.end());
-    } else if (kept != nullptr) {
+    else if (kept != nullptr)
       names = kept->names;
-    }
     finite_serializer sink{sys, buf};
     caf::message none; // CAF's own encoding of an empty message
-    if (msg.empty())
-      err = sink(none);
-    else if (kept != nullptr && !kept->header.empty())
-      err = save_elements(sink, msg);
-    else
-      err = save_message(sink, msg, names);
+    auto err = msg.empty() ? sink(none)
+               : as_bytes  ? save_elements(sink, msg)
+                           : save_message(sink, msg, names);
     if (node_ids != nullptr)
       *node_ids = sink.node_ids();
     if (sink.refusal())

@@ -230,10 +230,7 @@ public:
                            const message_signature*& known) {
     if (values_ == 0 && !refusal() && (known = cached_list(signatures))) {
       nr = 0;
-      values_ = 1;
-      is_message_[1] = true;
-      messages_ = 1;
-      return caf::none;
+      return open_level(true);
     }
     return begin_checked(nr, name, &signatures, known);
   }
@@ -288,6 +285,18 @@ private:
     return sig;
   }
 
+  /// Counts an object opened (a message or not): CAF loads nested objects
+  /// and sequences recursively, so a peer could otherwise overflow the
+  /// stack with a deep enough nest.
+  caf::error open_level(bool message) {
+    if (++values_ > max_value_nesting)
+      return refuse(values_too_deep());
+    is_message_[static_cast<size_t>(values_)] = message;
+    if (message && ++messages_ > max_message_nesting)
+      return refuse(nested_too_deep());
+    return caf::none;
+  }
+
   caf::error begin_checked(uint16_t& nr, std::string& name,
                            const message_signatures* signatures,
                            const message_signature*& known) {
@@ -300,16 +309,11 @@ private:
     // message side by side added a level that never closed).
     if (name == "@<>")
       return caf::none;
-    // CAF loads nested objects and sequences recursively: a peer could
-    // otherwise overflow the stack with a deep enough nest.
-    if (++values_ > max_value_nesting)
-      return refuse(values_too_deep());
     // Objects are the messages (type list "@<>+...") CAF nests through
     // the context of an error.
     auto message = name.compare(0, 3, "@<>") == 0;
-    is_message_[static_cast<size_t>(values_)] = message;
-    if (message && ++messages_ > max_message_nesting)
-      return refuse(nested_too_deep());
+    if (auto err = open_level(message))
+      return err;
     if (message && signatures != nullptr
         && (known = signatures->find(name)) != nullptr)
       return caf::none;

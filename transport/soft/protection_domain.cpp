@@ -57,12 +57,9 @@ void protection_domain::insert_locked(uint32_t key, registration_ptr reg) {
   ++keys_;
 }
 
-/// Removes `key` and moves later members of its probe run back, so no
-/// lookup ever needs a tombstone.
-void protection_domain::erase_locked(uint32_t key) noexcept {
-  auto* s = find_slot_locked(key);
-  if (s == nullptr)
-    return;
+/// Empties the occupied slot `s` and moves later members of its probe run
+/// back, so no lookup ever needs a tombstone.
+void protection_domain::erase_locked(const slot* s) noexcept {
   auto mask = slots_.size() - 1;
   auto hole = static_cast<size_t>(s - slots_.data());
   for (auto j = (hole + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
@@ -153,7 +150,7 @@ void protection_domain::remove(const registration_ptr& reg) noexcept {
     // Only this registration's own keys (a second remove is a no-op).
     for (auto key : {reg->lkey, reg->rkey})
       if (auto* s = find_slot_locked(key); s != nullptr && s->reg == reg)
-        erase_locked(key);
+        erase_locked(s);
   }
   std::unique_lock<std::shared_mutex> guard{reg->mtx};
   reg->valid = false;

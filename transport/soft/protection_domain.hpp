@@ -66,7 +66,7 @@ private:
   size_t home_of(uint32_t key) const noexcept;
   const slot* find_slot_locked(uint32_t key) const noexcept;
   void insert_locked(uint32_t key, registration_ptr reg);
-  void erase_locked(uint32_t key) noexcept;
+  void erase_locked(const slot* s) noexcept;
   void rehash_locked(size_t slots);
   uint32_t fresh_key_locked();
 
