@@ -76,12 +76,9 @@ bool is_send_data(const Message& msg) noexcept {
 
 /// Bytes of `x` as a varint.
 size_t varint_len(uint64_t x) noexcept {
-  size_t n = 1;
-  while (x >= 0x80) {
-    x >>= 7;
-    ++n;
-  }
-  return n;
+  // Seven bits per byte: ceil(significant bits / 7), one byte for 0.
+  const auto bits = static_cast<size_t>(64 - __builtin_clzll(x | 1));
+  return (bits + 6) / 7;
 }
 
 /// Writes `x` as a varint at `out`; returns the byte after it.
@@ -217,6 +214,10 @@ namespace {
 /// anything else (too long, overlong, cut off).
 bool read_minimal_varint(const uint8_t*& pos, const uint8_t* end,
                          uint64_t& x) noexcept {
+  if (pos < end && *pos < 0x80) {
+    x = *pos++; // one byte: minimal by construction
+    return true;
+  }
   x = 0;
   for (unsigned shift = 0; shift < 64 && pos < end; shift += 7) {
     uint8_t byte = *pos++;
@@ -232,8 +233,8 @@ bool read_minimal_varint(const uint8_t*& pos, const uint8_t* end,
 
 } // namespace
 
-bool parse_eager_actor_message(const uint8_t* data, size_t len,
-                               Message& out) noexcept {
+bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
+                               ActorMessage* reuse) noexcept {
   const uint8_t* pos = data;
   const uint8_t* end = data + len;
   if (len < 2 || *pos++ != tag_len(Message::kActorMessageFieldNumber))
@@ -260,7 +261,15 @@ bool parse_eager_actor_message(const uint8_t* data, size_t len,
     last = number;
   }
   out.Clear();
-  auto* am = out.mutable_actor_message();
+  ActorMessage* am = nullptr;
+  if (reuse != nullptr && reuse->GetArena() == out.GetArena()
+      && reuse->GetArena() != nullptr) {
+    reuse->Clear();
+    out.unsafe_arena_set_allocated_actor_message(reuse);
+    am = reuse;
+  } else {
+    am = out.mutable_actor_message();
+  }
   am->set_target(values[ActorMessage::kTargetFieldNumber]);
   am->set_sender(values[ActorMessage::kSenderFieldNumber]);
   am->set_message_id(values[ActorMessage::kMessageIdFieldNumber]);
@@ -299,7 +308,7 @@ void mark_more_frames(uint8_t* frame) noexcept {
 }
 
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
-                     Message& out, bool allow_more) {
+                     Message& out, bool allow_more, ActorMessage* reuse) {
   decode_result res;
   if (data == nullptr || len < frame_header_len) {
     res.code = errc::truncated_frame;
@@ -325,7 +334,7 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   const uint8_t* msg_begin = data + frame_header_len;
-  if (!parse_eager_actor_message(msg_begin, msg_len, out)
+  if (!parse_eager_actor_message(msg_begin, msg_len, out, reuse)
       && !out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
     res.code = errc::malformed_message;
     return res;

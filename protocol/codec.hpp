@@ -161,8 +161,13 @@ size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
 /// remote-actor frame at a fraction of protobuf's parse, and any other
 /// encoding still goes to protobuf, which gives the same Message for these
 /// bytes.
-bool parse_eager_actor_message(const uint8_t* data, size_t len,
-                               Message& out) noexcept;
+///
+/// `reuse`, when not null, is an ActorMessage on `out`'s arena that no
+/// message holds (one `frame_scratch` released from the previous frame):
+/// a successful parse clears it and makes it `out`'s body instead of
+/// allocating one.
+bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
+                               ActorMessage* reuse = nullptr) noexcept;
 
 /// Parses the frame of `len` bytes at `data` into `out`, checking every
 /// length against what arrived and against `max_message_len` first.
@@ -192,7 +197,9 @@ bool parse_eager_actor_message(const uint8_t* data, size_t len,
 /// After `unknown_message_kind` and `payload_mismatch`, `out` holds the
 /// parsed Message (the caller may answer its request_id); after the other
 /// errors its content is unspecified. No payload byte is copied.
+/// `reuse`: as `parse_eager_actor_message`'s.
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
-                     Message& out, bool allow_more = false);
+                     Message& out, bool allow_more = false,
+                     ActorMessage* reuse = nullptr);
 
 } // namespace rdmactor::protocol

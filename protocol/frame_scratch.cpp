@@ -4,15 +4,26 @@
 
 namespace rdmactor::protocol {
 
-namespace {
-
-/// The arena of this thread and whether a scope holds it.
-struct thread_arena {
+/// The arena of this thread, whether a scope holds it, and what lives on
+/// it from scope to scope until the arena is reset.
+struct scratch_arena {
   alignas(8) char block[frame_scratch::block_bytes];
   google::protobuf::Arena arena;
   bool taken = false;
+  /// Every scope's message (null: none since the last reset).
+  Message* msg = nullptr;
+  /// The ActorMessage the last scope's message held, released for the
+  /// next eager ActorMessage frame (null: none).
+  ActorMessage* spare = nullptr;
 
-  thread_arena() : arena(options(block)) {}
+  /// Destroys everything on the arena but its first block.
+  void reset() {
+    arena.Reset();
+    msg = nullptr;
+    spare = nullptr;
+  }
+
+  scratch_arena() : arena(options(block)) {}
 
   static google::protobuf::ArenaOptions options(char* block) {
     google::protobuf::ArenaOptions opts;
@@ -22,8 +33,10 @@ struct thread_arena {
   }
 };
 
-thread_arena& this_thread_arena() {
-  thread_local thread_arena ta;
+namespace {
+
+scratch_arena& this_thread_arena() {
+  thread_local scratch_arena ta;
   return ta;
 }
 
@@ -37,19 +50,25 @@ frame_scratch::frame_scratch() {
     return;
   }
   ta.taken = true;
-  on_arena_ = true;
-  msg_ = google::protobuf::Arena::CreateMessage<Message>(&ta.arena);
+  arena_ = &ta;
+  if (ta.msg == nullptr) {
+    ta.msg = google::protobuf::Arena::CreateMessage<Message>(&ta.arena);
+  } else {
+    if (ta.msg->body_case() == Message::kActorMessage)
+      ta.spare = ta.msg->unsafe_arena_release_actor_message();
+    ta.msg->Clear();
+  }
+  msg_ = ta.msg;
 }
 
 frame_scratch::~frame_scratch() {
-  if (!on_arena_)
+  if (arena_ == nullptr)
     return;
-  auto& ta = this_thread_arena();
   // Destroys the messages on the arena and keeps the first block, when
   // the next frame might not fit or a message held much.
-  if (reset_ || ta.arena.SpaceUsed() > block_bytes / 2)
-    ta.arena.Reset();
-  ta.taken = false;
+  if (reset_ || arena_->arena.SpaceUsed() > block_bytes / 2)
+    arena_->reset();
+  arena_->taken = false;
 }
 
 uint64_t frame_scratch::arena_bytes_used() {
@@ -58,7 +77,12 @@ uint64_t frame_scratch::arena_bytes_used() {
 
 decode_result frame_scratch::decode(const uint8_t* data, size_t len,
                                     size_t max_message_len, bool allow_more) {
-  auto res = protocol::decode(data, len, max_message_len, *msg_, allow_more);
+  ActorMessage* spare = arena_ != nullptr ? arena_->spare : nullptr;
+  auto res = protocol::decode(data, len, max_message_len, *msg_, allow_more,
+                              spare);
+  if (spare != nullptr && msg_->body_case() == Message::kActorMessage
+      && &msg_->actor_message() == spare)
+    arena_->spare = nullptr; // the message holds it now
   // On an error the message may hold part of a frame of any length.
   if (res.code != errc::none
       || res.frame_len - res.payload_len > keep_message_bytes)

@@ -11,13 +11,20 @@
 
 namespace rdmactor::protocol {
 
+/// A thread's arena and what lives on it (frame_scratch.cpp).
+struct scratch_arena;
+
 /// A `Message` to decode one frame into (or build one in), valid while this
 /// object lives.
 ///
 /// The message lives on a per-thread protobuf arena whose first block (4
 /// KiB, `frame_scratch::block_bytes`) is reused frame after frame: a frame
 /// whose decoded form fits in it costs no heap allocation (a SendData, an
-/// ActorMessage's header, a Response).  The arena is reset (every message
+/// ActorMessage's header, a Response).  The Message object itself is kept
+/// from scope to scope (cleared when a scope opens), and so is the
+/// ActorMessage body of the last one, which the next eager ActorMessage
+/// frame's `decode` takes instead of allocating another (see
+/// `parse_eager_actor_message`).  The arena is reset (every message
 /// on it destroyed) when a scope ends with more than half of the first
 /// block used, or after a frame decoded with `decode` whose message took
 /// more than `keep_message_bytes` on the wire; otherwise the next scope
@@ -60,8 +67,9 @@ public:
 
 private:
   Message* msg_ = nullptr;
-  /// Set when the thread's arena was taken: the message lives on it.
-  bool on_arena_ = false;
+  /// The thread's arena when this scope took it (the message lives on
+  /// it), else null.
+  scratch_arena* arena_ = nullptr;
   /// The message of a nested scope.
   std::unique_ptr<Message> own_;
   /// Set when the arena must be reset at the end of this scope.

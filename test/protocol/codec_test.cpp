@@ -5,6 +5,7 @@
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstdint>
@@ -513,6 +514,36 @@ BOOST_AUTO_TEST_CASE(encode_actor_message_writes_what_protobuf_writes) {
           ++cases;
         }
   BOOST_CHECK_EQUAL(cases, 7u * 7u * 7u * 2u);
+}
+
+// A spare ActorMessage on the output's arena becomes its body, cleared
+// first (a stale field of the frame it held before must not survive); one
+// that is not on that arena is left alone.
+BOOST_AUTO_TEST_CASE(parse_eager_actor_message_takes_a_spare_on_its_arena) {
+  const bytes canonical = {0x3a, 0x04, 0x08, 0x05, 0x10, 0x06};
+  google::protobuf::Arena arena;
+  auto* out = google::protobuf::Arena::CreateMessage<Message>(&arena);
+  auto* spare = google::protobuf::Arena::CreateMessage<ActorMessage>(&arena);
+  spare->set_total_len(77);
+  spare->set_down(true);
+  spare->mutable_source()->set_rkey(9);
+  BOOST_REQUIRE(parse_eager_actor_message(canonical.data(), canonical.size(),
+                                          *out, spare));
+  BOOST_TEST(&out->actor_message() == spare);
+  BOOST_TEST(spare->target() == 5u);
+  BOOST_TEST(spare->sender() == 6u);
+  BOOST_TEST(spare->total_len() == 0u);
+  BOOST_TEST(!spare->down());
+  BOOST_TEST(!spare->has_source());
+  // A heap Message: the spare is not taken.
+  auto* other = google::protobuf::Arena::CreateMessage<ActorMessage>(&arena);
+  other->set_target(1);
+  Message heap;
+  BOOST_REQUIRE(parse_eager_actor_message(canonical.data(), canonical.size(),
+                                          heap, other));
+  BOOST_TEST(&heap.actor_message() != other);
+  BOOST_TEST(heap.actor_message().target() == 5u);
+  BOOST_TEST(other->target() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(other_encodings_of_an_actor_message_go_to_protobuf) {
