@@ -78,8 +78,8 @@ uint64_t frame_scratch::arena_bytes_used() {
 decode_result frame_scratch::decode(const uint8_t* data, size_t len,
                                     size_t max_message_len, bool allow_more) {
   ActorMessage* spare = arena_ != nullptr ? arena_->spare : nullptr;
-  auto res = protocol::decode(data, len, max_message_len, *msg_, allow_more,
-                              spare);
+  auto res
+      = protocol::decode(data, len, max_message_len, *msg_, allow_more, spare);
   if (spare != nullptr && msg_->body_case() == Message::kActorMessage
       && &msg_->actor_message() == spare)
     arena_->spare = nullptr; // the message holds it now
