@@ -279,6 +279,106 @@ bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
   return true;
 }
 
+namespace {
+
+/// `spare` when it lives on `arena` (not null), cleared; else null.
+template <class T>
+T* take_spare(T*& spare, google::protobuf::Arena* arena) noexcept {
+  if (spare == nullptr || arena == nullptr || spare->GetArena() != arena)
+    return nullptr;
+  T* x = spare;
+  spare = nullptr;
+  x->Clear();
+  return x;
+}
+
+/// Reads 8 bytes little endian (a fixed64).
+uint64_t read_le64(const uint8_t* p) noexcept {
+  uint64_t x = 0;
+  for (int b = 7; b >= 0; --b)
+    x = x << 8 | p[b];
+  return x;
+}
+
+} // namespace
+
+bool parse_eager_send_data(const uint8_t* data, size_t len, Message& out,
+                           eager_spares* spares) noexcept {
+  const uint8_t* pos = data;
+  const uint8_t* end = data + len;
+  uint64_t n = 0;
+  if (len < 2 || *pos++ != tag_len(Message::kRequestFieldNumber)
+      || !read_minimal_varint(pos, end, n)
+      || n != static_cast<uint64_t>(end - pos))
+    return false;
+  uint64_t request_id = 0;
+  if (pos < end && *pos == tag_varint(Request::kRequestIdFieldNumber)) {
+    ++pos;
+    if (!read_minimal_varint(pos, end, request_id) || request_id == 0)
+      return false;
+  }
+  if (pos == end || *pos++ != tag_len(Request::kSendDataFieldNumber)
+      || !read_minimal_varint(pos, end, n)
+      || n != static_cast<uint64_t>(end - pos))
+    return false;
+  uint64_t values[SendData::kHasImmFieldNumber + 1] = {};
+  uint32_t last = 0;
+  const uint8_t* acked = nullptr;
+  size_t acked_count = 0;
+  while (pos < end) {
+    uint8_t tag = *pos++;
+    if (tag == tag_len(SendData::kAckedFieldNumber)) {
+      // Packed, not empty, and the last field.
+      uint64_t bytes = 0;
+      if (!read_minimal_varint(pos, end, bytes) || bytes == 0 || bytes % 8 != 0
+          || bytes != static_cast<uint64_t>(end - pos))
+        return false;
+      acked = pos;
+      acked_count = static_cast<size_t>(bytes / 8);
+      pos = end;
+      break;
+    }
+    uint32_t number = tag >> 3;
+    // Varint fields 1 to 3, each once, in number order.
+    if ((tag & 7) != 0 || number <= last
+        || number > SendData::kHasImmFieldNumber)
+      return false;
+    uint64_t x = 0;
+    if (!read_minimal_varint(pos, end, x) || x == 0)
+      return false; // encode leaves zero values out
+    if ((number == SendData::kImmFieldNumber
+         && x > std::numeric_limits<uint32_t>::max())
+        || (number == SendData::kHasImmFieldNumber && x != 1))
+      return false;
+    values[number] = x;
+    last = number;
+  }
+  out.Clear();
+  auto* arena = out.GetArena();
+  Request* req = nullptr;
+  if (spares != nullptr && (req = take_spare(spares->request, arena)))
+    out.unsafe_arena_set_allocated_request(req);
+  else
+    req = out.mutable_request();
+  req->set_request_id(request_id);
+  SendData* sd = nullptr;
+  if (spares != nullptr && (sd = take_spare(spares->send_data, arena)))
+    req->unsafe_arena_set_allocated_send_data(sd);
+  else
+    sd = req->mutable_send_data();
+  sd->set_len(values[SendData::kLenFieldNumber]);
+  sd->set_imm(static_cast<uint32_t>(values[SendData::kImmFieldNumber]));
+  sd->set_has_imm(values[SendData::kHasImmFieldNumber] != 0);
+  if (acked_count != 0) {
+    auto* ids = sd->mutable_acked();
+    ids->Resize(static_cast<int>(acked_count), 0);
+    auto* dst = ids->mutable_data();
+    for (size_t i = 0; i < acked_count; ++i)
+      dst[i] = read_le64(acked + 8 * i);
+  }
+  return true;
+}
+
 encode_result encode(const Message& msg, uint8_t* buf, size_t buf_len,
                      size_t max_message_len) {
   encode_result res;
@@ -308,7 +408,7 @@ void mark_more_frames(uint8_t* frame) noexcept {
 }
 
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
-                     Message& out, bool allow_more, ActorMessage* reuse) {
+                     Message& out, bool allow_more, eager_spares* spares) {
   decode_result res;
   if (data == nullptr || len < frame_header_len) {
     res.code = errc::truncated_frame;
@@ -334,8 +434,16 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   const uint8_t* msg_begin = data + frame_header_len;
-  if (!parse_eager_actor_message(msg_begin, msg_len, out, reuse)
-      && !out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
+  bool by_hand = false;
+  if (msg_len > 0 && *msg_begin == tag_len(Message::kRequestFieldNumber)) {
+    by_hand = parse_eager_send_data(msg_begin, msg_len, out, spares);
+  } else {
+    auto* spare = spares != nullptr ? spares->actor_message : nullptr;
+    by_hand = parse_eager_actor_message(msg_begin, msg_len, out, spare);
+    if (by_hand && spare != nullptr && &out.actor_message() == spare)
+      spares->actor_message = nullptr;
+  }
+  if (!by_hand && !out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
     res.code = errc::malformed_message;
     return res;
   }

@@ -169,6 +169,28 @@ size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
 bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
                                ActorMessage* reuse = nullptr) noexcept;
 
+/// Bodies an eager parse may take instead of allocating them on the output
+/// Message's arena (`frame_scratch` releases them from the frame before):
+/// each null, or on that arena and held by no message.  A parse clears
+/// what it takes, and `decode` nulls the members it took.
+struct eager_spares {
+  ActorMessage* actor_message = nullptr;
+  Request* request = nullptr;
+  SendData* send_data = nullptr;
+};
+
+/// Parses the `len` bytes of an encoded Message at `data` into `out` when
+/// they are exactly what `encode_send_data` writes for an eager SendData
+/// (Message.request holding Request.request_id, if not zero, then
+/// Request.send_data; its varint fields 1 to 3 in number order, each at
+/// most once, minimal, nonzero, imm within 32 bits and has_imm as 1; then
+/// `acked` packed, if not empty, last); returns false and leaves `out`
+/// untouched otherwise (any other encoding is protobuf's to parse, to the
+/// same Message).  `spares` (may be null): the Request and SendData to
+/// take, when on `out`'s arena.
+bool parse_eager_send_data(const uint8_t* data, size_t len, Message& out,
+                           eager_spares* spares = nullptr) noexcept;
+
 /// Parses the frame of `len` bytes at `data` into `out`, checking every
 /// length against what arrived and against `max_message_len` first.
 ///
@@ -197,9 +219,11 @@ bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
 /// After `unknown_message_kind` and `payload_mismatch`, `out` holds the
 /// parsed Message (the caller may answer its request_id); after the other
 /// errors its content is unspecified. No payload byte is copied.
-/// `reuse`: as `parse_eager_actor_message`'s.
+/// The eager ActorMessage and SendData forms are parsed by hand
+/// (`parse_eager_actor_message`, `parse_eager_send_data`), taking bodies
+/// from `spares` (may be null).
 decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
                      Message& out, bool allow_more = false,
-                     ActorMessage* reuse = nullptr);
+                     eager_spares* spares = nullptr);
 
 } // namespace rdmactor::protocol

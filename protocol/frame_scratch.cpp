@@ -12,15 +12,15 @@ struct scratch_arena {
   bool taken = false;
   /// Every scope's message (null: none since the last reset).
   Message* msg = nullptr;
-  /// The ActorMessage the last scope's message held, released for the
-  /// next eager ActorMessage frame (null: none).
-  ActorMessage* spare = nullptr;
+  /// The bodies the last scope's message held, released for the next
+  /// eager frame (see `eager_spares`).
+  eager_spares spares;
 
   /// Destroys everything on the arena but its first block.
   void reset() {
     arena.Reset();
     msg = nullptr;
-    spare = nullptr;
+    spares = eager_spares{};
   }
 
   scratch_arena() : arena(options(block)) {}
@@ -54,8 +54,14 @@ frame_scratch::frame_scratch() {
   if (ta.msg == nullptr) {
     ta.msg = google::protobuf::Arena::CreateMessage<Message>(&ta.arena);
   } else {
-    if (ta.msg->body_case() == Message::kActorMessage)
-      ta.spare = ta.msg->unsafe_arena_release_actor_message();
+    if (ta.msg->body_case() == Message::kActorMessage) {
+      ta.spares.actor_message = ta.msg->unsafe_arena_release_actor_message();
+    } else if (ta.msg->body_case() == Message::kRequest) {
+      auto* req = ta.msg->unsafe_arena_release_request();
+      if (req->body_case() == Request::kSendData)
+        ta.spares.send_data = req->unsafe_arena_release_send_data();
+      ta.spares.request = req;
+    }
     ta.msg->Clear();
   }
   msg_ = ta.msg;
@@ -77,12 +83,8 @@ uint64_t frame_scratch::arena_bytes_used() {
 
 decode_result frame_scratch::decode(const uint8_t* data, size_t len,
                                     size_t max_message_len, bool allow_more) {
-  ActorMessage* spare = arena_ != nullptr ? arena_->spare : nullptr;
-  auto res
-      = protocol::decode(data, len, max_message_len, *msg_, allow_more, spare);
-  if (spare != nullptr && msg_->body_case() == Message::kActorMessage
-      && &msg_->actor_message() == spare)
-    arena_->spare = nullptr; // the message holds it now
+  auto res = protocol::decode(data, len, max_message_len, *msg_, allow_more,
+                              arena_ != nullptr ? &arena_->spares : nullptr);
   // On an error the message may hold part of a frame of any length.
   if (res.code != errc::none
       || res.frame_len - res.payload_len > keep_message_bytes)

@@ -21,10 +21,10 @@ struct scratch_arena;
 /// KiB, `frame_scratch::block_bytes`) is reused frame after frame: a frame
 /// whose decoded form fits in it costs no heap allocation (a SendData, an
 /// ActorMessage's header, a Response).  The Message object itself is kept
-/// from scope to scope (cleared when a scope opens), and so is the
-/// ActorMessage body of the last one, which the next eager ActorMessage
-/// frame's `decode` takes instead of allocating another (see
-/// `parse_eager_actor_message`).  The arena is reset (every message
+/// from scope to scope (cleared when a scope opens), and so are the bodies
+/// of the last one (an ActorMessage, or a Request and its SendData), which
+/// the next eager frame's `decode` takes instead of allocating others (see
+/// `eager_spares`).  The arena is reset (every message
 /// on it destroyed) when a scope ends with more than half of the first
 /// block used, or after a frame decoded with `decode` whose message took
 /// more than `keep_message_bytes` on the wire; otherwise the next scope

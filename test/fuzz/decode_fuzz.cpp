@@ -111,6 +111,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       require(by_hand.SerializeAsString() == by_protobuf.SerializeAsString(),
               "the hand parser and protobuf disagree");
     }
+    Message sd_by_hand;
+    if (parse_eager_send_data(data + frame_header_len, msg_len, sd_by_hand)) {
+      Message by_protobuf;
+      require(by_protobuf.ParseFromArray(data + frame_header_len,
+                                         static_cast<int>(msg_len)),
+              "the SendData hand parser took what protobuf refuses");
+      require(sd_by_hand.SerializeAsString() == by_protobuf.SerializeAsString(),
+              "the SendData hand parser and protobuf disagree");
+    }
   }
   if (first.has_actor_message() && !first.actor_message().has_source()) {
     // The same fields without the unknown ones protobuf kept.
@@ -140,6 +149,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             "the hand parser refused what encode wrote");
     require(again.SerializeAsString() == clean.SerializeAsString(),
             "the hand parser changed the Message");
+  }
+  if (first.has_request() && first.request().has_send_data()
+      && !first.request().send_data().has_source()) {
+    // The hand encoder of the known fields, and the hand parser back.
+    const auto& sd = first.request().send_data();
+    std::vector<uint64_t> ids(sd.acked().begin(), sd.acked().end());
+    send_data_fields f;
+    f.request_id = first.request().request_id();
+    f.len = sd.len();
+    if (sd.has_imm())
+      f.imm = sd.imm();
+    f.acked = ids.data();
+    f.acked_count = ids.size();
+    std::vector<uint8_t> by_hand(max_send_data_header_len(ids.size()));
+    auto n
+        = encode_send_data(f, by_hand.data(), by_hand.size(), by_hand.size());
+    require(n > 0, "the SendData hand encoder refused");
+    Message again;
+    require(parse_eager_send_data(by_hand.data() + frame_header_len,
+                                  n - frame_header_len, again),
+            "the SendData hand parser refused what encode_send_data wrote");
+    Message clean;
+    require(clean.ParseFromArray(by_hand.data() + frame_header_len,
+                                 static_cast<int>(n - frame_header_len)),
+            "protobuf refused what encode_send_data wrote");
+    require(again.SerializeAsString() == clean.SerializeAsString(),
+            "the SendData hand parser changed the Message");
   }
   // A second encode is byte for byte the first.
   std::vector<uint8_t> buf2(reencode_max_len);

@@ -465,6 +465,12 @@ BOOST_AUTO_TEST_CASE(encode_send_data_writes_what_protobuf_writes) {
             BOOST_CHECK(short_buf == bytes(written - 1, 0xee));
             BOOST_CHECK_EQUAL(
                 encode_send_data(f, got.data(), max_len, written - 1), 0u);
+            // The hand parser reads them back to the same Message.
+            Message back;
+            BOOST_REQUIRE(parse_eager_send_data(got.data() + frame_header_len,
+                                                written - frame_header_len,
+                                                back));
+            BOOST_CHECK(back.SerializeAsString() == msg.SerializeAsString());
           }
           ++cases;
         }
@@ -544,6 +550,57 @@ BOOST_AUTO_TEST_CASE(parse_eager_actor_message_takes_a_spare_on_its_arena) {
   BOOST_TEST(&heap.actor_message() != other);
   BOOST_TEST(heap.actor_message().target() == 5u);
   BOOST_TEST(other->target() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(other_encodings_of_a_send_data_go_to_protobuf) {
+  // Message{request{request_id 5, send_data{len 8}}} as encode writes it.
+  const bytes canonical = {0x0a, 0x06, 0x08, 0x05, 0x2a, 0x02, 0x08, 0x08};
+  Message out;
+  BOOST_REQUIRE(parse_eager_send_data(canonical.data(), canonical.size(), out));
+  BOOST_TEST(out.request().request_id() == 5u);
+  BOOST_TEST(out.request().send_data().len() == 8u);
+  const std::vector<bytes> others = {
+      {0x0a, 0x06, 0x2a, 0x02, 0x08, 0x08, 0x08, 0x05}, // request_id behind
+      {0x0a, 0x06, 0x08, 0x00, 0x2a, 0x02, 0x08, 0x08}, // a zero request_id
+      {0x0a, 0x07, 0x08, 0x85, 0x00, 0x2a, 0x02, 0x08, 0x08},       // overlong
+      {0x0a, 0x08, 0x08, 0x05, 0x2a, 0x04, 0x10, 0x01, 0x08, 0x08}, // order
+      {0x0a, 0x06, 0x08, 0x05, 0x2a, 0x02, 0x18, 0x02}, // has_imm as 2
+      {0x0a, 0x0a, 0x08, 0x05, 0x2a, 0x06, 0x10, 0x80, 0x80, 0x80, 0x80,
+       0x10},                                           // imm past 32 bits
+      {0x0a, 0x06, 0x08, 0x05, 0x2a, 0x02, 0x2a, 0x00}, // acked empty
+      {0x0a, 0x0a, 0x08, 0x05, 0x2a, 0x06, 0x2a, 0x04, 1, 2, 3, 4}, // 4 bytes
+      {0x0a, 0x06, 0x08, 0x05, 0x2a, 0x02, 0x22, 0x00},             // a source
+      {0x0a, 0x06, 0x08, 0x05, 0x32, 0x02, 0x08, 0x08}, // a ping, not data
+      {0x0a, 0x07, 0x08, 0x05, 0x2a, 0x02, 0x08, 0x08}, // length past end
+  };
+  for (const auto& b : others) {
+    Message untouched;
+    untouched.mutable_hello();
+    BOOST_TEST(!parse_eager_send_data(b.data(), b.size(), untouched));
+    BOOST_TEST(untouched.has_hello());
+  }
+  // Spares on the output's arena are taken and cleared; the acked list of
+  // the spare SendData does not survive.
+  google::protobuf::Arena arena;
+  auto* on_arena = google::protobuf::Arena::CreateMessage<Message>(&arena);
+  eager_spares spares;
+  spares.request = google::protobuf::Arena::CreateMessage<Request>(&arena);
+  spares.request->set_request_id(99);
+  spares.send_data = google::protobuf::Arena::CreateMessage<SendData>(&arena);
+  spares.send_data->add_acked(7);
+  spares.send_data->set_has_imm(true);
+  auto* req = spares.request;
+  auto* sd = spares.send_data;
+  BOOST_REQUIRE(parse_eager_send_data(canonical.data(), canonical.size(),
+                                      *on_arena, &spares));
+  BOOST_TEST(spares.request == nullptr);
+  BOOST_TEST(spares.send_data == nullptr);
+  BOOST_TEST(&on_arena->request() == req);
+  BOOST_TEST(&on_arena->request().send_data() == sd);
+  BOOST_TEST(on_arena->request().request_id() == 5u);
+  BOOST_TEST(sd->len() == 8u);
+  BOOST_TEST(sd->acked_size() == 0);
+  BOOST_TEST(!sd->has_imm());
 }
 
 BOOST_AUTO_TEST_CASE(other_encodings_of_an_actor_message_go_to_protobuf) {
