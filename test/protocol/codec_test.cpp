@@ -482,8 +482,21 @@ BOOST_AUTO_TEST_CASE(encode_send_data_writes_what_protobuf_writes) {
 // every field at every varint width (zero left out), `down` or not; the
 // hand parser reads them back and leaves any other encoding to protobuf.
 BOOST_AUTO_TEST_CASE(encode_actor_message_writes_what_protobuf_writes) {
-  const uint64_t values[]
-      = {0, 1, 127, 128, 16384, (uint64_t{1} << 35) + 3, u64_max};
+  // Every varint width, 1 to 10 bytes, at its edges.
+  const uint64_t values[] = {0,
+                             1,
+                             127,
+                             128,
+                             16384,
+                             (uint64_t{1} << 21) - 1,
+                             uint64_t{1} << 28,
+                             (uint64_t{1} << 35) + 3,
+                             (uint64_t{1} << 42) + 0x55,
+                             (uint64_t{1} << 49) - 1,
+                             (uint64_t{1} << 56) - 1,
+                             uint64_t{1} << 56,
+                             (uint64_t{1} << 63) - 1,
+                             u64_max};
   size_t cases = 0;
   for (auto a : values)
     for (auto b : values)
@@ -519,7 +532,7 @@ BOOST_AUTO_TEST_CASE(encode_actor_message_writes_what_protobuf_writes) {
               encode_actor_message(f, got.data(), got.size(), written - 1), 0u);
           ++cases;
         }
-  BOOST_CHECK_EQUAL(cases, 7u * 7u * 7u * 2u);
+  BOOST_CHECK_EQUAL(cases, 14u * 14u * 14u * 2u);
 }
 
 // A spare ActorMessage on the output's arena becomes its body, cleared
@@ -615,12 +628,20 @@ BOOST_AUTO_TEST_CASE(other_encodings_of_an_actor_message_go_to_protobuf) {
       {0x3a, 0x04, 0x10, 0x06, 0x08, 0x05},       // fields out of order
       {0x3a, 0x04, 0x08, 0x05, 0x08, 0x06},       // a field twice
       {0x3a, 0x05, 0x08, 0x85, 0x00, 0x10, 0x06}, // an overlong varint
-      {0x3a, 0x04, 0x08, 0x00, 0x10, 0x06},       // a zero written
-      {0x3a, 0x02, 0x30, 0x02},                   // down as 2
-      {0x3a, 0x02, 0x38, 0x00},                   // field 7 as a varint
-      {0x3a, 0x03, 0x08, 0x05},                   // length past the end
-      {0x3a, 0x02, 0x08, 0x05, 0x40, 0x01},       // a Message field behind
-      {0x42, 0x02, 0x08, 0x05},                   // an ActorAck
+      {0x3a, 0x0b, 0x08, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+       0x00}, // ten bytes, the last 0: overlong
+      {0x3a, 0x0a, 0x08, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+       0x00}, // nine bytes, the last 0: overlong
+      {0x3a, 0x0b, 0x08, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+       0x02}, // past 64 bits
+      {0x3a, 0x0c, 0x08, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+       0x81, 0x01},                         // eleven bytes
+      {0x3a, 0x04, 0x08, 0x00, 0x10, 0x06}, // a zero written
+      {0x3a, 0x02, 0x30, 0x02},             // down as 2
+      {0x3a, 0x02, 0x38, 0x00},             // field 7 as a varint
+      {0x3a, 0x03, 0x08, 0x05},             // length past the end
+      {0x3a, 0x02, 0x08, 0x05, 0x40, 0x01}, // a Message field behind
+      {0x42, 0x02, 0x08, 0x05},             // an ActorAck
   };
   for (const auto& b : others) {
     Message untouched;
