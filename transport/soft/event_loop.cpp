@@ -135,8 +135,16 @@ void event_loop::set_timer(soft_queue_pair* qp, loop_hook& hook,
   if (hook.has_timer) {
     if (at && hook.timer->first == *at)
       return;
+    if (at) {
+      // Moved to its new time in the node it has: no allocation.
+      auto node = timers_.extract(hook.timer);
+      node.key() = *at;
+      hook.timer = timers_.insert(std::move(node));
+      return;
+    }
     timers_.erase(hook.timer);
     hook.has_timer = false;
+    return;
   }
   if (at) {
     hook.timer = timers_.emplace(*at, qp);
