@@ -17,6 +17,9 @@ void add_options(caf::config_option_set& set, options& o) {
       .add(o.eager_message_len_bytes, "eager-message-len-bytes",
            "size of each receive buffer in bytes; larger payloads go by "
            "rendezvous (RDMA READ)")
+      .add(o.max_rendezvous_bytes, "max-rendezvous-bytes",
+           "largest rendezvous piece (one RDMA READ) a peer may ask us to "
+           "read, in bytes")
       .add(o.shared_receive_queue, "shared-receive-queue",
            "connections share one receive queue per device")
       .add(o.srq_chunk_receives, "srq-chunk-receives",
@@ -112,6 +115,13 @@ std::string validate(const options& o) {
     return "rdmactor.recv-depth must be in [4, 16384]";
   if (o.eager_message_len_bytes < 256 || o.eager_message_len_bytes > (1u << 30))
     return "rdmactor.eager-message-len-bytes must be in [256, 2^30]";
+  // A piece is never smaller than an eager chunk (the receiver refuses
+  // those: they would fit a SEND).
+  if (o.eager_message_len_bytes < o.max_message_len_bytes
+      && (o.max_rendezvous_bytes < o.eager_message_len_bytes
+          || o.max_rendezvous_bytes > (1u << 30)))
+    return "rdmactor.max-rendezvous-bytes must be in "
+           "[eager-message-len-bytes, 2^30]";
   if (o.srq_chunk_receives < 4 || o.srq_chunk_receives > 65536)
     return "rdmactor.srq-chunk-receives must be in [4, 65536]";
   if (o.srq_max_receives < o.srq_chunk_receives

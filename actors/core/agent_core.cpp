@@ -108,8 +108,7 @@ void agent_core::start() {
                               link_.recv_depth, /*cumulative_acks=*/true,
                               our_extensions());
   if (offers_rendezvous())
-    hello.mutable_hello()->set_max_rendezvous_bytes(
-        opts_.max_message_len_bytes);
+    hello.mutable_hello()->set_max_rendezvous_bytes(opts_.max_rendezvous_bytes);
   // We take Goodbye and answer Ping (whatever our own keepalive-ms).
   hello.mutable_hello()->set_goodbye(true);
   hello.mutable_hello()->set_keepalive(true);

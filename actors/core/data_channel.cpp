@@ -326,12 +326,13 @@ caf::error data_channel::check_rendezvous(const pb::SendData& req,
                 "a rendezvous SendData of " + std::to_string(len)
                     + " bytes, which fit an eager one (below "
                     + std::to_string(eager) + ")");
-  if (len > core_.opts().max_message_len_bytes)
+  if (len > core_.opts().max_rendezvous_bytes)
     return fail(pb::SIZE_LIMIT, errc::size_limit,
                 "a rendezvous SendData of " + std::to_string(len)
                     + " bytes exceeds the "
-                    + std::to_string(core_.opts().max_message_len_bytes)
-                    + " this node offered (Hello.max_rendezvous_bytes)");
+                    + std::to_string(core_.opts().max_rendezvous_bytes)
+                    + " this node offered (Hello.max_rendezvous_bytes; "
+                      "rdmactor.max-rendezvous-bytes)");
   return core_.check_queued(len, status);
 }
 

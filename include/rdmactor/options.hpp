@@ -40,14 +40,22 @@ struct options {
   /// may SEND us, offered to the transport instead of max_message_len_bytes
   /// when smaller.  Payloads that do not fit go by rendezvous to peers whose
   /// Hello offers it (the receiver reads them with RDMA READ, in pieces of
-  /// up to max_message_len_bytes) and in eager-sized chunks to peers that do
-  /// not.
+  /// up to its max_rendezvous_bytes) and in eager-sized chunks to peers that
+  /// do not.
   /// >= max_message_len_bytes: no rendezvous, buffers of max_message_len_bytes
   /// (the behaviour before it existed).  4160 = a 4 KiB payload plus room
   /// for its frame header: a rendezvous costs a READ round trip and a
   /// registration, which at 4 KiB halved the throughput (docs/benchmarks.md,
   /// "Eager buffers and rendezvous").
   uint32_t eager_message_len_bytes = 4160;
+  /// Largest rendezvous piece a peer may ask us to read (one RDMA READ into
+  /// memory we allocate for it, counted against peer_max_queued_bytes while
+  /// in flight), offered in our Hello; a larger one is refused.  Each piece
+  /// costs a request, a READ and an answer: 1 MiB pieces moved 1 MiB sends
+  /// half as fast again as 64 KiB ones on soft (docs/benchmarks.md,
+  /// "Rendezvous pieces").  Used only while rendezvous is on
+  /// (eager_message_len_bytes < max_message_len_bytes).
+  uint32_t max_rendezvous_bytes = 1024 * 1024;
   /// Connections take their receives from one shared receive queue per
   /// device (`ibv_create_srq`; the soft fabric models it) instead of
   /// `recv_depth` buffers each: registered receive memory grows with

@@ -26,6 +26,7 @@ options rendezvous_options() {
   auto o = test_options();
   o.max_message_len_bytes = 64 * 1024;
   o.eager_message_len_bytes = 4096;
+  o.max_rendezvous_bytes = 64 * 1024; // pieces of 64 KiB
   o.recv_depth = 16;
   return o;
 }
@@ -76,7 +77,7 @@ size_t send_all_and_check(two_nodes& t, const connection_actor& from,
 BOOST_AUTO_TEST_SUITE(rendezvous)
 
 // 1 MiB over 4 KiB receive buffers: the receiver reads it in 16 pieces of
-// 64 KiB (its max message length) with RDMA READ; the bytes arrive intact,
+// 64 KiB (its max-rendezvous-bytes) with RDMA READ; the bytes arrive intact,
 // and once the user dropped them and the peer left, every byte allocated
 // for them is back.
 BOOST_AUTO_TEST_CASE(a_large_send_data_is_read_by_the_receiver_intact) {

@@ -110,6 +110,14 @@ BOOST_AUTO_TEST_CASE(defaults_are_valid_and_ranges_are_checked) {
   o.eager_message_len_bytes = 100;
   BOOST_TEST(validate(o).find("eager-message-len-bytes") != std::string::npos);
   o = options{};
+  o.max_rendezvous_bytes
+      = o.eager_message_len_bytes - 1; // below an eager chunk
+  BOOST_TEST(validate(o).find("max-rendezvous-bytes") != std::string::npos);
+  o.max_rendezvous_bytes = (1u << 30) + 1;
+  BOOST_TEST(validate(o).find("max-rendezvous-bytes") != std::string::npos);
+  o.eager_message_len_bytes = o.max_message_len_bytes; // rendezvous off
+  BOOST_TEST(validate(o).empty());
+  o = options{};
   o.verbs_mtu_bytes = 1500;
   BOOST_TEST(validate(o).find("verbs-mtu-bytes") != std::string::npos);
   o = options{};

@@ -24,6 +24,7 @@ options rendezvous_options() {
   auto o = harness_options();
   o.max_message_len_bytes = 64 * 1024;
   o.eager_message_len_bytes = 4096;
+  o.max_rendezvous_bytes = 64 * 1024; // pieces of 64 KiB
   o.recv_depth = 16;
   return o;
 }
@@ -68,7 +69,7 @@ size_t send_all_and_check(agent_harness& h, const connection_actor& from,
 } // namespace
 
 // 1 MiB over 4 KiB receive buffers: the receiver reads it in 16 pieces of
-// 64 KiB (its max message length) with RDMA READ; the bytes arrive intact,
+// 64 KiB (its max-rendezvous-bytes) with RDMA READ; the bytes arrive intact,
 // and once the user dropped them and the peer left, every byte allocated
 // for them is back.
 BOOST_AUTO_TEST_CASE(a_large_send_data_is_read_by_the_receiver_intact) {
@@ -105,6 +106,28 @@ BOOST_AUTO_TEST_CASE(a_large_send_data_is_read_by_the_receiver_intact) {
   caf::anon_send_exit(h.client_conn, caf::exit_reason::user_shutdown);
   h.settle();
   BOOST_TEST(h.server.bytes_in_use() == 0u);
+}
+
+// With the default max-rendezvous-bytes (1 MiB) the same 1 MiB goes in
+// one piece: one rendezvous request, one READ, one chunk.
+BOOST_AUTO_TEST_CASE(a_default_piece_reads_a_mebibyte_at_once) {
+  auto o = rendezvous_options();
+  o.max_rendezvous_bytes = options{}.max_rendezvous_bytes;
+  agent_harness h{o};
+  auto src = h.alloc(h.client_conn, 1 << 20);
+  for (size_t i = 0; i < src.size(); ++i)
+    src.data()[i] = static_cast<uint8_t>(3 + i * 7);
+  auto sent = h.ask<uint64_t>(h.client_conn, send_data_atom::value, src);
+  auto chunk = h.call<local_mr>(h.server_conn, receive_data_atom::value);
+  BOOST_REQUIRE_MESSAGE(chunk, render(chunk));
+  BOOST_REQUIRE_EQUAL(chunk->size(), src.size());
+  BOOST_TEST(std::memcmp(chunk->data(), src.data(), src.size()) == 0);
+  h.settle();
+  auto n = agent_harness::take(*sent);
+  BOOST_REQUIRE_MESSAGE(n, render(n));
+  BOOST_TEST(*n == src.size());
+  BOOST_TEST(h.stats(h.client_conn).rendezvous_sent == 1u);
+  BOOST_TEST(h.stats(h.server_conn).rendezvous_read == 1u);
 }
 
 // Eager and rendezvous chunks, sent back to back, arrive in sending order

@@ -20,6 +20,7 @@ options rendezvous_options() {
   auto o = scripted_options();
   o.max_message_len_bytes = 64 * 1024;
   o.eager_message_len_bytes = 4096;
+  o.max_rendezvous_bytes = 64 * 1024; // pieces of 64 KiB
   o.peer_max_queued_bytes = 48 * 1024;
   return o;
 }
@@ -100,7 +101,7 @@ BOOST_AUTO_TEST_CASE(hostile_rendezvous_headers_are_error_answers) {
       {8192, tok(src.addr(), 4096), pb::LENGTH_MISMATCH},
       // a huge length
       {uint64_t{1} << 40, tok(src.addr(), uint64_t{1} << 40), pb::SIZE_LIMIT},
-      // beyond the max message length this agent offered
+      // beyond the max-rendezvous-bytes this agent offered
       {64 * 1024 + 1, tok(src.addr(), 64 * 1024 + 1), pb::SIZE_LIMIT},
       // within it but beyond peer-max-queued-bytes
       {60 * 1024, tok(src.addr(), 60 * 1024), pb::QUOTA_EXCEEDED},

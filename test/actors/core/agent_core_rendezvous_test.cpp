@@ -8,10 +8,11 @@
 
 BOOST_FIXTURE_TEST_SUITE(rendezvous, rendezvous_fixture)
 
-BOOST_AUTO_TEST_CASE(our_hello_offers_rendezvous_up_to_the_max_message_len) {
+BOOST_AUTO_TEST_CASE(our_hello_offers_rendezvous_up_to_max_rendezvous_bytes) {
   auto& h = our_hello();
   BOOST_TEST((h.extensions() & pb::EXT_RENDEZVOUS) != 0u);
-  BOOST_TEST(h.max_rendezvous_bytes() == opts.max_message_len_bytes);
+  BOOST_TEST(h.max_rendezvous_bytes() == opts.max_rendezvous_bytes);
+  BOOST_TEST(h.max_rendezvous_bytes() == 1024u * 1024u); // the default
   // Eager size = max message length: no offer.
   opts.eager_message_len_bytes = opts.max_message_len_bytes;
   make_core();
