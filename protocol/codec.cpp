@@ -231,55 +231,28 @@ bool read_minimal_varint(const uint8_t*& pos, const uint8_t* end,
   return false;
 }
 
-} // namespace
-
-bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
-                               ActorMessage* reuse) noexcept {
-  const uint8_t* pos = data;
-  const uint8_t* end = data + len;
-  if (len < 2 || *pos++ != tag_len(Message::kActorMessageFieldNumber))
-    return false;
-  uint64_t am_len = 0;
-  if (!read_minimal_varint(pos, end, am_len)
-      || am_len != static_cast<uint64_t>(end - pos))
-    return false;
-  uint64_t values[ActorMessage::kDownFieldNumber + 1] = {};
-  uint32_t last = 0;
-  while (pos < end) {
-    uint8_t tag = *pos++;
-    uint32_t number = tag >> 3;
-    // Varint fields 1 to 6, each once, in number order.
-    if ((tag & 7) != 0 || number <= last
-        || number > ActorMessage::kDownFieldNumber)
-      return false;
-    uint64_t x = 0;
-    if (!read_minimal_varint(pos, end, x) || x == 0)
-      return false; // encode leaves zero values out
-    if (number == ActorMessage::kDownFieldNumber && x != 1)
-      return false;
-    values[number] = x;
-    last = number;
-  }
-  out.Clear();
-  ActorMessage* am = nullptr;
-  if (reuse != nullptr && reuse->GetArena() == out.GetArena()
-      && reuse->GetArena() != nullptr) {
-    reuse->Clear();
-    out.unsafe_arena_set_allocated_actor_message(reuse);
-    am = reuse;
-  } else {
-    am = out.mutable_actor_message();
-  }
-  am->set_target(values[ActorMessage::kTargetFieldNumber]);
-  am->set_sender(values[ActorMessage::kSenderFieldNumber]);
-  am->set_message_id(values[ActorMessage::kMessageIdFieldNumber]);
-  am->set_len(values[ActorMessage::kLenFieldNumber]);
-  am->set_total_len(values[ActorMessage::kTotalLenFieldNumber]);
-  am->set_down(values[ActorMessage::kDownFieldNumber] != 0);
-  return true;
+/// Reads the tag `tag` of a length-delimited field and a minimal length
+/// that is exactly what is left: the one field of an eager form's level.
+bool read_last_field(const uint8_t*& pos, const uint8_t* end,
+                     uint8_t tag) noexcept {
+  uint64_t n = 0;
+  return pos < end && *pos++ == tag && read_minimal_varint(pos, end, n)
+         && n == static_cast<uint64_t>(end - pos);
 }
 
-namespace {
+/// Reads one varint field of an eager form: wire type 0, a number above
+/// `last` (fields in number order, each once) and at most `max_number`,
+/// a minimal nonzero value (encode leaves zeros out).  Sets `number`.
+bool read_ordered_field(uint8_t tag, uint32_t max_number, uint32_t& last,
+                        const uint8_t*& pos, const uint8_t* end,
+                        uint32_t& number, uint64_t& x) noexcept {
+  number = tag >> 3;
+  if ((tag & 7) != 0 || number <= last || number > max_number
+      || !read_minimal_varint(pos, end, x) || x == 0)
+    return false;
+  last = number;
+  return true;
+}
 
 /// `spare` when it lives on `arena` (not null), cleared; else null.
 template <class T>
@@ -302,14 +275,44 @@ uint64_t read_le64(const uint8_t* p) noexcept {
 
 } // namespace
 
+bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
+                               eager_spares* spares) noexcept {
+  const uint8_t* pos = data;
+  const uint8_t* end = data + len;
+  if (!read_last_field(pos, end, tag_len(Message::kActorMessageFieldNumber)))
+    return false;
+  uint64_t values[ActorMessage::kDownFieldNumber + 1] = {};
+  uint32_t last = 0;
+  while (pos < end) {
+    uint32_t number = 0;
+    uint64_t x = 0;
+    if (!read_ordered_field(*pos++, ActorMessage::kDownFieldNumber, last, pos,
+                            end, number, x)
+        || (number == ActorMessage::kDownFieldNumber && x != 1))
+      return false;
+    values[number] = x;
+  }
+  out.Clear();
+  ActorMessage* am = nullptr;
+  if (spares != nullptr
+      && (am = take_spare(spares->actor_message, out.GetArena())))
+    out.unsafe_arena_set_allocated_actor_message(am);
+  else
+    am = out.mutable_actor_message();
+  am->set_target(values[ActorMessage::kTargetFieldNumber]);
+  am->set_sender(values[ActorMessage::kSenderFieldNumber]);
+  am->set_message_id(values[ActorMessage::kMessageIdFieldNumber]);
+  am->set_len(values[ActorMessage::kLenFieldNumber]);
+  am->set_total_len(values[ActorMessage::kTotalLenFieldNumber]);
+  am->set_down(values[ActorMessage::kDownFieldNumber] != 0);
+  return true;
+}
+
 bool parse_eager_send_data(const uint8_t* data, size_t len, Message& out,
                            eager_spares* spares) noexcept {
   const uint8_t* pos = data;
   const uint8_t* end = data + len;
-  uint64_t n = 0;
-  if (len < 2 || *pos++ != tag_len(Message::kRequestFieldNumber)
-      || !read_minimal_varint(pos, end, n)
-      || n != static_cast<uint64_t>(end - pos))
+  if (!read_last_field(pos, end, tag_len(Message::kRequestFieldNumber)))
     return false;
   uint64_t request_id = 0;
   if (pos < end && *pos == tag_varint(Request::kRequestIdFieldNumber)) {
@@ -317,9 +320,7 @@ bool parse_eager_send_data(const uint8_t* data, size_t len, Message& out,
     if (!read_minimal_varint(pos, end, request_id) || request_id == 0)
       return false;
   }
-  if (pos == end || *pos++ != tag_len(Request::kSendDataFieldNumber)
-      || !read_minimal_varint(pos, end, n)
-      || n != static_cast<uint64_t>(end - pos))
+  if (!read_last_field(pos, end, tag_len(Request::kSendDataFieldNumber)))
     return false;
   uint64_t values[SendData::kHasImmFieldNumber + 1] = {};
   uint32_t last = 0;
@@ -338,20 +339,15 @@ bool parse_eager_send_data(const uint8_t* data, size_t len, Message& out,
       pos = end;
       break;
     }
-    uint32_t number = tag >> 3;
-    // Varint fields 1 to 3, each once, in number order.
-    if ((tag & 7) != 0 || number <= last
-        || number > SendData::kHasImmFieldNumber)
-      return false;
+    uint32_t number = 0;
     uint64_t x = 0;
-    if (!read_minimal_varint(pos, end, x) || x == 0)
-      return false; // encode leaves zero values out
-    if ((number == SendData::kImmFieldNumber
-         && x > std::numeric_limits<uint32_t>::max())
+    if (!read_ordered_field(tag, SendData::kHasImmFieldNumber, last, pos, end,
+                            number, x)
+        || (number == SendData::kImmFieldNumber
+            && x > std::numeric_limits<uint32_t>::max())
         || (number == SendData::kHasImmFieldNumber && x != 1))
       return false;
     values[number] = x;
-    last = number;
   }
   out.Clear();
   auto* arena = out.GetArena();
@@ -434,15 +430,10 @@ decode_result decode(const uint8_t* data, size_t len, size_t max_message_len,
     return res;
   }
   const uint8_t* msg_begin = data + frame_header_len;
-  bool by_hand = false;
-  if (msg_len > 0 && *msg_begin == tag_len(Message::kRequestFieldNumber)) {
-    by_hand = parse_eager_send_data(msg_begin, msg_len, out, spares);
-  } else {
-    auto* spare = spares != nullptr ? spares->actor_message : nullptr;
-    by_hand = parse_eager_actor_message(msg_begin, msg_len, out, spare);
-    if (by_hand && spare != nullptr && &out.actor_message() == spare)
-      spares->actor_message = nullptr;
-  }
+  const bool by_hand
+      = msg_len > 0 && *msg_begin == tag_len(Message::kRequestFieldNumber)
+            ? parse_eager_send_data(msg_begin, msg_len, out, spares)
+            : parse_eager_actor_message(msg_begin, msg_len, out, spares);
   if (!by_hand && !out.ParseFromArray(msg_begin, static_cast<int>(msg_len))) {
     res.code = errc::malformed_message;
     return res;

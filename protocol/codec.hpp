@@ -153,6 +153,16 @@ struct actor_message_fields {
 size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
                             size_t buf_len, size_t max_message_len) noexcept;
 
+/// Bodies an eager parse may take instead of allocating them on the output
+/// Message's arena (`frame_scratch` releases them from the frame before):
+/// each null, or on that arena and held by no message.  A parse clears
+/// what it takes and nulls its member.
+struct eager_spares {
+  ActorMessage* actor_message = nullptr;
+  Request* request = nullptr;
+  SendData* send_data = nullptr;
+};
+
 /// Parses the `len` bytes of an encoded Message at `data` into `out` when
 /// they are exactly what `encode` writes for an eager ActorMessage (one
 /// field, Message.actor_message, whose fields 1 to 6 come in number order,
@@ -160,24 +170,10 @@ size_t encode_actor_message(const actor_message_fields& f, uint8_t* buf,
 /// and leaves `out` untouched otherwise.  `decode` tries it first: the
 /// remote-actor frame at a fraction of protobuf's parse, and any other
 /// encoding still goes to protobuf, which gives the same Message for these
-/// bytes.
-///
-/// `reuse`, when not null, is an ActorMessage on `out`'s arena that no
-/// message holds (one `frame_scratch` released from the previous frame):
-/// a successful parse clears it and makes it `out`'s body instead of
-/// allocating one.
+/// bytes.  `spares` (may be null): the ActorMessage to take, when on
+/// `out`'s arena.
 bool parse_eager_actor_message(const uint8_t* data, size_t len, Message& out,
-                               ActorMessage* reuse = nullptr) noexcept;
-
-/// Bodies an eager parse may take instead of allocating them on the output
-/// Message's arena (`frame_scratch` releases them from the frame before):
-/// each null, or on that arena and held by no message.  A parse clears
-/// what it takes, and `decode` nulls the members it took.
-struct eager_spares {
-  ActorMessage* actor_message = nullptr;
-  Request* request = nullptr;
-  SendData* send_data = nullptr;
-};
+                               eager_spares* spares = nullptr) noexcept;
 
 /// Parses the `len` bytes of an encoded Message at `data` into `out` when
 /// they are exactly what `encode_send_data` writes for an eager SendData

@@ -160,8 +160,11 @@ BOOST_AUTO_TEST_CASE(parse_eager_actor_message_takes_a_spare_on_its_arena) {
   spare->set_total_len(77);
   spare->set_down(true);
   spare->mutable_source()->set_rkey(9);
+  eager_spares spares;
+  spares.actor_message = spare;
   BOOST_REQUIRE(parse_eager_actor_message(canonical.data(), canonical.size(),
-                                          *out, spare));
+                                          *out, &spares));
+  BOOST_TEST(spares.actor_message == nullptr);
   BOOST_TEST(&out->actor_message() == spare);
   BOOST_TEST(spare->target() == 5u);
   BOOST_TEST(spare->sender() == 6u);
@@ -172,8 +175,10 @@ BOOST_AUTO_TEST_CASE(parse_eager_actor_message_takes_a_spare_on_its_arena) {
   auto* other = google::protobuf::Arena::CreateMessage<ActorMessage>(&arena);
   other->set_target(1);
   Message heap;
+  spares.actor_message = other;
   BOOST_REQUIRE(parse_eager_actor_message(canonical.data(), canonical.size(),
-                                          heap, other));
+                                          heap, &spares));
+  BOOST_TEST(spares.actor_message == other);
   BOOST_TEST(&heap.actor_message() != other);
   BOOST_TEST(heap.actor_message().target() == 5u);
   BOOST_TEST(other->target() == 1u);
