@@ -27,6 +27,7 @@
 #include <caf/uniform_type_info_map.hpp>
 
 #include "actors/remote/codec_processors.hpp"
+#include "actors/remote/direct_codec.hpp"
 #include "rdmactor/error.hpp"
 
 namespace rdmactor {
@@ -42,7 +43,7 @@ namespace {
 /// `checked` to whether an element needs check_loaded_values.
 caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
                         message_signatures& signatures, caf::message& msg,
-                        bool& checked) {
+                        bool& checked, size_t companion_bytes) {
   uint16_t zero = 0;
   // Keeps its capacity: a type list is longer than std::string's inline
   // 15 bytes, so a fresh one allocated per message.  Not used once the
@@ -71,7 +72,8 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
   checked = sig->checked_after_load;
   if (sig->layout.slots.size() == sig->prototypes.size()) {
     // One allocation for the message and its elements.
-    auto data = loaded_message_data::make(sig->layout, sig->prototypes);
+    auto data = loaded_message_data::make(sig->layout, sig->prototypes,
+                                          companion_bytes);
     for (size_t i = 0; i < data->size(); ++i)
       if (auto err = data->load(i, source))
         return err;
@@ -92,6 +94,31 @@ caf::error load_message(bounded_deserializer& source, caf::actor_system& sys,
   msg = caf::message{caf::message::data_ptr{
       caf::make_counted<caf::detail::dynamic_message_data>(std::move(values))}};
   return caf::none;
+}
+
+/// Loads a message straight from its bytes (direct_codec.hpp) when its
+/// type list is one `signatures` keeps, written short, of elements that
+/// all have a direct kind, and every byte is in the form CAF writes;
+/// null otherwise (nothing decided: the general load reads it again).
+caf::intrusive_ptr<loaded_message_data>
+load_direct_message(const uint8_t* data, size_t len,
+                    const message_signatures& signatures,
+                    size_t companion_bytes) {
+  size_t header = 0;
+  const auto* sig = find_short_list(data, len, signatures, header);
+  if (sig == nullptr || !sig->layout.all_direct
+      || sig->layout.slots.size() != sig->prototypes.size())
+    return nullptr;
+  auto msg = loaded_message_data::make(sig->layout, sig->prototypes,
+                                       companion_bytes);
+  const uint8_t* pos = data + header;
+  const uint8_t* end = data + len;
+  for (size_t i = 0; i < msg->size() && pos != nullptr; ++i)
+    pos = load_direct(sig->layout.slots[i].direct, msg->get_mutable(i), pos,
+                      end);
+  if (pos != end)
+    return nullptr;
+  return msg;
 }
 
 /// Refuses values that CAF loads without complaint but cannot handle
@@ -241,6 +268,9 @@ struct written_list {
   std::vector<caf::rtti_pair> types;
   std::string names;
   std::string header;
+  /// Each element's direct kind; `all_direct`: none is `none`.
+  std::vector<direct_kind> kinds;
+  bool all_direct = false;
 };
 
 /// The last type lists this thread wrote (a sender writes few kinds).
@@ -272,8 +302,13 @@ struct written_lists {
     next = (next + 1) % capacity;
     e.node = node;
     e.types.clear();
-    for (size_t i = 0; i < msg.size(); ++i)
+    e.kinds.clear();
+    e.all_direct = true;
+    for (size_t i = 0; i < msg.size(); ++i) {
       e.types.push_back(msg.type(i));
+      e.kinds.push_back(direct_kind_of(msg.type(i)));
+      e.all_direct = e.all_direct && e.kinds.back() != direct_kind::none;
+    }
     e.names = names;
     e.header.clear();
     if (names.size() < 0x80) {
@@ -339,8 +374,22 @@ caf::error serialize_message_into(caf::actor_system& sys,
     if (keep_types && !msg.empty())
       written.keep(sys.node(), msg, names);
   }
+  // A kept list under 128 bytes goes as the bytes begin_object writes;
+  // elements that all have a direct kind go as direct_codec writes them.
+  if (kept != nullptr && !kept->header.empty() && kept->all_direct) {
+    auto mark = buf.size();
+    buf.insert(buf.end(), kept->header.begin(), kept->header.end());
+    bool done = true;
+    for (size_t i = 0; i < msg.size() && done; ++i)
+      done = save_direct(kept->kinds[i], msg.get(i), buf);
+    if (done) {
+      if (node_ids != nullptr)
+        *node_ids = false; // no actor handle among them
+      return caf::none;
+    }
+    buf.resize(mark); // too long for CAF's lengths: the general way says so
+  }
   try {
-    // A kept list under 128 bytes goes as the bytes begin_object writes.
     const bool as_bytes = kept != nullptr && !kept->header.empty();
     if (as_bytes)
       buf.insert(buf.end(), kept->header.begin(), kept->header.end());
@@ -378,7 +427,7 @@ caf::error serialize_message_into(caf::actor_system& sys,
 caf::expected<caf::message>
 deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
                     bool* node_ids, caf::execution_unit* ctx,
-                    message_signatures* signatures) {
+                    message_signatures* signatures, size_t companion_bytes) {
   caf::message msg;
   // (Made only when the caller keeps none: an empty std::optional of the
   // table cost about a hundred instructions per message.)
@@ -386,6 +435,13 @@ deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
   if (signatures == nullptr) {
     own = std::make_unique<message_signatures>();
     signatures = own.get();
+  } else if (auto direct
+             = load_direct_message(data, len, *signatures, companion_bytes)) {
+    // Numbers, strings and byte vectors: no actor handle, nothing that
+    // check_loaded_values looks at.
+    if (node_ids != nullptr)
+      *node_ids = false;
+    return caf::message{caf::message::data_ptr{std::move(direct)}};
   }
   try {
     std::optional<bounded_deserializer> holder;
@@ -395,7 +451,8 @@ deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
       holder.emplace(sys, data, len);
     auto& source = *holder;
     bool checked = true;
-    auto err = load_message(source, sys, *signatures, msg, checked);
+    auto err
+        = load_message(source, sys, *signatures, msg, checked, companion_bytes);
     if (node_ids != nullptr)
       *node_ids = source.node_ids();
     if (source.refusal())

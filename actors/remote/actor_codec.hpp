@@ -77,12 +77,13 @@ serialize_to_scratch(caf::actor_system& sys, const caf::type_erased_tuple& msg,
 /// (remote_actors' resolver); without `ctx` a handle of another node fails
 /// to load (`serialization_failed`).  With `signatures` (a connection's,
 /// used on one thread at a time) the message's type list is looked up
-/// there before CAF's type table, and kept there.
-caf::expected<caf::message>
-deserialize_message(caf::actor_system& sys, const uint8_t* data, size_t len,
-                    bool* node_ids = nullptr,
-                    caf::execution_unit* ctx = nullptr,
-                    message_signatures* signatures = nullptr);
+/// there before CAF's type table, and kept there.  With `companion_bytes`,
+/// a message that loads into one block (loaded_message_data) has room for
+/// an object of that size in it (take_companion).
+caf::expected<caf::message> deserialize_message(
+    caf::actor_system& sys, const uint8_t* data, size_t len,
+    bool* node_ids = nullptr, caf::execution_unit* ctx = nullptr,
+    message_signatures* signatures = nullptr, size_t companion_bytes = 0);
 
 /// Refuses `msg` as an ordinary message or request (not a response) when
 /// CAF would take it as a system message instead of handing it to the

@@ -186,6 +186,23 @@ private:
   bool node_ids_ = false;
 };
 
+/// Finds the type list at `pos` (`left` bytes) in `signatures` by its
+/// bytes, when it is written as CAF writes a short one: type number 0 (two
+/// bytes), a one-byte length (a list under 128 bytes) and the names.
+/// Returns null otherwise; sets `header` to the list's bytes when found.
+inline const message_signature*
+find_short_list(const uint8_t* pos, size_t left,
+                const message_signatures& signatures, size_t& header) {
+  if (left < 3 || pos[0] != 0 || pos[1] != 0 || pos[2] >= 0x80
+      || left - 3 < pos[2])
+    return nullptr;
+  std::string_view names{reinterpret_cast<const char*>(pos + 3), pos[2]};
+  const auto* sig = signatures.find(names);
+  if (sig != nullptr)
+    header = 3 + names.size();
+  return sig;
+}
+
 /// Writes CAF's binary format, refusing what binary_processor refuses.
 class finite_serializer final
     : public binary_processor<caf::serializer, caf::binary_serializer> {
@@ -274,14 +291,11 @@ private:
   /// bytes) and the names; null (nothing read) otherwise.
   const message_signature* cached_list(const message_signatures& signatures) {
     auto left = inner_.remaining();
-    const auto* pos = data_ + (len_ - left);
-    if (left < 3 || pos[0] != 0 || pos[1] != 0 || pos[2] >= 0x80
-        || left - 3 < pos[2])
-      return nullptr;
-    std::string_view names{reinterpret_cast<const char*>(pos + 3), pos[2]};
-    const auto* sig = signatures.find(names);
+    size_t header = 0;
+    const auto* sig
+        = find_short_list(data_ + (len_ - left), left, signatures, header);
     if (sig != nullptr)
-      inner_.skip(3 + names.size());
+      inner_.skip(header);
     return sig;
   }
 

@@ -1,6 +1,7 @@
 #include "actors/remote/loaded_message.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <typeinfo>
@@ -88,6 +89,17 @@ constexpr size_t round_up(size_t n, size_t align) {
 constexpr size_t header_bytes
     = round_up(sizeof(loaded_message_data), alignof(std::max_align_t));
 
+/// Bytes in front of the object that hold its distance from the start of
+/// its block (the companion room and these bytes), read by operator delete
+/// after the object is gone.
+constexpr size_t back_bytes = alignof(std::max_align_t);
+static_assert(back_bytes >= sizeof(size_t));
+
+/// The companion room for `bytes`.
+constexpr size_t room_for(size_t bytes) {
+  return round_up(bytes, alignof(std::max_align_t));
+}
+
 } // namespace
 
 message_layout
@@ -100,6 +112,7 @@ layout_of(const std::vector<caf::type_erased_value_ptr>& prototypes) {
     result.type_token
         = caf::add_to_type_token(result.type_token, proto->type().first);
     element_slot slot;
+    slot.direct = direct_kind_of(proto->type());
     if (auto* k = known_type_of(*proto)) {
       offset = round_up(offset, k->align);
       slot.construct = k->construct;
@@ -109,6 +122,9 @@ layout_of(const std::vector<caf::type_erased_value_ptr>& prototypes) {
     result.slots.push_back(slot);
   }
   result.storage_bytes = offset;
+  result.all_direct = !result.slots.empty();
+  for (const auto& slot : result.slots)
+    result.all_direct = result.all_direct && slot.direct != direct_kind::none;
   return result;
 }
 
@@ -117,12 +133,20 @@ layout_of(const std::vector<caf::type_erased_value_ptr>& prototypes) {
 
 caf::intrusive_ptr<loaded_message_data> loaded_message_data::make(
     const message_layout& layout,
-    const std::vector<caf::type_erased_value_ptr>& prototypes) {
-  void* mem = ::operator new(header_bytes + layout.storage_bytes);
+    const std::vector<caf::type_erased_value_ptr>& prototypes,
+    size_t companion_bytes) {
+  // [companion room][back_bytes: distance to the block's start][the
+  // object][its storage]
+  const size_t back = room_for(companion_bytes) + back_bytes;
+  auto* block = static_cast<unsigned char*>(
+      ::operator new(back + header_bytes + layout.storage_bytes));
+  auto* where = block + back;
+  std::memcpy(where - sizeof(size_t), &back, sizeof(size_t));
   // Owned from here: an element that fails to copy frees what was made.
   caf::intrusive_ptr<loaded_message_data> result{
-      new (mem) loaded_message_data(layout.type_token), false};
+      new (where) loaded_message_data(layout.type_token), false};
   auto& self = *result;
+  self.companion_bytes_ = static_cast<uint32_t>(companion_bytes);
   for (size_t i = 0; i < layout.slots.size(); ++i) {
     const auto& slot = layout.slots[i];
     if (slot.construct != nullptr) {
@@ -146,7 +170,36 @@ loaded_message_data::~loaded_message_data() {
 }
 
 void loaded_message_data::operator delete(void* ptr) noexcept {
-  ::operator delete(ptr);
+  auto* where = static_cast<unsigned char*>(ptr);
+  size_t back = 0;
+  std::memcpy(&back, where - sizeof(size_t), sizeof(size_t));
+  ::operator delete(where - back);
+}
+
+void* loaded_message_data::take_companion(caf::message& msg,
+                                          size_t bytes) noexcept {
+  const auto* data = msg.cvals().get();
+  // (A type check, not a dynamic_cast: the class is final.)
+  if (data == nullptr || typeid(*data) != typeid(loaded_message_data))
+    return nullptr;
+  // Ours and not shared: the loader made it and handed it on unseen.
+  auto* self = const_cast<loaded_message_data*>(
+      static_cast<const loaded_message_data*>(data));
+  if (self->companion_taken_ || bytes == 0
+      || room_for(self->companion_bytes_) != room_for(bytes) || !self->unique())
+    return nullptr;
+  self->companion_taken_ = true;
+  self->ref(); // the companion's hold, released by release_companion
+  return reinterpret_cast<unsigned char*>(self) - back_bytes
+         - room_for(self->companion_bytes_);
+}
+
+void loaded_message_data::release_companion(void* room, size_t bytes) noexcept {
+  // take_companion checked that the room is room_for(bytes): the object
+  // sits right behind it.
+  auto* self = reinterpret_cast<loaded_message_data*>(
+      static_cast<unsigned char*>(room) + room_for(bytes) + back_bytes);
+  self->deref();
 }
 
 unsigned char* loaded_message_data::storage() noexcept {

@@ -9,7 +9,10 @@
 
 #include <caf/detail/message_data.hpp>
 #include <caf/intrusive_ptr.hpp>
+#include <caf/message.hpp>
 #include <caf/type_erased_value.hpp>
+
+#include "actors/remote/direct_codec.hpp"
 
 namespace rdmactor {
 
@@ -21,6 +24,9 @@ struct element_slot {
   caf::type_erased_value* (*construct)(void* where) = nullptr;
   /// Offset of the element in the message's storage.
   size_t offset = 0;
+  /// How the element's value reads without CAF's deserializer (none: it
+  /// does not).
+  direct_kind direct = direct_kind::none;
 };
 
 /// How the elements of a message of one type list are laid out: a slot
@@ -29,6 +35,9 @@ struct message_layout {
   std::vector<element_slot> slots;
   size_t storage_bytes = 0;
   uint32_t type_token = 0;
+  /// Every element has a direct kind (and there is one at least): a
+  /// message of this list loads without CAF's deserializer.
+  bool all_direct = false;
 };
 
 /// Lays out the elements of `prototypes` (default values of a type list's
@@ -51,10 +60,26 @@ public:
 
   /// Makes a message of default values laid out by `layout`, copying from
   /// `prototypes` what is not constructed in place.  Requires
-  /// `layout.slots.size() <= max_elements` and as many prototypes.
+  /// `layout.slots.size() <= max_elements` and as many prototypes.  With
+  /// `companion_bytes`, the block has room in front for one object of that
+  /// size (see take_companion): the mailbox element that carries the
+  /// message, so that one allocation holds both.
   static caf::intrusive_ptr<loaded_message_data>
   make(const message_layout& layout,
-       const std::vector<caf::type_erased_value_ptr>& prototypes);
+       const std::vector<caf::type_erased_value_ptr>& prototypes,
+       size_t companion_bytes = 0);
+
+  /// Returns the room for a companion of `bytes` in the block of `msg`'s
+  /// data, or null: the data is not a loaded message's, was made without
+  /// room of that size, is shared, or the room was taken.  The block then stays
+  /// until the companion released it (release_companion) and the message's last
+  /// reference went, in either order.  Construct the companion in the room
+  /// before anyone else can see `msg`.
+  static void* take_companion(caf::message& msg, size_t bytes) noexcept;
+
+  /// Ends a companion's hold on its block: call from the companion class's
+  /// `operator delete` with the room and the `bytes` it was taken with.
+  static void release_companion(void* room, size_t bytes) noexcept;
 
   ~loaded_message_data() override;
 
@@ -97,6 +122,10 @@ private:
   /// The in-place storage, right behind this object.
   unsigned char* storage() noexcept;
 
+  /// The companion room in front of this object (0: none).
+  uint32_t companion_bytes_ = 0;
+  /// The room is taken.
+  bool companion_taken_ = false;
   uint32_t type_token_;
   /// Elements made so far (all of them once `make` returns).
   size_t size_ = 0;

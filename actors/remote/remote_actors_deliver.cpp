@@ -18,6 +18,7 @@
 
 #include "actors/remote/actor_codec.hpp"
 #include "actors/remote/handle_resolver.hpp"
+#include "actors/remote/loaded_message.hpp"
 #include "common/logging.hpp"
 #include "common/node_identity.hpp"
 #include "common/rate_limiter.hpp"
@@ -34,7 +35,7 @@ namespace {
 /// message's credit returns when the element goes (the target took it
 /// from its mailbox and handled it, skipped elements stay), whatever the
 /// thread.  CAF's own wrapper for a caf::message is not public.
-class credited_element final : public caf::mailbox_element {
+class credited_element : public caf::mailbox_element {
 public:
   credited_element(caf::strong_actor_ptr sender, caf::message_id mid,
                    caf::message msg, actor_credit credit)
@@ -63,6 +64,48 @@ private:
   caf::message msg_;
   actor_credit credit_;
 };
+
+/// A credited element on the heap.
+class heap_element final : public credited_element {
+public:
+  using credited_element::credited_element;
+};
+
+/// A credited element in the companion room of its message's block
+/// (loaded_message_data): one allocation for the message and its element.
+/// Its deletion (CAF's request_deletion) ends its hold on the block.
+class block_element final : public credited_element {
+public:
+  using credited_element::credited_element;
+
+  static void* operator new(size_t, void* room) noexcept {
+    return room;
+  }
+
+  static void operator delete(void* room) noexcept {
+    loaded_message_data::release_companion(room, sizeof(block_element));
+  }
+
+  /// A constructor that threw: the hold ends the same way.
+  static void operator delete(void* room, void*) noexcept {
+    operator delete(room);
+  }
+};
+
+/// The element that carries `msg` (taken) to its target.
+caf::mailbox_element_ptr make_element(caf::strong_actor_ptr sender,
+                                      caf::message_id mid, caf::message& msg,
+                                      actor_credit credit) {
+  if (void* room
+      = loaded_message_data::take_companion(msg, sizeof(block_element)))
+    return caf::mailbox_element_ptr{new (room) block_element(
+        std::move(sender), mid, std::move(msg), std::move(credit))};
+  return caf::mailbox_element_ptr{new heap_element(
+      std::move(sender), mid, std::move(msg), std::move(credit))};
+}
+
+/// The room a loaded message keeps for its element.
+constexpr size_t block_element_bytes = sizeof(block_element);
 
 } // namespace
 
@@ -319,7 +362,7 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   if (!signatures_)
     signatures_ = std::make_unique<message_signatures>();
   auto msg = deserialize_message(sys_, data, len, &node_ids, resolver_.get(),
-                                 signatures_.get());
+                                 signatures_.get(), block_element_bytes);
   if (msg && resolve_refusal_)
     msg = std::move(resolve_refusal_);
   if (!msg) {
@@ -363,10 +406,8 @@ caf::error remote_actors::deliver(const protocol::ActorMessage& m,
   }
   ++delivered;
   // The credit returns when the target took the message from its mailbox.
-  target->enqueue(
-      caf::mailbox_element_ptr{new credited_element(
-          std::move(sender), mid, std::move(*msg), std::move(credit))},
-      ctx);
+  target->enqueue(make_element(std::move(sender), mid, *msg, std::move(credit)),
+                  ctx);
   return caf::none;
 }
 

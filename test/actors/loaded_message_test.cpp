@@ -127,4 +127,67 @@ BOOST_AUTO_TEST_CASE(more_elements_than_kept_load_as_before) {
   BOOST_TEST(to_string(msg) == to_string(sent));
 }
 
+// The mailbox element that carries a loaded message lives in the
+// message's block (remote_actors' deliver): its room is taken once, by an
+// object of the size it was made for, only while nobody else holds the
+// message; the block stays until both the companion and the message went,
+// whichever goes first (the sanitizer builds see a use after free).
+BOOST_AUTO_TEST_CASE(a_companion_shares_the_block_and_either_goes_first) {
+  remote_system s{false};
+  message_signatures sigs;
+  struct companion {
+    caf::message msg;
+    std::string text = std::string(64, 'c'); // on the heap
+  };
+  auto sent = mixed(5);
+  auto bytes = serialize_message(s.sys, sent);
+  BOOST_REQUIRE(bytes);
+  auto load_with_room = [&] {
+    auto r = deserialize_message(
+        s.sys, reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(),
+        nullptr, nullptr, &sigs, sizeof(companion));
+    BOOST_REQUIRE_MESSAGE(r, render(r));
+    return std::move(*r);
+  };
+  for (bool companion_first : {true, false}) {
+    BOOST_TEST_CONTEXT("companion first: " << companion_first) {
+      auto msg = load_with_room();
+      auto shared = msg;
+      BOOST_TEST(loaded_message_data::take_companion(msg, sizeof(companion))
+                 == nullptr); // held twice
+      shared = caf::message{};
+      BOOST_TEST(loaded_message_data::take_companion(msg, 8) == nullptr);
+      void* room = loaded_message_data::take_companion(msg, sizeof(companion));
+      BOOST_REQUIRE(room != nullptr);
+      BOOST_TEST(loaded_message_data::take_companion(msg, sizeof(companion))
+                 == nullptr); // taken
+      // One block: the room right in front of the message's elements.
+      auto* first = static_cast<const unsigned char*>(msg.at(0));
+      BOOST_TEST(first > static_cast<unsigned char*>(room));
+      BOOST_TEST(first - static_cast<unsigned char*>(room) < 512);
+      auto* c = new (room) companion{std::move(msg), {}};
+      BOOST_TEST(to_string(c->msg) == to_string(sent));
+      auto kept = c->msg;
+      if (companion_first) {
+        c->~companion();
+        loaded_message_data::release_companion(room, sizeof(companion));
+        BOOST_TEST(to_string(kept) == to_string(sent));
+        kept = caf::message{};
+      } else {
+        kept = caf::message{};
+        c->msg = caf::message{};
+        c->~companion();
+        loaded_message_data::release_companion(room, sizeof(companion));
+      }
+    }
+  }
+  // Made without room, or not a loaded message: none.
+  auto plain = load(s, sigs, sent);
+  BOOST_TEST(loaded_message_data::take_companion(plain, sizeof(companion))
+             == nullptr);
+  auto own = sent;
+  BOOST_TEST(loaded_message_data::take_companion(own, sizeof(companion))
+             == nullptr);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
