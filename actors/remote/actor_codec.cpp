@@ -377,17 +377,24 @@ caf::error serialize_message_into(caf::actor_system& sys,
   // A kept list under 128 bytes goes as the bytes begin_object writes;
   // elements that all have a direct kind go as direct_codec writes them.
   if (kept != nullptr && !kept->header.empty() && kept->all_direct) {
-    auto mark = buf.size();
-    buf.insert(buf.end(), kept->header.begin(), kept->header.end());
-    bool done = true;
-    for (size_t i = 0; i < msg.size() && done; ++i)
-      done = save_direct(kept->kinds[i], msg.get(i), buf);
-    if (done) {
+    // Sized first, then written in place: one resize per message.
+    size_t total = kept->header.size();
+    for (size_t i = 0; i < msg.size() && total > 0; ++i) {
+      auto n = direct_size(kept->kinds[i], msg.get(i));
+      total = n > 0 ? total + n : 0; // 0: too long, the general way says so
+    }
+    if (total > 0) {
+      auto mark = buf.size();
+      buf.resize(mark + total);
+      char* out = buf.data() + mark;
+      std::memcpy(out, kept->header.data(), kept->header.size());
+      out += kept->header.size();
+      for (size_t i = 0; i < msg.size(); ++i)
+        out = write_direct(kept->kinds[i], msg.get(i), out);
       if (node_ids != nullptr)
         *node_ids = false; // no actor handle among them
       return caf::none;
     }
-    buf.resize(mark); // too long for CAF's lengths: the general way says so
   }
   try {
     const bool as_bytes = kept != nullptr && !kept->header.empty();

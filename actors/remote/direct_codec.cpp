@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <typeinfo>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/type_nr.hpp>
@@ -30,17 +31,11 @@ inline uint64_t to_network(uint64_t x) {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "to_network assumes a little-endian host");
 
-/// Makes room for `n` more bytes at the end of `buf` and returns it.
-char* grow(std::vector<char>& buf, size_t n) {
-  auto old = buf.size();
-  buf.resize(old + n);
-  return buf.data() + old;
-}
-
 template <class U>
-void put_int(U x, std::vector<char>& buf) {
+char* put_int(U x, char* out) {
   x = to_network(x);
-  std::memcpy(grow(buf, sizeof(U)), &x, sizeof(U));
+  std::memcpy(out, &x, sizeof(U));
+  return out + sizeof(U);
 }
 
 template <class U>
@@ -54,18 +49,25 @@ const uint8_t* get_int(void* value, const uint8_t* pos, const uint8_t* end) {
   return pos + sizeof(U);
 }
 
+/// The bytes of a sequence's length `n` (below 2^32) in CAF's form.
+size_t length_size(size_t n) {
+  size_t bytes = 1;
+  for (auto x = static_cast<uint32_t>(n); x > 0x7f; x >>= 7)
+    ++bytes;
+  return bytes;
+}
+
 /// Writes a sequence's length `n` (below 2^32) as CAF's begin_sequence
-/// does, seven bits a byte, least significant first, to `out` (room for
-/// five bytes) and returns the bytes written.
-size_t put_length(size_t n, char* out) {
+/// does, seven bits a byte, least significant first, and returns the
+/// position behind it.
+char* put_length(size_t n, char* out) {
   auto x = static_cast<uint32_t>(n);
-  size_t i = 0;
   while (x > 0x7f) {
-    out[i++] = static_cast<char>((x & 0x7f) | 0x80);
+    *out++ = static_cast<char>((x & 0x7f) | 0x80);
     x >>= 7;
   }
-  out[i++] = static_cast<char>(x);
-  return i;
+  *out++ = static_cast<char>(x);
+  return out;
 }
 
 /// Reads a length in exactly the form put_length writes (CAF's reader
@@ -93,18 +95,16 @@ const uint8_t* get_length(size_t& n, const uint8_t* pos, const uint8_t* end) {
 }
 
 template <class Seq>
-bool put_bytes(const Seq& xs, std::vector<char>& buf) {
-  auto n = xs.size();
-  if (n > UINT32_MAX)
-    return false;
-  // At most five length bytes; the unused ones are cut off again.
-  auto old = buf.size();
-  auto* out = grow(buf, 5 + n);
-  auto len = put_length(n, out);
-  if (n > 0)
-    std::memcpy(out + len, xs.data(), n);
-  buf.resize(old + len + n);
-  return true;
+size_t bytes_size(const Seq& xs) {
+  return xs.size() > UINT32_MAX ? 0 : length_size(xs.size()) + xs.size();
+}
+
+template <class Seq>
+char* put_bytes(const Seq& xs, char* out) {
+  out = put_length(xs.size(), out);
+  if (!xs.empty())
+    std::memcpy(out, xs.data(), xs.size());
+  return out + xs.size();
 }
 
 template <class Seq>
@@ -159,7 +159,35 @@ direct_kind direct_kind_of(caf::rtti_pair type) noexcept {
   }
 }
 
-bool save_direct(direct_kind kind, const void* value, std::vector<char>& buf) {
+size_t direct_size(direct_kind kind, const void* value) noexcept {
+  switch (kind) {
+    case direct_kind::atom:
+    case direct_kind::int64:
+    case direct_kind::uint64:
+      return 8;
+    case direct_kind::boolean:
+    case direct_kind::int8:
+    case direct_kind::uint8:
+      return 1;
+    case direct_kind::int16:
+    case direct_kind::uint16:
+      return 2;
+    case direct_kind::int32:
+    case direct_kind::uint32:
+      return 4;
+    case direct_kind::string:
+      return bytes_size(*static_cast<const std::string*>(value));
+    case direct_kind::char_vector:
+      return bytes_size(*static_cast<const std::vector<char>*>(value));
+    case direct_kind::byte_vector:
+      return bytes_size(*static_cast<const std::vector<uint8_t>*>(value));
+    case direct_kind::none:
+      break;
+  }
+  return 0;
+}
+
+char* write_direct(direct_kind kind, const void* value, char* out) noexcept {
   // An integer element may be of any type of its size and signedness
   // (CAF numbers `long` as int64_t): read by size.
   auto bits = [value](auto zero) {
@@ -171,33 +199,29 @@ bool save_direct(direct_kind kind, const void* value, std::vector<char>& buf) {
     case direct_kind::atom:
     case direct_kind::int64:
     case direct_kind::uint64:
-      put_int(bits(uint64_t{0}), buf);
-      return true;
+      return put_int(bits(uint64_t{0}), out);
     case direct_kind::boolean:
-      buf.push_back(*static_cast<const bool*>(value) ? 1 : 0);
-      return true;
+      *out = *static_cast<const bool*>(value) ? 1 : 0;
+      return out + 1;
     case direct_kind::int8:
     case direct_kind::uint8:
-      put_int(bits(uint8_t{0}), buf);
-      return true;
+      return put_int(bits(uint8_t{0}), out);
     case direct_kind::int16:
     case direct_kind::uint16:
-      put_int(bits(uint16_t{0}), buf);
-      return true;
+      return put_int(bits(uint16_t{0}), out);
     case direct_kind::int32:
     case direct_kind::uint32:
-      put_int(bits(uint32_t{0}), buf);
-      return true;
+      return put_int(bits(uint32_t{0}), out);
     case direct_kind::string:
-      return put_bytes(*static_cast<const std::string*>(value), buf);
+      return put_bytes(*static_cast<const std::string*>(value), out);
     case direct_kind::char_vector:
-      return put_bytes(*static_cast<const std::vector<char>*>(value), buf);
+      return put_bytes(*static_cast<const std::vector<char>*>(value), out);
     case direct_kind::byte_vector:
-      return put_bytes(*static_cast<const std::vector<uint8_t>*>(value), buf);
+      return put_bytes(*static_cast<const std::vector<uint8_t>*>(value), out);
     case direct_kind::none:
       break;
   }
-  return false;
+  return out;
 }
 
 const uint8_t* load_direct(direct_kind kind, void* value, const uint8_t* pos,

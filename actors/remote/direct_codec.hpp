@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include <caf/fwd.hpp>
 #include <caf/type_erased_value.hpp>
@@ -40,10 +39,14 @@ enum class direct_kind : uint8_t {
 /// number, or the type_info of an unnumbered type), `none` for any other.
 direct_kind direct_kind_of(caf::rtti_pair type) noexcept;
 
-/// Appends `value`, an object of `kind`'s type, to `buf` in the bytes
-/// CAF's binary serializer writes for it.  Returns false (nothing written)
-/// for a sequence too long for CAF's 32-bit length.
-bool save_direct(direct_kind kind, const void* value, std::vector<char>& buf);
+/// The number of bytes CAF's binary serializer writes for `value`, an
+/// object of `kind`'s type (one at least); 0 for a sequence too long for
+/// CAF's 32-bit lengths, which the caller then writes the general way.
+size_t direct_size(direct_kind kind, const void* value) noexcept;
+
+/// Writes the `direct_size` bytes of `value` at `out` and returns the
+/// position behind them.  Requires `direct_size(kind, value) > 0`.
+char* write_direct(direct_kind kind, const void* value, char* out) noexcept;
 
 /// Reads a value of `kind`'s type from `[pos, end)` into `value` (an
 /// object of that type) and returns the position behind it; null when the

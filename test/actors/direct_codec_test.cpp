@@ -49,8 +49,12 @@ std::vector<char> caf_bytes(caf::actor_system& sys, T x) {
 template <class T>
 void same_as_caf(caf::actor_system& sys, direct_kind kind, const T& x) {
   auto expected = caf_bytes(sys, x);
-  std::vector<char> mine;
-  BOOST_REQUIRE(save_direct(kind, &x, mine));
+  BOOST_REQUIRE_EQUAL(direct_size(kind, &x), expected.size());
+  std::vector<char> mine(expected.size() + 1, '#');
+  BOOST_TEST(write_direct(kind, &x, mine.data())
+             == mine.data() + expected.size());
+  BOOST_TEST(mine.back() == '#'); // nothing written past its size
+  mine.pop_back();
   BOOST_TEST((mine == expected));
   T back{};
   const auto* begin = reinterpret_cast<const uint8_t*>(expected.data());
