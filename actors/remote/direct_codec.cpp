@@ -31,8 +31,13 @@ inline uint64_t to_network(uint64_t x) {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "to_network assumes a little-endian host");
 
+// An integer element may be of any type of its size and signedness (CAF
+// numbers `long` as int64_t): read and written by size.
+
 template <class U>
-char* put_int(U x, char* out) {
+char* put_int(const void* value, char* out) {
+  U x;
+  std::memcpy(&x, value, sizeof(U));
   x = to_network(x);
   std::memcpy(out, &x, sizeof(U));
   return out + sizeof(U);
@@ -119,6 +124,28 @@ const uint8_t* get_bytes(void* value, const uint8_t* pos, const uint8_t* end) {
   return pos + n;
 }
 
+/// The bytes of an integer kind (an atom is a 64-bit integer); 0 for the
+/// other kinds.
+size_t int_bytes(direct_kind kind) noexcept {
+  switch (kind) {
+    case direct_kind::int8:
+    case direct_kind::uint8:
+      return 1;
+    case direct_kind::int16:
+    case direct_kind::uint16:
+      return 2;
+    case direct_kind::int32:
+    case direct_kind::uint32:
+      return 4;
+    case direct_kind::atom:
+    case direct_kind::int64:
+    case direct_kind::uint64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
 } // namespace
 
 direct_kind direct_kind_of(caf::rtti_pair type) noexcept {
@@ -160,101 +187,79 @@ direct_kind direct_kind_of(caf::rtti_pair type) noexcept {
 }
 
 size_t direct_size(direct_kind kind, const void* value) noexcept {
+  if (auto n = int_bytes(kind))
+    return n;
   switch (kind) {
-    case direct_kind::atom:
-    case direct_kind::int64:
-    case direct_kind::uint64:
-      return 8;
     case direct_kind::boolean:
-    case direct_kind::int8:
-    case direct_kind::uint8:
       return 1;
-    case direct_kind::int16:
-    case direct_kind::uint16:
-      return 2;
-    case direct_kind::int32:
-    case direct_kind::uint32:
-      return 4;
     case direct_kind::string:
       return bytes_size(*static_cast<const std::string*>(value));
     case direct_kind::char_vector:
       return bytes_size(*static_cast<const std::vector<char>*>(value));
     case direct_kind::byte_vector:
       return bytes_size(*static_cast<const std::vector<uint8_t>*>(value));
-    case direct_kind::none:
-      break;
+    default:
+      return 0;
   }
-  return 0;
 }
 
 char* write_direct(direct_kind kind, const void* value, char* out) noexcept {
-  // An integer element may be of any type of its size and signedness
-  // (CAF numbers `long` as int64_t): read by size.
-  auto bits = [value](auto zero) {
-    auto x = zero;
-    std::memcpy(&x, value, sizeof(x));
-    return x;
-  };
+  switch (int_bytes(kind)) {
+    case 1:
+      return put_int<uint8_t>(value, out);
+    case 2:
+      return put_int<uint16_t>(value, out);
+    case 4:
+      return put_int<uint32_t>(value, out);
+    case 8:
+      return put_int<uint64_t>(value, out);
+    default:
+      break;
+  }
   switch (kind) {
-    case direct_kind::atom:
-    case direct_kind::int64:
-    case direct_kind::uint64:
-      return put_int(bits(uint64_t{0}), out);
     case direct_kind::boolean:
       *out = *static_cast<const bool*>(value) ? 1 : 0;
       return out + 1;
-    case direct_kind::int8:
-    case direct_kind::uint8:
-      return put_int(bits(uint8_t{0}), out);
-    case direct_kind::int16:
-    case direct_kind::uint16:
-      return put_int(bits(uint16_t{0}), out);
-    case direct_kind::int32:
-    case direct_kind::uint32:
-      return put_int(bits(uint32_t{0}), out);
     case direct_kind::string:
       return put_bytes(*static_cast<const std::string*>(value), out);
     case direct_kind::char_vector:
       return put_bytes(*static_cast<const std::vector<char>*>(value), out);
     case direct_kind::byte_vector:
       return put_bytes(*static_cast<const std::vector<uint8_t>*>(value), out);
-    case direct_kind::none:
-      break;
+    default:
+      return out;
   }
-  return out;
 }
 
 const uint8_t* load_direct(direct_kind kind, void* value, const uint8_t* pos,
                            const uint8_t* end) {
-  switch (kind) {
-    case direct_kind::atom:
-    case direct_kind::int64:
-    case direct_kind::uint64:
+  switch (int_bytes(kind)) {
+    case 1:
+      return get_int<uint8_t>(value, pos, end);
+    case 2:
+      return get_int<uint16_t>(value, pos, end);
+    case 4:
+      return get_int<uint32_t>(value, pos, end);
+    case 8:
       return get_int<uint64_t>(value, pos, end);
+    default:
+      break;
+  }
+  switch (kind) {
     case direct_kind::boolean:
       if (pos == end)
         return nullptr;
       *static_cast<bool*>(value) = *pos != 0; // as CAF reads a bool
       return pos + 1;
-    case direct_kind::int8:
-    case direct_kind::uint8:
-      return get_int<uint8_t>(value, pos, end);
-    case direct_kind::int16:
-    case direct_kind::uint16:
-      return get_int<uint16_t>(value, pos, end);
-    case direct_kind::int32:
-    case direct_kind::uint32:
-      return get_int<uint32_t>(value, pos, end);
     case direct_kind::string:
       return get_bytes<std::string>(value, pos, end);
     case direct_kind::char_vector:
       return get_bytes<std::vector<char>>(value, pos, end);
     case direct_kind::byte_vector:
       return get_bytes<std::vector<uint8_t>>(value, pos, end);
-    case direct_kind::none:
-      break;
+    default:
+      return nullptr;
   }
-  return nullptr;
 }
 
 } // namespace rdmactor
