@@ -9,7 +9,8 @@
 #
 # Host matrix: send lat 8 B and 4 KiB; send bw 8 B, 64 B, 512 B, 4 KiB,
 # 64 KiB, 1 MiB; write and read bw 64 KiB and 1 MiB (rdmactor soft vs
-# --baseline=caf-io); the send and actor rows also against the medium,
+# --baseline=caf-io, each with its server in a process of its own:
+# rdmactor-bench --fork-server); the send and actor rows also against the medium,
 # plain TCP between two processes (--baseline=tcp), and the message rate
 # (bw rows of at most 4 KiB show msgs/s) again with --window=256; raw
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
@@ -58,7 +59,8 @@
 # without transport/verbs/), BENCH_VM_APPEND (the VM's extra kernel
 # arguments; default "tsc=reliable clocksource=tsc", empty for the
 # emulator's default HPET clock: see docs/benchmarks.md, "The clock in the
-# VM"), BENCH_SCALE=0 (skip the scale part), BENCH_SCALE_MAX (peers of its
+# VM"), BENCH_ONE_PROCESS=1 (the host rows run rdmactor's two nodes in
+# one process, on one CAF scheduler), BENCH_SCALE=0 (skip the scale part), BENCH_SCALE_MAX (peers of its
 # largest row; default 20,000, or the hard open-files limit less 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -233,8 +235,12 @@ run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "im
   # RUN_IMPL renames the line's impl, whichever it is (rdmactor or caf-io).
   local rename='s/^$//'
   [[ -n ${RUN_IMPL:-} ]] && rename="s/\"impl\":\"[^\"]*\"/\"impl\":\"$RUN_IMPL\"/"
+  # rdmactor's server node runs in a process of its own (--fork-server),
+  # as the baselines' servers do; BENCH_ONE_PROCESS=1: both nodes in one.
+  local topology=()
+  [[ " $* " != *" --baseline="* && ${BENCH_ONE_PROCESS:-0} != 1 ]] && topology=(--fork-server)
   # pipefail: the status is rdmactor-bench's.
-  if ! "$bench" --json --rdmactor.log-level=error "${extra[@]}" "$@" \
+  if ! "$bench" --json --rdmactor.log-level=error "${topology[@]}" "${extra[@]}" "$@" \
     2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/; $rename" >>"$host_json"; then
     echo "   round $round $label: failed ($(grep -v '^\s*$' "$out_dir/.stderr" | tail -1))"
   else
@@ -265,7 +271,8 @@ stop_hogs() {
 }
 trap stop_hogs EXIT
 rounds=${BENCH_ROUNDS:-$((quick == 1 ? 1 : 3))}
-echo "== host: rdmactor (soft fabric, two nodes in one process) vs caf-io (two processes on loopback), $rounds round(s)"
+if [[ ${BENCH_ONE_PROCESS:-0} == 1 ]]; then host_topology="two nodes in one process"; else host_topology="two processes"; fi
+echo "== host: rdmactor (soft fabric, $host_topology) vs caf-io (two processes on loopback), $rounds round(s)"
 t_host=$SECONDS
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do

@@ -117,7 +117,12 @@ bench_config::bench_config() {
            "send, write, read, actor: after the runs, print the client "
            "connection's counters to stderr (packed messages and frames "
            "sent, merged and piggybacked acknowledgements, actor acks): "
-           "how well small messages were batched");
+           "how well small messages were batched")
+      .add(fork_server, "fork-server",
+           "rdmactor without --listen/--connect: run the server node in a "
+           "child process forked first (two processes on this machine, "
+           "as the baselines always run; CPU counts both) instead of a "
+           "second node in this process");
   caf_io::add_message_types(*this);
 }
 
@@ -236,6 +241,12 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
       && (plan.op == bench_op::raw || plan.op == bench_op::connect
           || plan.op == bench_op::actor || !cfg.baseline.empty()))
     return bad("--connections applies to rdmactor's send, write and read");
+  if (cfg.fork_server && !cfg.baseline.empty())
+    return bad("--fork-server applies to rdmactor; the " + cfg.baseline
+               + " baseline forks its server already");
+  if (cfg.fork_server && (!cfg.listen.empty() || !cfg.connect.empty()))
+    return bad("--fork-server runs both processes itself; drop --listen "
+               "and --connect");
   plan.peers = cfg.peers;
   plan.hold_ms = cfg.hold_ms;
   plan.connect_threads = cfg.connect_threads;
@@ -245,6 +256,7 @@ caf::expected<bench_plan> make_plan(const bench_config& cfg) {
   plan.actor_echo = cfg.actor_echo;
   plan.actor_driver = cfg.actor_driver;
   plan.stats = cfg.stats;
+  plan.fork_server = cfg.fork_server;
   plan.iters = cfg.iters;
   plan.warmup = cfg.warmup;
   plan.window = cfg.window;

@@ -41,6 +41,7 @@ public:
   bool actor_echo = false;
   bool actor_driver = false;
   bool stats = false;
+  bool fork_server = false;
 
   bench_config();
 };
@@ -88,11 +89,16 @@ struct bench_plan {
   /// send and actor: print the client connection's agent_stats after the
   /// runs (how its frames were packed, how its acknowledgements came).
   bool stats = false;
+  /// rdmactor without --listen/--connect: the server node runs in a child
+  /// process forked before this one has threads (two processes, as the
+  /// baselines run), not as a second node of this process.
+  bool fork_server = false;
 
   /// Returns the spec of the run for `size`.
   run_spec spec_for(uint64_t size) const;
 
-  /// Returns true when both sides run in this process.
+  /// Returns true when this process runs both sides, or forks the server
+  /// (no --listen/--connect).
   bool in_process() const noexcept {
     return listen.empty() && connect.empty();
   }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <caf/actor_system.hpp>
 #include <caf/defaults.hpp>
 #include <caf/scoped_actor.hpp>
@@ -14,6 +16,7 @@
 #include "apps/bench/bench_server.hpp"
 #include "apps/bench/caf_io_bench.hpp"
 #include "apps/bench/connection_driver.hpp"
+#include "apps/bench/forked_server.hpp"
 #include "apps/bench/process_stats.hpp"
 #include "apps/bench/raw_driver.hpp"
 #include "apps/bench/raw_link.hpp"
@@ -49,6 +52,12 @@ transport::polling polling_for(const transport::device& dev,
   return transport::effective_polling(dev, transport::polling_of(plan.opts));
 }
 
+/// `host` as "HOST:PORT" strings need it: bracketed when it is an IPv6
+/// address.
+std::string bracket(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
 /// Returns HOST:PORT+1, where a bench server accepts raw endpoints.
 caf::expected<std::string> raw_address_of(const std::string& host_port) {
   auto addr = transport::parse_address(host_port);
@@ -57,10 +66,7 @@ caf::expected<std::string> raw_address_of(const std::string& host_port) {
   if (addr->second == 65535)
     return make_error(errc::invalid_address,
                       "the server port must leave room for PORT+1");
-  auto host = addr->first.find(':') != std::string::npos
-                  ? "[" + addr->first + "]"
-                  : addr->first;
-  return host + ":" + std::to_string(addr->second + 1);
+  return bracket(addr->first) + ":" + std::to_string(addr->second + 1);
 }
 
 /// How this run's bench servers run.
@@ -72,31 +78,77 @@ server_options server_options_of(const bench_plan& plan) {
   return how;
 }
 
+/// The server side of the bench in this process: a node whose accepted
+/// connections each get a bench server, with the caf-io baseline's server
+/// actor published on it (--op=actor) and, when asked, raw endpoints.
+class bench_serving {
+public:
+  bench_serving(caf::actor_system& sys, const bench_plan& plan)
+      : sys_(sys), plan_(plan),
+        acceptor_(spawn_bench_acceptor(sys, server_options_of(plan))),
+        actor_server_(
+            caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)) {
+  }
+
+  bench_serving(const bench_serving&) = delete;
+  bench_serving& operator=(const bench_serving&) = delete;
+
+  ~bench_serving() {
+    close();
+  }
+
+  /// Opens the node and serves connections on `host_port` (port 0: any);
+  /// returns the bound port.
+  caf::expected<uint16_t> start(const std::string& host_port) {
+    auto nd = node::open(sys_, plan_.opts);
+    if (!nd)
+      return std::move(nd.error());
+    node_ = std::move(*nd);
+    node_->publish(bench_actor_name, actor_server_.get());
+    return node_->listen(host_port, acceptor_.get());
+  }
+
+  /// Serves raw endpoints on `host_port` (port 0: any); returns the bound
+  /// port.  After `start` succeeded.
+  caf::expected<uint16_t> start_raw(const std::string& host_port) {
+    return raw_.start(sys_, node_->device(), host_port,
+                      transport::conn_params{raw_listen_max_message_bytes,
+                                             plan_.opts.recv_depth},
+                      polling_for(*node_->device(), plan_));
+  }
+
+  /// The node.  After `start` succeeded.
+  node& get() noexcept {
+    return *node_;
+  }
+
+  /// Stops the raw endpoints and closes the node.  Idempotent.
+  void close() {
+    raw_.stop();
+    if (node_)
+      node_->close();
+  }
+
+private:
+  caf::actor_system& sys_;
+  const bench_plan& plan_;
+  // Destroyed in reverse: raw endpoints, the actors, then the node.
+  std::unique_ptr<node> node_;
+  actor_guard<caf::actor> acceptor_;
+  actor_guard<caf::actor> actor_server_;
+  raw_listener raw_;
+};
+
 /// Serves connections (agent) on --listen and raw endpoints on PORT+1
 /// until SIGINT or SIGTERM.
 int serve(caf::actor_system& sys, const bench_plan& plan) {
-  auto nd = node::open(sys, plan.opts);
-  if (!nd)
-    return fail(nd.error());
-  actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, server_options_of(plan))};
-  // --op=actor: the caf-io baseline's server, as a remote actor.
-  actor_guard<caf::actor> actor_server{
-      caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
-  (*nd)->publish(bench_actor_name, actor_server.get());
-  auto port = (*nd)->listen(plan.listen, acceptor.get());
+  bench_serving srv{sys, plan};
+  auto port = srv.start(plan.listen);
   if (!port)
     return fail(port.error());
-  auto addr = transport::parse_address(plan.listen);
-  auto host = addr->first.find(':') != std::string::npos
-                  ? "[" + addr->first + "]"
-                  : addr->first;
-  raw_listener raw;
-  auto raw_port
-      = raw.start(sys, (*nd)->device(), host + ":" + std::to_string(*port + 1),
-                  transport::conn_params{raw_listen_max_message_bytes,
-                                         plan.opts.recv_depth},
-                  polling_for(*(*nd)->device(), plan));
+  auto* nd = &srv.get();
+  auto host = bracket(transport::parse_address(plan.listen)->first);
+  auto raw_port = srv.start_raw(host + ":" + std::to_string(*port + 1));
   std::string raw_note;
   if (raw_port)
     raw_note = " and " + std::to_string(*raw_port) + " (raw)";
@@ -105,7 +157,7 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
                  render(raw_port.error()).c_str());
   std::printf("rdmactor-bench: fabric %s (%s); serving on port %u "
               "(connections)%s; SIGINT or SIGTERM stops\n",
-              (*nd)->device()->kind(), (*nd)->device()->name().c_str(), *port,
+              nd->device()->kind(), nd->device()->name().c_str(), *port,
               raw_note.c_str());
   std::fflush(stdout);
   // A line whenever what this process costs changed (checked every 500
@@ -151,7 +203,7 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
         static_cast<unsigned long long>(live_bench_servers()),
         static_cast<unsigned long long>(ps.threads),
         static_cast<unsigned long long>(ps.rss_kb),
-        static_cast<unsigned long long>((*nd)->device()->registered_bytes()),
+        static_cast<unsigned long long>(nd->device()->registered_bytes()),
         static_cast<unsigned long long>(ps.fds));
     if (line != last) {
       std::fputs(line, stdout);
@@ -159,8 +211,6 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
       last = line;
     }
   }
-  raw.stop();
-  (*nd)->close();
   return 0;
 }
 
@@ -292,35 +342,114 @@ int run_client(caf::actor_system& sys, const bench_plan& plan, node& client,
   return out.all_ok() ? 0 : 1;
 }
 
+/// The context of runs from `client`: what the table and JSON say of them.
+run_context client_context(const bench_config& cfg, const bench_plan& plan,
+                           node& client) {
+  run_context ctx;
+  ctx.impl = "rdmactor";
+  ctx.fabric = client.device()->kind();
+  ctx.device = client.device()->name();
+  ctx.poll_attempts = poll_attempts(cfg);
+  if (!plan.connect.empty())
+    ctx.topology = "two processes";
+  else if (plan.fork_server)
+    ctx.topology = "two processes (forked server)";
+  else
+    ctx.topology = "one process, two nodes";
+  if (plan.idle_peers > 0)
+    ctx.topology += ", " + std::to_string(plan.idle_peers) + " idle peers";
+  if (plan.connections > 1)
+    ctx.topology
+        += ", " + std::to_string(plan.connections) + " busy connections";
+  if (plan.plain_actors)
+    ctx.topology += ", plain actors";
+  if (plan.actor_echo)
+    ctx.topology += ", actor echo";
+  if (plan.actor_driver)
+    ctx.topology += ", actor driver";
+  return ctx;
+}
+
+/// The forked server process (--fork-server): serves connections on
+/// --host port 0 (raw endpoints on PORT+1 for --op=raw), writes the port
+/// to `port_fd` and serves until `control_fd` reads end of file.  Prints
+/// nothing on stdout (the parent's JSON lines go there).
+int serve_forked(bench_config& cfg, const bench_plan& plan, int port_fd,
+                 int control_fd) {
+  uint16_t port = 0;
+  {
+    caf::actor_system sys{cfg};
+    bench_serving srv{sys, plan};
+    auto host = bracket(plan.host);
+    auto listening = srv.start(host + ":0");
+    if (!listening)
+      std::fprintf(stderr, "rdmactor-bench (forked server): %s\n",
+                   render(listening.error()).c_str());
+    else if (plan.op != bench_op::raw)
+      port = *listening;
+    else if (auto raw = srv.start_raw(host + ":"
+                                      + std::to_string(*listening + 1)))
+      port = *listening;
+    else
+      std::fprintf(stderr, "rdmactor-bench (forked server): no raw "
+                   "endpoints on port %u: %s\n", *listening + 1,
+                   render(raw.error()).c_str());
+    if (::write(port_fd, &port, sizeof(port)) != sizeof(port))
+      port = 0;
+    ::close(port_fd);
+    if (port != 0) {
+      char c;
+      for (;;) {
+        auto n = ::read(control_fd, &c, 1);
+        if (n == 0 || (n < 0 && errno != EINTR))
+          break;
+      }
+    }
+  }
+  return port != 0 ? 0 : 1;
+}
+
+/// Runs the plan from this process against a server node in a child
+/// forked first (--fork-server); both processes' CPU time counts.
+int run_with_forked_server(bench_config& cfg, const bench_plan& plan) {
+  auto child = fork_server_process(
+      "rdmactor", [&cfg, &plan](int port_fd, int control_fd) {
+        return serve_forked(cfg, plan, port_fd, control_fd);
+      });
+  if (!child)
+    return fail(child.error());
+  int rc = 1;
+  {
+    caf::actor_system sys{cfg};
+    if (auto client = node::open(sys, plan.opts); !client) {
+      rc = fail(client.error());
+    } else {
+      auto ctx = client_context(cfg, plan, **client);
+      ctx.cpu_pids = {0, child->pid};
+      auto host = bracket(plan.host);
+      auto addr = host + ":" + std::to_string(child->port);
+      auto raw_addr = host + ":" + std::to_string(child->port + 1);
+      rc = run_client(sys, plan, **client, addr, raw_addr, ctx);
+      (*client)->close();
+    }
+  }
+  stop_forked_server(*child);
+  return rc;
+}
+
 } // namespace
 
 int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
+  if (plan.fork_server)
+    return run_with_forked_server(cfg, plan);
   caf::actor_system sys{cfg};
   if (!plan.listen.empty())
     return serve(sys, plan);
   auto client = node::open(sys, plan.opts);
   if (!client)
     return fail(client.error());
-  run_context ctx;
-  ctx.impl = "rdmactor";
-  ctx.fabric = (*client)->device()->kind();
-  ctx.device = (*client)->device()->name();
-  ctx.poll_attempts = poll_attempts(cfg);
-  auto topology_note
-      = plan.idle_peers > 0
-            ? ", " + std::to_string(plan.idle_peers) + " idle peers"
-            : std::string{};
-  if (plan.connections > 1)
-    topology_note
-        += ", " + std::to_string(plan.connections) + " busy connections";
-  if (plan.plain_actors)
-    topology_note += ", plain actors";
-  if (plan.actor_echo)
-    topology_note += ", actor echo";
-  if (plan.actor_driver)
-    topology_note += ", actor driver";
+  auto ctx = client_context(cfg, plan, **client);
   if (!plan.connect.empty()) {
-    ctx.topology = "two processes" + topology_note;
     ctx.cpu_scope = "client";
     auto raw_addr = raw_address_of(plan.connect);
     if (!raw_addr)
@@ -330,29 +459,15 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
     return rc;
   }
   // Both sides in this process: a second node serves.
-  ctx.topology = "one process, two nodes" + topology_note;
-  auto server = node::open(sys, plan.opts);
-  if (!server)
-    return fail(server.error());
-  actor_guard<caf::actor> acceptor{
-      spawn_bench_acceptor(sys, server_options_of(plan))};
-  actor_guard<caf::actor> actor_server{
-      caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)};
-  (*server)->publish(bench_actor_name, actor_server.get());
-  auto host = plan.host.find(':') != std::string::npos ? "[" + plan.host + "]"
-                                                       : plan.host;
-  auto port = (*server)->listen(host + ":0", acceptor.get());
+  bench_serving srv{sys, plan};
+  auto host = bracket(plan.host);
+  auto port = srv.start(host + ":0");
   if (!port)
     return fail(port.error());
   // Raw endpoints only when the plan needs them.
-  raw_listener raw;
   std::string raw_addr;
   if (plan.op == bench_op::raw) {
-    auto raw_port
-        = raw.start(sys, (*server)->device(), host + ":0",
-                    transport::conn_params{raw_listen_max_message_bytes,
-                                           plan.opts.recv_depth},
-                    polling_for(*(*server)->device(), plan));
+    auto raw_port = srv.start_raw(host + ":0");
     if (!raw_port)
       return fail(raw_port.error());
     raw_addr = host + ":" + std::to_string(*raw_port);
@@ -360,8 +475,7 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   auto rc = run_client(sys, plan, **client, host + ":" + std::to_string(*port),
                        raw_addr, ctx);
   (*client)->close();
-  raw.stop();
-  (*server)->close();
+  srv.close();
   return rc;
 }
 

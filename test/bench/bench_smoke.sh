@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_smoke.sh BENCH: rdmactor-bench works end to end.  Runs every
-# operation and mode briefly on the soft fabric (one process, then two
-# processes with --listen/--connect), the CAF io and tcp baselines, and checks that
+# operation and mode briefly on the soft fabric (one process, a forked
+# server with --fork-server, then two processes with --listen/--connect), the CAF io and tcp baselines, and checks that
 # each run prints one JSON object with the documented fields and a number
 # where the mode has one.  Timings are not judged here (apps/bench and
 # scripts/bench.sh measure); only that the tool does what its --help says.
@@ -44,6 +44,26 @@ for op in send write read raw; do
     check_line "$op $mode" "$(grep '^{' <<<"$out" | head -1)" $op $mode rdmactor
   done
 done
+
+# --fork-server: the server node in a child process; CPU counts both, and
+# the child is gone when the run returns.
+before=$(pgrep -xc rdmactor-bench)
+for op in send raw actor; do
+  out=$("$bench" --op=$op --mode=bw --size=8 --iters=50 --fork-server --json 2>/dev/null)
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "$op bw --fork-server: exit status $rc"
+  line=$(grep '^{' <<<"$out" | head -1)
+  check_line "$op bw --fork-server" "$line" $op bw rdmactor
+  for want in '"topology":"two processes (forked server)"' '"cpu_scope":"both sides"'; do
+    grep -q "$want" <<<"$line" || fail "$op bw --fork-server: no $want in: $line"
+  done
+done
+after=$(pgrep -xc rdmactor-bench)
+((after <= before)) || fail "--fork-server left server processes behind ($before before, $after after)"
+err=$("$bench" --baseline=tcp --fork-server 2>&1) && fail "--fork-server with --baseline: accepted"
+grep -q -- "--fork-server applies to rdmactor" <<<"$err" || fail "--fork-server with --baseline: message was: $err"
+err=$("$bench" --connect=127.0.0.1:1 --fork-server 2>&1) && fail "--fork-server with --connect: accepted"
+grep -q -- "drop --listen and --connect" <<<"$err" || fail "--fork-server with --connect: message was: $err"
 
 # A sweep prints one object per size.
 out=$("$bench" --op=send --mode=bw --sizes=8,4K,64K --iters=50 --json 2>/dev/null)
