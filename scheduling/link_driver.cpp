@@ -76,8 +76,12 @@ void link_driver::start(driven_link& dl, link_observer& obs,
   path.notified();
   if (how_.mode != completion_mode::busy)
     path.arm();
-  last_activity_ = std::chrono::steady_clock::now();
-  // Messages that arrived before arming did not notify: look once.
+  // Messages that arrived before arming did not notify: look once.  Once:
+  // that look reads the clock (`keep_polling`) and, with no traffic since
+  // and none in flight, arms; a new link starts no polling tail of its
+  // own (thousands opened at once would each spin on its socket for the
+  // poll budget).
+  polls_since_reading_ = tuning::polls_per_clock_read - 1;
   schedule_poll();
 }
 
@@ -164,7 +168,7 @@ bool link_driver::keep_polling() {
   }
   if (contended_)
     return false;
-  if (active || path().in_flight() > 0)
+  if (active || path().traffic_in_flight() > 0)
     return true;
   return now - last_activity_ < std::chrono::microseconds{how_.poll_budget_us};
 }

@@ -423,6 +423,8 @@ void link::try_post() {
     }
     if (op.cookie != 0)
       ++waited_;
+    if (op.quiet)
+      ++quiet_in_flight_;
     inflight_.push_back(inflight_op{wr_id, op.kind, bytes, std::move(op.local),
                                     slot, op.cookie, atomic_slot, op.quiet});
     pop_queued();
@@ -479,6 +481,7 @@ void link::maybe_return_credits() {
     return;
   }
   // Upkeep: its completion is quiet (see `mark_quiet`).
+  ++quiet_in_flight_;
   inflight_.push_back(inflight_op{wr_id, op_kind::send, 0, local_mr{}, -1,
                                   uint64_t{0}, -1, true});
   count_held_post();
@@ -521,6 +524,8 @@ void link::submit_atomic(op_kind kind, mr_token remote, uint64_t compare_add,
 void link::finish(inflight_op& op, wc_status status) {
   if (op.cookie != 0)
     --waited_;
+  if (op.quiet)
+    --quiet_in_flight_;
   if (op.header_slot >= 0)
     free_header_slots_.push_back(op.header_slot);
   if (op.pack_slot >= 0)

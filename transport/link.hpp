@@ -300,6 +300,12 @@ public:
     return inflight_.size();
   }
 
+  /// Operations posted and not completed, less the quiet ones (upkeep:
+  /// `submit`'s `quiet`): the traffic a polling owner waits for.
+  size_t traffic_in_flight() const noexcept {
+    return inflight_.size() - quiet_in_flight_;
+  }
+
   /// Operations waiting for a credit or a send-queue entry.
   size_t queued() const noexcept {
     return queue_.size();
@@ -491,6 +497,8 @@ private:
   caf::error failure_;
   /// Operations in `inflight_` with a cookie (see `waited`).
   size_t waited_ = 0;
+  /// Quiet operations in `inflight_` (see `traffic_in_flight`).
+  size_t quiet_in_flight_ = 0;
   bool down_ = false;
   /// See `set_closing`.
   bool closing_ = false;

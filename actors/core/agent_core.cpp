@@ -118,7 +118,11 @@ void agent_core::start() {
         opts_.actor_window_messages);
     hello.mutable_hello()->set_actor_window_bytes(opts_.actor_window_bytes);
   }
-  send_unsolicited(hello);
+  // Upkeep, as the peer's Hello is when it arrives (`on_hello`): setting
+  // a connection up starts no polling tail, so that thousands of
+  // connections opened at once do not spin on their sockets (a poll of a
+  // soft link is a recv).  The first traffic polls as usual.
+  send_upkeep(hello);
 }
 
 void agent_core::close(const caf::error& err) {

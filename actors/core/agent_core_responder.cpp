@@ -190,6 +190,8 @@ void agent_core::on_response(const pb::Response& res) {
 }
 
 void agent_core::on_hello(const pb::Hello& hello) {
+  // Upkeep: it starts no polling tail (see `start`).
+  out_.upkeep_frame();
   live_.offered(hello.goodbye(), hello.keepalive(), hello.node());
   hello_seen_ = true;
   peer_extensions_ = hello.extensions();

@@ -104,6 +104,27 @@ BOOST_AUTO_TEST_CASE(start_arms_the_cq_and_asks_for_a_poll) {
   BOOST_TEST(f.take_poll());
 }
 
+// A new link is looked at once (what came before the arming), then armed:
+// it starts no polling tail of its own, and neither does a quiet post in
+// flight (the agent's Hello), so that thousands of connections opened at
+// once do not each spin on their socket.  Traffic polls as before.
+BOOST_AUTO_TEST_CASE(a_new_link_looks_once_then_arms) {
+  fixture f;
+  f.start(completion_mode::adaptive);
+  f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+                         mr_token{}, 0, std::nullopt, true);
+  f.driver.posted(true);
+  BOOST_REQUIRE(f.take_poll());
+  f.driver.drain();
+  BOOST_TEST(!f.take_poll());
+  BOOST_TEST((f.driver.path().armed() != transport::link::armed_for::none));
+  // The first traffic polls.
+  f.driver.path().submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+                         mr_token{}, 0);
+  f.driver.posted();
+  BOOST_TEST(f.take_poll());
+}
+
 BOOST_AUTO_TEST_CASE(busy_mode_never_arms) {
   fixture f;
   f.start(completion_mode::busy);

@@ -63,6 +63,29 @@ BOOST_AUTO_TEST_CASE(a_send_carries_header_then_payload_and_reports_bytes) {
   BOOST_TEST(f.peer->protection_errors == 0u);
 }
 
+// A quiet send (upkeep: a keepalive, a Hello) is in flight like any
+// other, but not traffic: an owner waits for none of it
+// (`traffic_in_flight`, which keeps adaptive polling going).
+BOOST_AUTO_TEST_CASE(quiet_sends_in_flight_are_not_traffic) {
+  fixture f;
+  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+              mr_token{}, 0, std::nullopt, true);
+  BOOST_TEST(f.l->in_flight() == 1u);
+  BOOST_TEST(f.l->traffic_in_flight() == 0u);
+  f.send(0);
+  BOOST_TEST(f.l->in_flight() == 2u);
+  BOOST_TEST(f.l->traffic_in_flight() == 1u);
+  f.settle();
+  BOOST_TEST(f.l->in_flight() == 0u);
+  BOOST_TEST(f.l->traffic_in_flight() == 0u);
+  // Once more after the completions: the count went back with them.
+  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
+              mr_token{}, 0, std::nullopt, true);
+  BOOST_TEST(f.l->traffic_in_flight() == 0u);
+  f.send(0);
+  BOOST_TEST(f.l->traffic_in_flight() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_posted_header_buffer_comes_back_for_the_next_send) {
   fixture f;
   // None spare yet: a new, empty buffer.
