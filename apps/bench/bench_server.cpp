@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_spec.hpp"
 #include "common/logging.hpp"
 #include "rdmactor/data_handler.hpp"
@@ -83,9 +84,8 @@ caf::behavior server_impl(server_ptr self, connection_actor conn,
   return {
       [self](data_atom, local_mr& chunk) {
         if (chunk.size() > 0 && chunk.data()[0] == echo_flag)
-          // No CAF timeout: rdmactor answers within request-timeout-ms
-          // (see no_caf_timeout in connection_driver.cpp).
-          self->request(self->state.conn, caf::infinite, send_data_atom::value,
+          // rdmactor answers within request-timeout-ms (no_caf_timeout).
+          self->request(self->state.conn, no_caf_timeout, send_data_atom::value,
                         std::move(chunk))
               .then([](uint64_t) {},
                     [self](caf::error& err) { fatal(self, err); });

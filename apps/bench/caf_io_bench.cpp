@@ -14,6 +14,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_progress.hpp"
 #include "rdmactor/error.hpp"
 
@@ -47,13 +48,10 @@ caf::behavior server_impl(caf::event_based_actor*, uint64_t max_pull_bytes) {
 /// it was armed).
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 
-/// Requests carry no CAF timeout: in CAF 0.17 each one would go through
-/// the actor clock's thread (a condition-variable broadcast and a wake-up
-/// per message, most of the futex calls of a window of small messages, for
-/// rdmactor and CAF io alike).  One watchdog per `op_timeout` fails the run
-/// instead when no answer came in that time, and the driver watches the
-/// server (a down message fails it at once).
-constexpr auto no_caf_timeout = caf::infinite;
+// Requests carry no CAF timeout (no_caf_timeout, run_channel.hpp): one
+// watchdog per `op_timeout` fails the run instead when no answer came in
+// that time, and the driver watches the server (a down message fails it
+// at once).
 
 struct driver_state {
   caf::actor server;

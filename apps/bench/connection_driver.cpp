@@ -9,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "apps/bench/handler_driver.hpp"
+#include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_progress.hpp"
 #include "protocol/codec.hpp"
 #include "rdmactor/error.hpp"
@@ -19,13 +20,6 @@ namespace rdmactor::bench {
 namespace {
 
 using clock_type = run_progress::clock_type;
-
-/// Calls on a connection carry no CAF timeout: rdmactor answers every one
-/// within request-timeout-ms itself (the agent's sweep), and the run as a
-/// whole has its deadline (wait_for_run).  A CAF timeout would cost CAF's
-/// clock thread two wake-ups per call (one to add the timer, one to drop
-/// it), on the critical path of a ping-pong.
-constexpr auto no_caf_timeout = caf::infinite;
 
 struct driver_state {
   connection_actor conn;

@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "apps/bench/run_channel.hpp"
 #include "apps/bench/run_progress.hpp"
 #include "rdmactor/error.hpp"
 
@@ -46,8 +47,8 @@ void send_one(raw_ptr self) {
   ++st.run.acks_pending;
   st.t_op = clock_type::now();
   auto t0 = st.t_op;
-  self->request(st.transport, st.run.spec().op_timeout,
-                transport::send_atom::value, st.header, st.payload)
+  self->request(st.transport, no_caf_timeout, transport::send_atom::value,
+                st.header, st.payload)
       .then(
           [self, t0](uint64_t) {
             auto& run = self->state.run;

@@ -5,6 +5,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include "apps/bench/run_channel.hpp"
 #include "common/logging.hpp"
 #include "rdmactor/error.hpp"
 
@@ -28,7 +29,9 @@ caf::behavior raw_echo_impl(caf::event_based_actor* self,
         local_mr payload;
         if (msg.size() > raw_header_bytes)
           payload = *msg.slice(raw_header_bytes, msg.size() - raw_header_bytes);
-        self->request(transport, raw_timeout, transport::send_atom::value,
+        // The transport answers every send, or fails it when the link
+        // goes down (no_caf_timeout).
+        self->request(transport, no_caf_timeout, transport::send_atom::value,
                       std::move(header), std::move(payload))
             .then([](uint64_t) {}, [self](caf::error&) { self->quit(); });
       },

@@ -87,8 +87,7 @@ public:
       : sys_(sys), plan_(plan),
         acceptor_(spawn_bench_acceptor(sys, server_options_of(plan))),
         actor_server_(
-            caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)) {
-  }
+            caf_io::spawn_server(sys, plan.opts.peer_max_claim_bytes)) {}
 
   bench_serving(const bench_serving&) = delete;
   bench_serving& operator=(const bench_serving&) = delete;
@@ -387,13 +386,14 @@ int serve_forked(bench_config& cfg, const bench_plan& plan, int port_fd,
                    render(listening.error()).c_str());
     else if (plan.op != bench_op::raw)
       port = *listening;
-    else if (auto raw = srv.start_raw(host + ":"
-                                      + std::to_string(*listening + 1)))
+    else if (auto raw
+             = srv.start_raw(host + ":" + std::to_string(*listening + 1)))
       port = *listening;
     else
-      std::fprintf(stderr, "rdmactor-bench (forked server): no raw "
-                   "endpoints on port %u: %s\n", *listening + 1,
-                   render(raw.error()).c_str());
+      std::fprintf(stderr,
+                   "rdmactor-bench (forked server): no raw "
+                   "endpoints on port %u: %s\n",
+                   *listening + 1, render(raw.error()).c_str());
     if (::write(port_fd, &port, sizeof(port)) != sizeof(port))
       port = 0;
     ::close(port_fd);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/duration.hpp>
 #include <caf/error.hpp>
 
 namespace rdmactor::bench {
@@ -82,6 +83,17 @@ private:
 };
 
 using run_channel_ptr = std::shared_ptr<run_channel>;
+
+/// The timeout of the bench's requests on the measured path: none.  In CAF
+/// 0.17 each request with a timeout goes through the actor clock's thread
+/// (a condition-variable broadcast and a wake-up to add the timer, another
+/// to drop it), on the critical path of a ping-pong, for rdmactor and CAF
+/// io alike.  What bounds them instead: the run's deadline
+/// (`wait_for_run`), rdmactor's own request timeout
+/// (`rdmactor.request-timeout-ms`, connections), a transport that answers
+/// every operation or fails it when the link goes down (raw), and the
+/// caf-io driver's watchdog.
+constexpr auto no_caf_timeout = caf::infinite;
 
 /// One outcome of `lanes` that ran at once: their operations and bytes
 /// over the longest measured time (conservative: a lane that finished

@@ -68,8 +68,8 @@ BOOST_AUTO_TEST_CASE(a_send_carries_header_then_payload_and_reports_bytes) {
 // (`traffic_in_flight`, which keeps adaptive polling going).
 BOOST_AUTO_TEST_CASE(quiet_sends_in_flight_are_not_traffic) {
   fixture f;
-  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
-              mr_token{}, 0, std::nullopt, true);
+  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{}, mr_token{},
+              0, std::nullopt, true);
   BOOST_TEST(f.l->in_flight() == 1u);
   BOOST_TEST(f.l->traffic_in_flight() == 0u);
   f.send(0);
@@ -79,8 +79,8 @@ BOOST_AUTO_TEST_CASE(quiet_sends_in_flight_are_not_traffic) {
   BOOST_TEST(f.l->in_flight() == 0u);
   BOOST_TEST(f.l->traffic_in_flight() == 0u);
   // Once more after the completions: the count went back with them.
-  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{},
-              mr_token{}, 0, std::nullopt, true);
+  f.l->submit(op_kind::send, std::vector<uint8_t>(8, 1), local_mr{}, mr_token{},
+              0, std::nullopt, true);
   BOOST_TEST(f.l->traffic_in_flight() == 0u);
   f.send(0);
   BOOST_TEST(f.l->traffic_in_flight() == 1u);
