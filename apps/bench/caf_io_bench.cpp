@@ -1,10 +1,8 @@
 #include "apps/bench/caf_io_bench.hpp"
 
-#include <cerrno>
 #include <cstdio>
 #include <vector>
 
-#include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -164,18 +162,11 @@ int child_main(caf::actor_system_config& cfg, uint64_t max_pull_bytes,
     else
       std::fprintf(stderr, "caf-io server: cannot publish: %s\n",
                    sys.render(published.error()).c_str());
-    if (::write(port_fd, &port, sizeof(port)) != sizeof(port))
+    if (!report_port(port_fd, port))
       port = 0;
-    ::close(port_fd);
-    if (port != 0) {
-      // Serve until the parent closes the control pipe (or dies).
-      char c;
-      for (;;) {
-        auto n = ::read(control_fd, &c, 1);
-        if (n == 0 || (n < 0 && errno != EINTR))
-          break;
-      }
-    }
+    // Serve until the parent closes the control pipe (or dies).
+    if (port != 0)
+      wait_for_parent(control_fd);
     caf::anon_send_exit(srv, caf::exit_reason::user_shutdown);
   }
   return port != 0 ? 0 : 1;

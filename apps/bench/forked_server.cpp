@@ -1,5 +1,6 @@
 #include "apps/bench/forked_server.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -56,6 +57,21 @@ caf::expected<forked_server> fork_server_process(
                           + " server process did not report its port");
   }
   return srv;
+}
+
+bool report_port(int port_fd, uint16_t port) {
+  bool ok = ::write(port_fd, &port, sizeof(port)) == sizeof(port);
+  ::close(port_fd);
+  return ok;
+}
+
+void wait_for_parent(int control_fd) {
+  char c;
+  for (;;) {
+    auto n = ::read(control_fd, &c, 1);
+    if (n == 0 || (n < 0 && errno != EINTR))
+      return;
+  }
 }
 
 void stop_forked_server(forked_server& srv) {

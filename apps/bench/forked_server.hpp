@@ -26,6 +26,14 @@ caf::expected<forked_server> fork_server_process(
     const char* what,
     const std::function<int(int port_fd, int control_fd)>& child);
 
+/// In the child: writes the port it serves on (0: it could not serve) to
+/// `port_fd` and closes it; false when the write failed.
+bool report_port(int port_fd, uint16_t port);
+
+/// In the child: blocks until the parent closes its end of `control_fd`
+/// (`stop_forked_server`) or dies.
+void wait_for_parent(int control_fd);
+
 /// Tells the child to shut down and waits for it (bounded: 5 s, then
 /// SIGKILL).
 void stop_forked_server(forked_server& srv);

@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <caf/actor_system.hpp>
 #include <caf/defaults.hpp>
 #include <caf/scoped_actor.hpp>
@@ -394,17 +392,10 @@ int serve_forked(bench_config& cfg, const bench_plan& plan, int port_fd,
                    "rdmactor-bench (forked server): no raw "
                    "endpoints on port %u: %s\n",
                    *listening + 1, render(raw.error()).c_str());
-    if (::write(port_fd, &port, sizeof(port)) != sizeof(port))
+    if (!report_port(port_fd, port))
       port = 0;
-    ::close(port_fd);
-    if (port != 0) {
-      char c;
-      for (;;) {
-        auto n = ::read(control_fd, &c, 1);
-        if (n == 0 || (n < 0 && errno != EINTR))
-          break;
-      }
-    }
+    if (port != 0)
+      wait_for_parent(control_fd);
   }
   return port != 0 ? 0 : 1;
 }
