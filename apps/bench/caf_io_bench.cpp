@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <vector>
 
-
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
