@@ -36,7 +36,10 @@ round trip as perftest reports it; write, read, fetch_add and cas:
 completion time of one operation); bw = --window outstanding operations,
 MB/s (MB = 2^20 bytes, as perftest) and operations/s.
 
-Without --listen/--connect both nodes run in this process. Two processes:
+Without --listen/--connect both nodes run in this process, or with
+--fork-server the server node in a child process this one forks first (two
+processes from one command, as the baselines run; scripts/bench.sh's host
+rows). Two processes by hand:
   rdmactor-bench --listen=127.0.0.1:7480 &
   rdmactor-bench --connect=127.0.0.1:7480 --op=send --mode=lat
 (a server serves connections on PORT and raw endpoints on PORT+1).
@@ -62,6 +65,7 @@ gets quota_exceeded and the server keeps serving.
 
 Examples:
   rdmactor-bench --op=send --mode=lat --sizes=8,4K
+  rdmactor-bench --op=send --mode=bw --size=8 --iters=100000 --fork-server
   rdmactor-bench --op=write --mode=bw --sizes=64K,1M --json
   rdmactor-bench --baseline=caf-io --op=send --mode=bw --size=64K
   rdmactor-bench --op=actor --mode=lat --size=8

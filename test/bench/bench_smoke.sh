@@ -156,6 +156,7 @@ rm -f "$server_log"
 # --help succeeds; a wrong option fails with a message that names it.
 help=$("$bench" --help 2>&1) || fail "--help exited with $?"
 grep -q -- "--rdmactor.recv-depth=" <<<"$help" || fail "--help does not list the rdmactor options"
+grep -q -- "--fork-server" <<<"$help" || fail "--help does not explain --fork-server"
 err=$("$bench" --op=bogus 2>&1)
 rc=$?
 [[ $rc -ne 0 ]] || fail "--op=bogus exited 0"
