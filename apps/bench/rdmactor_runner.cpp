@@ -50,10 +50,10 @@ transport::polling polling_for(const transport::device& dev,
   return transport::effective_polling(dev, transport::polling_of(plan.opts));
 }
 
-/// `host` as "HOST:PORT" strings need it: bracketed when it is an IPv6
-/// address.
-std::string bracket(const std::string& host) {
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+/// "HOST:PORT", HOST bracketed when it is an IPv6 address.
+std::string address(const std::string& host, uint32_t port) {
+  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
 }
 
 /// Returns HOST:PORT+1, where a bench server accepts raw endpoints.
@@ -64,7 +64,7 @@ caf::expected<std::string> raw_address_of(const std::string& host_port) {
   if (addr->second == 65535)
     return make_error(errc::invalid_address,
                       "the server port must leave room for PORT+1");
-  return bracket(addr->first) + ":" + std::to_string(addr->second + 1);
+  return address(addr->first, addr->second + 1u);
 }
 
 /// How this run's bench servers run.
@@ -114,6 +114,15 @@ public:
                       polling_for(*node_->device(), plan_));
   }
 
+  /// Serves raw endpoints where clients look for them: PORT+1 of the
+  /// connections' `host_port` (`raw_address_of`).  After `start`.
+  caf::expected<uint16_t> start_raw_beside(const std::string& host_port) {
+    auto raw = raw_address_of(host_port);
+    if (!raw)
+      return std::move(raw.error());
+    return start_raw(*raw);
+  }
+
   /// The node.  After `start` succeeded.
   node& get() noexcept {
     return *node_;
@@ -144,8 +153,8 @@ int serve(caf::actor_system& sys, const bench_plan& plan) {
   if (!port)
     return fail(port.error());
   auto* nd = &srv.get();
-  auto host = bracket(transport::parse_address(plan.listen)->first);
-  auto raw_port = srv.start_raw(host + ":" + std::to_string(*port + 1));
+  auto raw_port = srv.start_raw_beside(
+      address(transport::parse_address(plan.listen)->first, *port));
   std::string raw_note;
   if (raw_port)
     raw_note = " and " + std::to_string(*raw_port) + " (raw)";
@@ -377,21 +386,20 @@ int serve_forked(bench_config& cfg, const bench_plan& plan, int port_fd,
   {
     caf::actor_system sys{cfg};
     bench_serving srv{sys, plan};
-    auto host = bracket(plan.host);
-    auto listening = srv.start(host + ":0");
+    caf::error err;
+    auto listening = srv.start(address(plan.host, 0));
     if (!listening)
+      err = std::move(listening.error());
+    else if (plan.op == bench_op::raw) {
+      auto raw = srv.start_raw_beside(address(plan.host, *listening));
+      if (!raw)
+        err = std::move(raw.error());
+    }
+    if (err)
       std::fprintf(stderr, "rdmactor-bench (forked server): %s\n",
-                   render(listening.error()).c_str());
-    else if (plan.op != bench_op::raw)
-      port = *listening;
-    else if (auto raw
-             = srv.start_raw(host + ":" + std::to_string(*listening + 1)))
-      port = *listening;
+                   render(err).c_str());
     else
-      std::fprintf(stderr,
-                   "rdmactor-bench (forked server): no raw "
-                   "endpoints on port %u: %s\n",
-                   *listening + 1, render(raw.error()).c_str());
+      port = *listening;
     if (!report_port(port_fd, port))
       port = 0;
     if (port != 0)
@@ -417,10 +425,10 @@ int run_with_forked_server(bench_config& cfg, const bench_plan& plan) {
     } else {
       auto ctx = client_context(cfg, plan, **client);
       ctx.cpu_pids = {0, child->pid};
-      auto host = bracket(plan.host);
-      auto addr = host + ":" + std::to_string(child->port);
-      auto raw_addr = host + ":" + std::to_string(child->port + 1);
-      rc = run_client(sys, plan, **client, addr, raw_addr, ctx);
+      auto addr = address(plan.host, child->port);
+      auto raw_addr = raw_address_of(addr);
+      rc = raw_addr ? run_client(sys, plan, **client, addr, *raw_addr, ctx)
+                    : fail(raw_addr.error());
       (*client)->close();
     }
   }
@@ -451,20 +459,19 @@ int run_rdmactor(bench_config& cfg, const bench_plan& plan) {
   }
   // Both sides in this process: a second node serves.
   bench_serving srv{sys, plan};
-  auto host = bracket(plan.host);
-  auto port = srv.start(host + ":0");
+  auto port = srv.start(address(plan.host, 0));
   if (!port)
     return fail(port.error());
   // Raw endpoints only when the plan needs them.
   std::string raw_addr;
   if (plan.op == bench_op::raw) {
-    auto raw_port = srv.start_raw(host + ":0");
+    auto raw_port = srv.start_raw(address(plan.host, 0));
     if (!raw_port)
       return fail(raw_port.error());
-    raw_addr = host + ":" + std::to_string(*raw_port);
+    raw_addr = address(plan.host, *raw_port);
   }
-  auto rc = run_client(sys, plan, **client, host + ":" + std::to_string(*port),
-                       raw_addr, ctx);
+  auto rc = run_client(sys, plan, **client, address(plan.host, *port), raw_addr,
+                       ctx);
   (*client)->close();
   srv.close();
   return rc;
