@@ -10,8 +10,8 @@
 # Host matrix: send lat 8 B and 4 KiB; send bw 8 B, 64 B, 512 B, 4 KiB,
 # 64 KiB, 1 MiB; write and read bw 64 KiB and 1 MiB (rdmactor soft vs
 # --baseline=caf-io, each with its server in a process of its own:
-# rdmactor-bench --fork-server); the send and actor rows also against the medium,
-# plain TCP between two processes (--baseline=tcp), and the message rate
+# rdmactor-bench --fork-server); the send and actor rows also against the
+# medium, plain TCP between two processes (--baseline=tcp), and the message rate
 # (bw rows of at most 4 KiB show msgs/s) again with --window=256; raw
 # lat 8 B and raw bw 64 KiB as diagnostics (the transport without the
 # agent, compared with CAF io's send).  VM matrix: send lat 8 B, write bw
@@ -60,8 +60,9 @@
 # arguments; default "tsc=reliable clocksource=tsc", empty for the
 # emulator's default HPET clock: see docs/benchmarks.md, "The clock in the
 # VM"), BENCH_ONE_PROCESS=1 (the host rows run rdmactor's two nodes in
-# one process, on one CAF scheduler), BENCH_SCALE=0 (skip the scale part), BENCH_SCALE_MAX (peers of its
-# largest row; default 20,000, or the hard open-files limit less 1000).
+# one process, on one CAF scheduler), BENCH_SCALE=0 (skip the scale part),
+# BENCH_SCALE_MAX (peers of its largest row; default 20,000, or the hard
+# open-files limit less 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -228,6 +229,14 @@ echo "== load before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Rows are interleaved (rdmactor, then caf-io, row by row) and the whole
 # matrix runs BENCH_ROUNDS times, so that load from other processes hits
 # both sides alike; the table shows the median of the rounds.
+# rdmactor's server node runs in a process of its own (--fork-server), as
+# the baselines' servers do; BENCH_ONE_PROCESS=1: both nodes in one.
+rdmactor_topology=(--fork-server)
+host_topology="two processes"
+if [[ ${BENCH_ONE_PROCESS:-0} == 1 ]]; then
+  rdmactor_topology=()
+  host_topology="two nodes in one process"
+fi
 run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "impl" so)
   local round=$1 label=$2
   shift 2
@@ -235,10 +244,8 @@ run() { # ROUND LABEL rdmactor-bench arguments...  (RUN_IMPL: label the JSON "im
   # RUN_IMPL renames the line's impl, whichever it is (rdmactor or caf-io).
   local rename='s/^$//'
   [[ -n ${RUN_IMPL:-} ]] && rename="s/\"impl\":\"[^\"]*\"/\"impl\":\"$RUN_IMPL\"/"
-  # rdmactor's server node runs in a process of its own (--fork-server),
-  # as the baselines' servers do; BENCH_ONE_PROCESS=1: both nodes in one.
   local topology=()
-  [[ " $* " != *" --baseline="* && ${BENCH_ONE_PROCESS:-0} != 1 ]] && topology=(--fork-server)
+  [[ " $* " != *" --baseline="* ]] && topology=("${rdmactor_topology[@]}")
   # pipefail: the status is rdmactor-bench's.
   if ! "$bench" --json --rdmactor.log-level=error "${topology[@]}" "${extra[@]}" "$@" \
     2>"$out_dir/.stderr" | sed "s/^{/{\"round\":$round,/; $rename" >>"$host_json"; then
@@ -271,7 +278,6 @@ stop_hogs() {
 }
 trap stop_hogs EXIT
 rounds=${BENCH_ROUNDS:-$((quick == 1 ? 1 : 3))}
-if [[ ${BENCH_ONE_PROCESS:-0} == 1 ]]; then host_topology="two nodes in one process"; else host_topology="two processes"; fi
 echo "== host: rdmactor (soft fabric, $host_topology) vs caf-io (two processes on loopback), $rounds round(s)"
 t_host=$SECONDS
 for round in $(seq 1 "$rounds"); do
@@ -508,9 +514,7 @@ if [[ ${BENCH_SCALE:-1} == 1 ]]; then
   # shows each row's median.  The 64 KiB row runs 100,000 messages (6.1
   # GiB, about two seconds): shorter runs land in one of two modes (about
   # 2.2 or 3.5 GB/s on the 2-core machine, idle peers or not), and one
-  # such run each swung the comparison by 15-25 % either way (40,000
-  # messages: -14.6 % in one table, -1 % to +24 % in four rounds of
-  # 100,000 by hand minutes later).
+  # such run each swung the comparison by 15-25 % either way.
   for round in $(seq "$rounds"); do
     for idle in 0 1000; do
       [[ $quick == 1 && $idle == 1000 ]] && idle=100

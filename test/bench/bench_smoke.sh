@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_smoke.sh BENCH: rdmactor-bench works end to end.  Runs every
 # operation and mode briefly on the soft fabric (one process, a forked
-# server with --fork-server, then two processes with --listen/--connect), the CAF io and tcp baselines, and checks that
+# server with --fork-server, then two processes with --listen/--connect),
+# the CAF io and tcp baselines, and checks that
 # each run prints one JSON object with the documented fields and a number
 # where the mode has one.  Timings are not judged here (apps/bench and
 # scripts/bench.sh measure); only that the tool does what its --help says.
